@@ -1,0 +1,58 @@
+"""Dispatch of the generated elementwise loops by dtype and float16 mode.
+
+Every elementwise kernel module (``kernels.sigmoid``, ...) is a thin layer over the loops
+generated in ``kernels/_generated/<key>.py``: it validates the input, picks the loop for
+the dtype (float64, float32, float16 mixed or float16 strict), and restores the shape.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from kernels._validate import flat, float_array, same_shape_and_dtype
+
+_SUFFIX = {np.dtype(np.float64): "f64", np.dtype(np.float32): "f32"}
+
+
+def _loop(generated: ModuleType, quantity: str, dtype: np.dtype, strict_fp16: bool):
+    if dtype == np.float16:
+        return getattr(generated, f"{quantity}_{'f16s' if strict_fp16 else 'f16'}_loop")
+    if strict_fp16:
+        raise ValueError(f"strict_fp16: applies to float16 input only, got dtype {dtype}")
+    return getattr(generated, f"{quantity}_{_SUFFIX[dtype]}_loop")
+
+
+def _storage(array: np.ndarray) -> np.ndarray:
+    """What the loops read and write: float16 as its uint16 bits, else the array itself."""
+    return array.view(np.uint16) if array.dtype == np.float16 else array
+
+
+def unary(generated: ModuleType, quantity: str, x: ArrayLike, strict_fp16: bool) -> np.ndarray:
+    """``quantity`` ("forward" or "derivative") of ``x``, elementwise."""
+    x = float_array(x, "x")
+    loop = _loop(generated, quantity, x.dtype, strict_fp16)
+    out = np.empty(x.size, dtype=x.dtype)
+    loop(_storage(flat(x)), _storage(out))
+    return out.reshape(x.shape)
+
+
+def vjp(generated: ModuleType, x: ArrayLike, g: ArrayLike, strict_fp16: bool) -> np.ndarray:
+    """``g * f'(x)`` elementwise: the input gradient for the upstream gradient ``g``."""
+    x = float_array(x, "x")
+    g = float_array(g, "g")
+    same_shape_and_dtype(x, g, "g")
+    loop = _loop(generated, "vjp", x.dtype, strict_fp16)
+    out = np.empty(x.size, dtype=x.dtype)
+    loop(_storage(flat(x)), _storage(flat(g)), _storage(out))
+    return out.reshape(x.shape)
+
+
+def jacobian(generated: ModuleType, x: ArrayLike, strict_fp16: bool) -> np.ndarray:
+    """The dense Jacobian ``diag(f'(x))`` of one sample ``x`` of shape (D,)."""
+    x = float_array(x, "x")
+    if x.ndim != 1:
+        raise ValueError(f"x: expected one sample of shape (D,), got shape {x.shape}")
+    return np.diag(unary(generated, "derivative", x, strict_fp16))
