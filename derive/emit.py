@@ -100,7 +100,8 @@ class Constants:
             literal = repr(number) if number == number and abs(number) != float("inf") else None
             if literal is None:
                 literal = "np.inf" if number > 0 else "-np.inf"
-            self.lines.append(f"{name} = {mode.constant_type}({literal})")
+            exact = sp.sstr(value)
+            self.lines.append(f"{name} = {mode.constant_type}({literal})  # {exact}")
         return self.names[key]
 
 

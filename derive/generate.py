@@ -42,7 +42,7 @@ from numba import njit, prange
 from kernels._f16 import float64_to_half_bits, half_bits_to_float64, round_to_half
 '''
 
-UNARY_LOOPS = '''\
+UNARY_LOOPS = """\
 @njit(cache=True, parallel=True)
 def {q}_f64_loop(x, out):
     for i in prange(x.size):
@@ -65,9 +65,9 @@ def {q}_f16_loop(bits, out):
 def {q}_f16s_loop(bits, out):
     for i in range(bits.size):
         out[i] = float64_to_half_bits({q}_f16s(half_bits_to_float64(bits[i])))
-'''
+"""
 
-VJP_LOOPS = '''\
+VJP_LOOPS = """\
 @njit(cache=True, parallel=True)
 def vjp_f64_loop(x, g, out):
     for i in prange(x.size):
@@ -93,7 +93,7 @@ def vjp_f16s_loop(bits, g_bits, out):
         dy = half_bits_to_float64(g_bits[i])
         dx = round_to_half(dy * derivative_f16s(half_bits_to_float64(bits[i])))
         out[i] = float64_to_half_bits(dx)
-'''
+"""
 
 
 def limit_at(expr: sp.Expr, infinity: sp.Expr) -> sp.Expr:

@@ -98,9 +98,7 @@ ELEMENTWISE: tuple[Elementwise, ...] = (
     Elementwise(
         name="gelu",
         variant="tanh",
-        forward=x
-        / 2
-        * (1 + sp.tanh(sp.sqrt(2 / sp.pi) * (x + GELU_TANH_CUBIC * x**3))),
+        forward=x / 2 * (1 + sp.tanh(sp.sqrt(2 / sp.pi) * (x + GELU_TANH_CUBIC * x**3))),
         title="GeLU, tanh approximation",
         source="Hendrycks & Gimpel's tanh approximation (PyTorch approximate='tanh'); "
         "not printed in 001, checked against the exact row",

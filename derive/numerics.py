@@ -17,9 +17,11 @@ Two things are *not* symbolic rewrites and are kept apart on purpose:
   formula evaluated at infinity;
 * saturation: where a correct formula still evaluates ``0 * inf`` for huge finite |x|
   (GeLU-tanh's derivative multiplies ``exp(-2u)``, which underflows, by ``x u'``, which
-  overflows once x^3 does: |x| > 5.6e102 in float64, 7e12 in float32), the kernel returns
-  the limit beyond ``SATURATION`` = 2^32, where |f'(x) - limit| < exp(-10^27). That the
-  limit is the correctly rounded value there is checked against the mpmath reference.
+  overflows once x^3 does: |x| > 5.6e102 in float64, 7e12 in float32; GeLU-sigmoid's
+  multiplies ``exp(-1.702 x)`` by ``1.702 x``, which overflows float32 past 2e38), the
+  kernel returns the limit beyond ``SATURATION`` = 2^32, where the distance to the limit
+  is below exp(-10^9). That the limit is the correctly rounded value there is checked
+  against the mpmath reference.
 """
 
 from __future__ import annotations
@@ -146,6 +148,7 @@ def _forms() -> tuple[StableForm, ...]:
                 (s_neg * (1 + s_neg + a * x) / (1 + s_neg) ** 2, True),
             ),
             "as Swish's derivative at 1.702 x",
+            saturate=True,
         ),
     )
 

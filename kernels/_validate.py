@@ -16,7 +16,7 @@ def float_array(value: ArrayLike, name: str) -> np.ndarray:
     cast would hide a caller's mistake.
     """
     array = np.asarray(value)
-    if array.dtype not in FLOAT_DTYPES:
+    if array.dtype.newbyteorder("=") not in FLOAT_DTYPES:
         raise TypeError(
             f"{name}: expected a float16, float32 or float64 array, got dtype {array.dtype}"
         )

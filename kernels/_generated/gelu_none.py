@@ -19,24 +19,24 @@ from numba import njit, prange
 
 from kernels._f16 import float64_to_half_bits, half_bits_to_float64, round_to_half
 
-_F64_0 = np.float64(0.0)
-_F64_1 = np.float64(np.inf)
-_F64_2 = np.float64(0.5)
-_F64_3 = np.float64(0.7071067811865476)
-_F32_4 = np.float32(0.0)
-_F32_5 = np.float32(np.inf)
-_F32_6 = np.float32(0.5)
-_F32_7 = np.float32(0.7071067690849304)
-_F16S_8 = np.float64(0.0)
-_F16S_9 = np.float64(np.inf)
-_F16S_10 = np.float64(0.5)
-_F16S_11 = np.float64(0.70703125)
-_F64_12 = np.float64(1.0)
-_F64_13 = np.float64(0.3989422804014327)
-_F32_14 = np.float32(1.0)
-_F32_15 = np.float32(0.3989422917366028)
-_F16S_16 = np.float64(1.0)
-_F16S_17 = np.float64(0.39892578125)
+_F64_0 = np.float64(0.0)  # 0
+_F64_1 = np.float64(np.inf)  # oo
+_F64_2 = np.float64(0.5)  # 1/2
+_F64_3 = np.float64(0.7071067811865476)  # sqrt(2)/2
+_F32_4 = np.float32(0.0)  # 0
+_F32_5 = np.float32(np.inf)  # oo
+_F32_6 = np.float32(0.5)  # 1/2
+_F32_7 = np.float32(0.7071067690849304)  # sqrt(2)/2
+_F16S_8 = np.float64(0.0)  # 0
+_F16S_9 = np.float64(np.inf)  # oo
+_F16S_10 = np.float64(0.5)  # 1/2
+_F16S_11 = np.float64(0.70703125)  # sqrt(2)/2
+_F64_12 = np.float64(1.0)  # 1
+_F64_13 = np.float64(0.3989422804014327)  # sqrt(2)/(2*sqrt(pi))
+_F32_14 = np.float32(1.0)  # 1
+_F32_15 = np.float32(0.3989422917366028)  # sqrt(2)/(2*sqrt(pi))
+_F16S_16 = np.float64(1.0)  # 1
+_F16S_17 = np.float64(0.39892578125)  # sqrt(2)/(2*sqrt(pi))
 
 
 @njit(cache=True)

@@ -20,18 +20,21 @@ from numba import njit, prange
 
 from kernels._f16 import float64_to_half_bits, half_bits_to_float64, round_to_half
 
-_F64_0 = np.float64(0.0)
-_F64_1 = np.float64(np.inf)
-_F64_2 = np.float64(1.0)
-_F64_3 = np.float64(1.702)
-_F32_4 = np.float32(0.0)
-_F32_5 = np.float32(np.inf)
-_F32_6 = np.float32(1.0)
-_F32_7 = np.float32(1.7020000219345093)
-_F16S_8 = np.float64(0.0)
-_F16S_9 = np.float64(np.inf)
-_F16S_10 = np.float64(1.0)
-_F16S_11 = np.float64(1.7021484375)
+_F64_0 = np.float64(0.0)  # 0
+_F64_1 = np.float64(np.inf)  # oo
+_F64_2 = np.float64(1.0)  # 1
+_F64_3 = np.float64(1.702)  # 851/500
+_F32_4 = np.float32(0.0)  # 0
+_F32_5 = np.float32(np.inf)  # oo
+_F32_6 = np.float32(1.0)  # 1
+_F32_7 = np.float32(1.7020000219345093)  # 851/500
+_F16S_8 = np.float64(0.0)  # 0
+_F16S_9 = np.float64(np.inf)  # oo
+_F16S_10 = np.float64(1.0)  # 1
+_F16S_11 = np.float64(1.7021484375)  # 851/500
+_F64_12 = np.float64(4294967296.0)  # 4294967296
+_F32_13 = np.float32(4294967296.0)  # 4294967296
+_F16S_14 = np.float64(4294967296.0)  # 4294967296
 
 
 @njit(cache=True)
@@ -108,8 +111,10 @@ def derivative_f64(x):
     """gelu_sigmoid derivative, mode f64: as Swish's derivative at 1.702 x."""
     if x != x:
         return x
-    if math.isinf(x):
-        return _F64_2 if x > 0 else _F64_0
+    if x > _F64_12:
+        return _F64_2
+    if x < -_F64_12:
+        return _F64_0
     if x >= _F64_0:
         t0 = _F64_3 * x
         t1 = _F64_3 * x
@@ -139,8 +144,10 @@ def derivative_f32(x):
     """gelu_sigmoid derivative, mode f32: as Swish's derivative at 1.702 x."""
     if x != x:
         return x
-    if math.isinf(x):
-        return _F32_6 if x > 0 else _F32_4
+    if x > _F32_13:
+        return _F32_6
+    if x < -_F32_13:
+        return _F32_4
     if x >= _F32_4:
         t0 = _F32_7 * x
         t1 = _F32_7 * x
@@ -170,8 +177,10 @@ def derivative_f16s(x):
     """gelu_sigmoid derivative, mode f16s: as Swish's derivative at 1.702 x."""
     if x != x:
         return x
-    if math.isinf(x):
-        return _F16S_10 if x > 0 else _F16S_8
+    if x > _F16S_14:
+        return _F16S_10
+    if x < -_F16S_14:
+        return _F16S_8
     if x >= _F16S_8:
         t0 = round_to_half(_F16S_11 * x)
         t1 = round_to_half(_F16S_11 * x)

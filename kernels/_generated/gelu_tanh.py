@@ -21,27 +21,27 @@ from numba import njit, prange
 
 from kernels._f16 import float64_to_half_bits, half_bits_to_float64, round_to_half
 
-_F64_0 = np.float64(0.0)
-_F64_1 = np.float64(np.inf)
-_F64_2 = np.float64(1.0)
-_F64_3 = np.float64(1.5957691216057308)
-_F64_4 = np.float64(0.044715)
-_F32_5 = np.float32(0.0)
-_F32_6 = np.float32(np.inf)
-_F32_7 = np.float32(1.0)
-_F32_8 = np.float32(1.5957691669464111)
-_F32_9 = np.float32(0.044714998453855515)
-_F16S_10 = np.float64(0.0)
-_F16S_11 = np.float64(np.inf)
-_F16S_12 = np.float64(1.0)
-_F16S_13 = np.float64(1.595703125)
-_F16S_14 = np.float64(0.044708251953125)
-_F64_15 = np.float64(4294967296.0)
-_F64_16 = np.float64(0.134145)
-_F32_17 = np.float32(4294967296.0)
-_F32_18 = np.float32(0.13414500653743744)
-_F16S_19 = np.float64(4294967296.0)
-_F16S_20 = np.float64(0.1341552734375)
+_F64_0 = np.float64(0.0)  # 0
+_F64_1 = np.float64(np.inf)  # oo
+_F64_2 = np.float64(1.0)  # 1
+_F64_3 = np.float64(1.5957691216057308)  # 2*sqrt(2)/sqrt(pi)
+_F64_4 = np.float64(0.044715)  # 8943/200000
+_F32_5 = np.float32(0.0)  # 0
+_F32_6 = np.float32(np.inf)  # oo
+_F32_7 = np.float32(1.0)  # 1
+_F32_8 = np.float32(1.5957691669464111)  # 2*sqrt(2)/sqrt(pi)
+_F32_9 = np.float32(0.044714998453855515)  # 8943/200000
+_F16S_10 = np.float64(0.0)  # 0
+_F16S_11 = np.float64(np.inf)  # oo
+_F16S_12 = np.float64(1.0)  # 1
+_F16S_13 = np.float64(1.595703125)  # 2*sqrt(2)/sqrt(pi)
+_F16S_14 = np.float64(0.044708251953125)  # 8943/200000
+_F64_15 = np.float64(4294967296.0)  # 4294967296
+_F64_16 = np.float64(0.134145)  # 26829/200000
+_F32_17 = np.float32(4294967296.0)  # 4294967296
+_F32_18 = np.float32(0.13414500653743744)  # 26829/200000
+_F16S_19 = np.float64(4294967296.0)  # 4294967296
+_F16S_20 = np.float64(0.1341552734375)  # 26829/200000
 
 
 @njit(cache=True)

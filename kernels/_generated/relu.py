@@ -19,15 +19,15 @@ from numba import njit, prange
 
 from kernels._f16 import float64_to_half_bits, half_bits_to_float64, round_to_half
 
-_F64_0 = np.float64(0.0)
-_F64_1 = np.float64(np.inf)
-_F32_2 = np.float32(0.0)
-_F32_3 = np.float32(np.inf)
-_F16S_4 = np.float64(0.0)
-_F16S_5 = np.float64(np.inf)
-_F64_6 = np.float64(1.0)
-_F32_7 = np.float32(1.0)
-_F16S_8 = np.float64(1.0)
+_F64_0 = np.float64(0.0)  # 0
+_F64_1 = np.float64(np.inf)  # oo
+_F32_2 = np.float32(0.0)  # 0
+_F32_3 = np.float32(np.inf)  # oo
+_F16S_4 = np.float64(0.0)  # 0
+_F16S_5 = np.float64(np.inf)  # oo
+_F64_6 = np.float64(1.0)  # 1
+_F32_7 = np.float32(1.0)  # 1
+_F16S_8 = np.float64(1.0)  # 1
 
 
 @njit(cache=True)

@@ -19,12 +19,12 @@ from numba import njit, prange
 
 from kernels._f16 import float64_to_half_bits, half_bits_to_float64, round_to_half
 
-_F64_0 = np.float64(0.0)
-_F64_1 = np.float64(1.0)
-_F32_2 = np.float32(0.0)
-_F32_3 = np.float32(1.0)
-_F16S_4 = np.float64(0.0)
-_F16S_5 = np.float64(1.0)
+_F64_0 = np.float64(0.0)  # 0
+_F64_1 = np.float64(1.0)  # 1
+_F32_2 = np.float32(0.0)  # 0
+_F32_3 = np.float32(1.0)  # 1
+_F16S_4 = np.float64(0.0)  # 0
+_F16S_5 = np.float64(1.0)  # 1
 
 
 @njit(cache=True)

@@ -1,0 +1,158 @@
+"""float16 facts of each elementwise module, from all 65,536 half inputs.
+
+The facts about the exact function (overflow, flush to zero, the largest gradient gain and
+the upstream-gradient size at which the backward pass overflows) come from the correctly
+rounded references of :func:`derive.reference.float16_table`: they are exhaustive, not
+sampled. The facts about strict half arithmetic are measurements of the strict kernels on
+the same inputs, labelled as such.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from functools import cache
+
+import mpmath
+import numpy as np
+
+from derive.modules import elementwise
+from derive.reference import evaluate, float16_table
+
+#: The largest finite half value and the overflow threshold (the midpoint to 2^16).
+HALF_MAX = 65504.0
+HALF_OVERFLOW = 65520
+
+_ALL_BITS = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+ALL_HALVES = _ALL_BITS.view(np.float16)
+FINITE = np.isfinite(ALL_HALVES)
+
+
+def intervals(mask: np.ndarray, limit: int = 3) -> list[tuple[float, float]]:
+    """The maximal runs of finite half inputs (in increasing order) where ``mask`` holds."""
+    order = np.argsort(ALL_HALVES[FINITE].astype(np.float64), kind="stable")
+    values = ALL_HALVES[FINITE][order].astype(np.float64)
+    selected = mask[FINITE][order]
+    runs: list[tuple[float, float]] = []
+    start = None
+    for i, flag in enumerate(selected):
+        if flag and start is None:
+            start = i
+        if start is not None and (not flag or i == len(selected) - 1):
+            end = i if flag else i - 1
+            runs.append((values[start], values[end]))
+            start = None
+    merged = [r for r in runs if not (r[0] == 0.0 and r[1] == 0.0)]
+    return merged[:limit]
+
+
+def _describe(runs: list[tuple[float, float]]) -> str:
+    return ", ".join(f"[{a:.6g}, {b:.6g}]" for a, b in runs) if runs else "no input"
+
+
+@dataclass(frozen=True)
+class Float16Facts:
+    """What half precision does to one module, with the numbers behind each sentence."""
+
+    key: str
+    forward_max: float
+    forward_max_at: float
+    forward_flush: list[tuple[float, float]]
+    derivative_max: float
+    derivative_max_at: float
+    derivative_flush: list[tuple[float, float]]
+    vjp_overflow_g: float | None
+    strict_forward_differs: int
+    strict_derivative_differs: int
+    strict_derivative_nonfinite: list[tuple[float, float]]
+
+    def lines(self) -> list[str]:
+        out = [
+            f"forward: largest |f(x)| over all finite half inputs is {self.forward_max:.6g} "
+            f"(at x = {self.forward_max_at:.6g}); "
+            + ("it never overflows." if np.isfinite(self.forward_max) else "it overflows."),
+            "forward rounds to 0 for nonzero inputs in "
+            f"{_describe(self.forward_flush)} (exhaustive).",
+            f"derivative: largest |f'(x)| over half inputs is {self.derivative_max:.6g} "
+            f"(at x = {self.derivative_max_at:.6g}); it rounds to 0 (the gradient vanishes "
+            f"exactly) for x in {_describe(self.derivative_flush)}.",
+        ]
+        if self.vjp_overflow_g is None:
+            out.append(
+                "backward: no finite half upstream gradient g makes g f'(x) overflow "
+                f"(max |f'| <= {HALF_OVERFLOW}/{HALF_MAX:g})."
+            )
+        else:
+            out.append(
+                "backward: g f'(x) overflows float16 (|exact| >= 65520) for some half x "
+                f"exactly when |g| >= {self.vjp_overflow_g:.6g} (smallest such half g)."
+            )
+        out.append(
+            "strict mode (measured on the kernels, all 65,536 inputs): forward differs "
+            f"from the correctly rounded value at {self.strict_forward_differs} inputs, "
+            f"the derivative at {self.strict_derivative_differs}; the derivative is inf or "
+            f"NaN where the exact one is finite for x in "
+            f"{_describe(self.strict_derivative_nonfinite)}."
+        )
+        return out
+
+
+def _argmax_abs(values: np.ndarray) -> tuple[float, float]:
+    magnitude = np.where(FINITE, np.abs(values.astype(np.float64)), -1.0)
+    i = int(np.argmax(magnitude))
+    return float(magnitude[i]), float(ALL_HALVES[i])
+
+
+def _vjp_overflow_threshold(key: str, at: float) -> float | None:
+    """The smallest half g with g |f'(at)| >= 65520, where ``at`` maximizes |f'| on halves."""
+    gain = abs(evaluate(elementwise(key).derivative, at))
+    with mpmath.workdps(50):
+        bound = mpmath.mpf(HALF_OVERFLOW) / gain
+        if bound > HALF_MAX:
+            return None
+    positive = np.sort(ALL_HALVES[FINITE & (ALL_HALVES > 0)].astype(np.float64))
+    i = int(np.searchsorted(positive, float(bound)))
+    while positive[i] < bound:
+        i += 1
+    while i > 0 and positive[i - 1] >= bound:
+        i -= 1
+    return float(positive[i])
+
+
+@cache
+def float16_facts(key: str) -> Float16Facts:
+    """The float16 facts of one catalog entry (tables are built once per process)."""
+    module = elementwise(key)
+    generated = importlib.import_module(f"kernels._generated.{key}")
+    forward = float16_table(module.forward)
+    derivative = float16_table(module.derivative)
+    nonzero = FINITE & (ALL_HALVES != 0)
+    forward_max, forward_at = _argmax_abs(forward.rounded)
+    derivative_max, derivative_at = _argmax_abs(derivative.rounded)
+    gain_at = float(ALL_HALVES[np.nanargmax(np.where(FINITE, np.abs(derivative.exact), -1))])
+
+    def strict(quantity: str) -> np.ndarray:
+        out = np.empty(1 << 16, dtype=np.uint16)
+        getattr(generated, f"{quantity}_f16s_loop")(_ALL_BITS, out)
+        return out.view(np.float16)
+
+    def differs(got: np.ndarray, want: np.ndarray) -> int:
+        same = (got == want) | (np.isnan(got) & np.isnan(want))
+        return int(np.count_nonzero(~same & FINITE))
+
+    strict_forward, strict_derivative = strict("forward"), strict("derivative")
+    return Float16Facts(
+        key=key,
+        forward_max=forward_max,
+        forward_max_at=forward_at,
+        forward_flush=intervals(nonzero & (forward.rounded == 0)),
+        derivative_max=derivative_max,
+        derivative_max_at=derivative_at,
+        derivative_flush=intervals(FINITE & (derivative.rounded == 0)),
+        vjp_overflow_g=_vjp_overflow_threshold(key, gain_at),
+        strict_forward_differs=differs(strict_forward, forward.rounded),
+        strict_derivative_differs=differs(strict_derivative, derivative.rounded),
+        strict_derivative_nonfinite=intervals(
+            FINITE & ~np.isfinite(strict_derivative) & np.isfinite(derivative.rounded)
+        ),
+    )

@@ -1,0 +1,196 @@
+"""The derivation report: ``report/index.md`` for people, ``report/claims.json`` for programs.
+
+Everything in it is computed here from the definitions, the claim checker and the proofs;
+nothing is typed in. The output is deterministic: the same code writes the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+import sympy as sp
+
+from derive.check import Result, check_all
+from derive.figures import derivative_figure
+from derive.float16 import Float16Facts, float16_facts
+from derive.modules import ELEMENTWISE, Elementwise
+from derive.numerics import module_forms
+
+#: Report module names, in the order of Table 2.
+MODULE_ORDER = ("sigmoid", "relu", "gelu", "swish")
+
+CONVENTIONS = """\
+## Conventions
+
+- Layout: rows are samples or tokens, as in PyTorch. Elementwise modules act on every
+  entry of `x` of any shape.
+- Jacobians are in numerator layout, `J[i, j] = dy_i / dx_j`; the paper uses denominator
+  layout (its Linear Jacobian is `W^T`). For elementwise modules both are `diag(f'(x))`.
+- Lipschitz constants are in the 2-norm. For an elementwise map the Jacobian is diagonal,
+  so the constant is `sup_x |f'(x)|` (by the mean value theorem on each coordinate, and for
+  ReLU by the case analysis in its proof).
+- `eps` follows PyTorch where a module has one (normalizations; none in this report yet).
+- Kinks: `relu'(0) = 0`. Non-finite inputs: NaN gives NaN; `+-inf` gives the limit.
+- float16: "mixed" mode widens half inputs, computes in float64 and rounds once (round to
+  nearest even); "strict" mode rounds every intermediate to half precision, as pure half
+  arithmetic would. Facts below are about the exact function rounded to half, unless they
+  say "strict".
+- Verdicts: `holds` (true as stated; bounds attained), `holds_loose` (valid, not tight),
+  `fails` (false; counterexample given), `misprinted` (wrong as printed, intent holds),
+  `approx` (a printed "≈": exact value and relative error given). "rigorous" is true only
+  for proofs (symbolic identities, ball-arithmetic enclosures, exact witnesses), never for
+  sampling.
+"""
+
+
+def _modules(names: Iterable[str] | None) -> tuple[str, ...]:
+    if names is None:
+        return MODULE_ORDER
+    unknown = sorted(set(names) - set(MODULE_ORDER))
+    if unknown:
+        raise ValueError(f"--modules: unknown {unknown}; known: {list(MODULE_ORDER)}")
+    return tuple(m for m in MODULE_ORDER if m in names)
+
+
+def _summary(results: tuple[Result, ...]) -> list[str]:
+    lines = [
+        "## Summary",
+        "",
+        "| claim | printed | verdict | value | rigorous |",
+        "|---|---|---|---|---|",
+    ]
+    for r in results:
+        value = r.value if len(r.value) <= 48 else r.value[:45] + "..."
+        lines.append(
+            f"| `{r.claim.id}` | ${r.claim.statement_latex}$ | **{r.verdict}** | "
+            f"`{value}` | {'yes' if r.rigorous else 'no (evidence)'} |"
+        )
+    return [*lines, ""]
+
+
+def _corrections(results: tuple[Result, ...]) -> list[str]:
+    lines = ["## Corrections to Table 2", ""]
+    others = [r for r in results if r.verdict != "holds"]
+    if not others:
+        return [*lines, "Every checked statement holds as printed.", ""]
+    lines.append("Every statement whose verdict is not `holds`:")
+    lines.append("")
+    for r in others:
+        detail = " ".join(r.notes)
+        lines.append(
+            f"- `{r.claim.id}` ({r.verdict}): printed ${r.claim.statement_latex}$; "
+            f"liptable derives `{r.value}`. {detail}".rstrip()
+        )
+    return [*lines, ""]
+
+
+def _claim_section(r: Result) -> list[str]:
+    c = r.claim
+    lines = [
+        f"#### `{c.id}`: {r.verdict}",
+        "",
+        f"Source: {c.source}.",
+        "",
+        f"Printed: ${c.statement_latex}$",
+        "",
+        f"Derived: `{r.value}` ({'rigorous' if r.rigorous else 'evidence, not proof'}; "
+        f"method: {r.method}).",
+        "",
+    ]
+    if r.witness:
+        pairs = ", ".join(f"{k} = `{v}`" for k, v in r.witness.items())
+        lines += [f"Witness: {pairs}.", ""]
+    notes = " ".join(n for n in (c.notes, *r.notes) if n)
+    if notes:
+        lines += [f"Notes: {notes}", ""]
+    lines += [f"Proof of: {r.proof.claim}", ""]
+    for i, step in enumerate(r.proof.steps, 1):
+        lines.append(f"{i}. *[{step.method}]* {step.statement}")
+    return [*lines, ""]
+
+
+def _float16_section(facts: Float16Facts) -> list[str]:
+    return ["##### float16", "", *(f"- {fact}" for fact in facts.lines()), ""]
+
+
+def _form_section(module: Elementwise, figure: str) -> list[str]:
+    forward_form, derivative_form = module_forms(module)
+    lines = [
+        f"### {module.title}",
+        "",
+        f"Definition ({module.source}):",
+        "",
+        f"$$f(x) = {sp.latex(module.forward)}$$",
+        "",
+        "Derived by `sympy.diff`:",
+        "",
+        f"$$f'(x) = {sp.latex(module.derivative)}$$",
+        "",
+        f"At the kink: {module.kink}.",
+        "",
+        "The kernels evaluate these proven-equal forms (each branch minus the definition "
+        "simplifies to 0):",
+        "",
+        f"$$f(x) = {sp.latex(forward_form.expr)}$$",
+        "",
+        f"({forward_form.why})",
+        "",
+        f"$$f'(x) = {sp.latex(derivative_form.expr)}$$",
+        "",
+        f"({derivative_form.why})",
+        "",
+        f"![f' of {module.key}]({figure})",
+        "",
+    ]
+    return lines
+
+
+def build(out: Path, modules: Iterable[str] | None = None) -> dict[str, str]:
+    """The report's files (relative name -> text) for the selected modules."""
+    names = _modules(modules)
+    results = tuple(r for r in check_all() if r.claim.module in names)
+    files: dict[str, str] = {}
+    lines = [
+        "# liptable report",
+        "",
+        "Generated by `liptable report` from the SymPy definitions in `derive/modules.py`. "
+        "Do not edit: rerun the command.",
+        "",
+        "Source of the claims: Qi, Wang, Zhang, *Understanding Optimization of Deep Learning "
+        "via Jacobian Matrix and Lipschitz Constant* (shared/seeds/001_76ce3a8a4b6079c3.txt), "
+        "Table 2, and the course notes in shared/seeds/.",
+        "",
+        CONVENTIONS,
+        *_summary(results),
+        *_corrections(results),
+        "## Modules",
+        "",
+    ]
+    for name in names:
+        lines += [f"## {name}", ""]
+        for module in (m for m in ELEMENTWISE if m.name == name):
+            figure = f"figures/{module.key}.svg"
+            files[figure] = derivative_figure(module)
+            lines += _form_section(module, figure)
+            lines += _float16_section(float16_facts(module.key))
+        lines += ["### Claims", ""]
+        for r in results:
+            if r.claim.module == name:
+                lines += _claim_section(r)
+    files["index.md"] = "\n".join(lines).rstrip("\n") + "\n"
+    records = [r.to_json() for r in results]
+    files["claims.json"] = json.dumps(records, indent=2, ensure_ascii=False) + "\n"
+    return files
+
+
+def write(out: Path, modules: Iterable[str] | None = None) -> list[Path]:
+    """Write the report under ``out``; returns the paths written."""
+    written = []
+    for name, text in sorted(build(out, modules).items()):
+        path = out / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        written.append(path)
+    return written

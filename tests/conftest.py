@@ -1,0 +1,31 @@
+"""Test configuration: hypothesis profiles and a guard on mpmath's global precision.
+
+Profiles: ``default`` (fast, for development) and ``ci`` (more examples), chosen with
+``HYPOTHESIS_PROFILE=ci``; ``.ci/run`` uses ``ci``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import mpmath
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "default", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile(
+    "ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+@pytest.fixture(autouse=True)
+def _mpmath_precision_is_untouched():
+    """Every test must leave mpmath's global precision as it found it (workdps only)."""
+    before = mpmath.mp.prec
+    yield
+    after = mpmath.mp.prec
+    mpmath.mp.prec = before
+    assert after == before, f"mpmath.mp.prec changed from {before} to {after}: use workdps"
