@@ -1,0 +1,317 @@
+"""The proof data model: a claim, a tuple of steps, and checkers that establish each step.
+
+A :class:`Step` pairs a statement a student can read (Markdown with ``$LaTeX$``) with a
+``check`` -- a function of no arguments that returns ``True`` only if the statement has
+been established by the named ``method``. A :class:`Proof` is a claim plus its steps;
+:meth:`Proof.verify` runs every step and names the ones that failed.
+
+Exceptions. A checker returns ``False`` when its method cannot establish the statement
+(SymPy cannot reduce a difference to 0, an assumption query answers ``None``, an arb
+enclosure is too wide, a search budget runs out). Anything else it raises propagates out of
+the checker; :meth:`Proof.verify` then records the step as failed with the exception's text
+instead of stopping, so a broken checker can never count as a success and never hides the
+outcome of the other steps.
+
+This module holds the exact (SymPy) checkers; the interval checkers live in
+:mod:`proofs.arb`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import sympy as sp
+
+#: The methods a step may use. Every method except sampling establishes its statement.
+METHODS: tuple[str, ...] = (
+    "symbolic identity",  # sympy.simplify(a - b) == 0 (after exact normalisations)
+    "symbolic sign",  # SymPy's assumption system answers True (e.g. exp(-x)/(...)**2 > 0)
+    "sign certificate",  # a polynomial whose coefficients all have one sign
+    "symbolic limit",  # sympy.limit equals an exact value
+    "symbolic solution set",  # sympy.solveset equals an exact set
+    "arb enclosure",  # a python-flint arb ball evaluation decides an inequality
+    "arb branch-and-bound",  # a bound proven on an interval by recursive bisection
+    "arb root isolation",  # sign change plus a derivative enclosure excluding 0
+    "exact witness",  # an exact evaluation at an exact point
+    "exhaustive enumeration",  # every case of a finite case split, each checked exactly
+    "sampling (evidence)",  # random or grid sampling: evidence, never a proof
+)
+
+#: The only method that does not prove its statement.
+EVIDENCE_METHODS: tuple[str, ...] = ("sampling (evidence)",)
+
+Check = Callable[[], bool]
+
+
+@dataclass(frozen=True)
+class Step:
+    r"""One statement of a proof and the machine check that establishes it.
+
+    ``check()`` must return ``True`` only if the statement holds by ``method``; it returns
+    ``False`` when the method cannot decide (see the module docstring for exceptions).
+
+    >>> from derive.modules import x
+    >>> step = Step("$\\sin^2 x + \\cos^2 x = 1$", "symbolic identity",
+    ...             identity(sp.sin(x) ** 2 + sp.cos(x) ** 2, 1))
+    >>> step.check(), step.rigorous
+    (True, True)
+    """
+
+    statement: str
+    method: str
+    check: Check
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"unknown proof method {self.method!r}; known: {', '.join(METHODS)}")
+
+    @property
+    def rigorous(self) -> bool:
+        """``False`` only for sampling, which is evidence and never a proof."""
+        return self.method not in EVIDENCE_METHODS
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """What happened when one step was checked; ``error`` is the exception text, if any."""
+
+    index: int
+    statement: str
+    method: str
+    ok: bool
+    error: str = ""
+
+    def describe(self) -> str:
+        """A one-line account, e.g. ``step 3 (arb enclosure): failed``."""
+        status = "ok" if self.ok else "failed"
+        if self.error:
+            status += f" ({self.error})"
+        return f"step {self.index} ({self.method}): {status} -- {self.statement}"
+
+
+@dataclass(frozen=True)
+class Verification:
+    """The result of :meth:`Proof.verify`: one outcome per step, in order."""
+
+    claim: str
+    outcomes: tuple[StepOutcome, ...]
+
+    @property
+    def ok(self) -> bool:
+        """True iff every step was established."""
+        return all(outcome.ok for outcome in self.outcomes)
+
+    @property
+    def failed(self) -> tuple[StepOutcome, ...]:
+        """The steps that were not established."""
+        return tuple(outcome for outcome in self.outcomes if not outcome.ok)
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def summary(self) -> str:
+        """``verified (n steps)`` or the list of failed steps with their statements."""
+        if self.ok:
+            return f"verified ({len(self.outcomes)} steps): {self.claim}"
+        lines = [f"NOT verified: {self.claim}"]
+        lines += [outcome.describe() for outcome in self.failed]
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Proof:
+    """A claim (LaTeX) and the steps that establish it; the claim holds if every step does.
+
+    >>> from derive.modules import x
+    >>> proof = Proof("cosh(x)^2 - sinh(x)^2 = 1",
+    ...               (Step("by definition", "symbolic identity",
+    ...                     identity(sp.cosh(x) ** 2 - sp.sinh(x) ** 2, 1)),))
+    >>> proof.verify().ok, proof.rigorous
+    (True, True)
+    """
+
+    claim: str
+    steps: tuple[Step, ...]
+
+    def verify(self) -> Verification:
+        """Run every step (an exception counts as a failed step) and collect the outcomes."""
+        outcomes = []
+        for index, step in enumerate(self.steps, start=1):
+            try:
+                result = step.check()
+            except Exception as error:  # a check that cannot complete establishes nothing
+                outcomes.append(
+                    StepOutcome(
+                        index,
+                        step.statement,
+                        step.method,
+                        False,
+                        f"{type(error).__name__}: {error}",
+                    )
+                )
+                continue
+            if not isinstance(result, bool):
+                error = f"check returned {type(result).__name__}, not bool"
+                outcomes.append(StepOutcome(index, step.statement, step.method, False, error))
+                continue
+            outcomes.append(StepOutcome(index, step.statement, step.method, result))
+        return Verification(self.claim, tuple(outcomes))
+
+    @property
+    def rigorous(self) -> bool:
+        """True iff no step is mere evidence (an empty proof proves nothing)."""
+        return bool(self.steps) and all(step.rigorous for step in self.steps)
+
+
+# --------------------------------------------------------------------------------------
+# Exact checkers. Each constructor returns a Check; nothing is computed until it is called.
+# --------------------------------------------------------------------------------------
+
+
+def is_zero(expr: sp.Expr) -> bool:
+    """True iff an exact normalisation reduces ``expr`` to 0.
+
+    Tried in order, cheapest first: as is, ``expand``, ``cancel(together(.))``; then, with
+    hyperbolic and trigonometric functions rewritten as exponentials, ``cancel(together(.))``
+    and finally ``sympy.simplify``. (``simplify`` runs on the exponential form because on the
+    raw tanh-GeLU tree it can take minutes; where there is nothing to rewrite the two forms
+    are the same.) Each is an equality-preserving transformation, so reaching 0 proves the
+    identity; failing to reach 0 proves nothing and gives ``False``.
+
+    Before normalising, ``expr`` is evaluated (``evalf``, 30 digits) at a few rational
+    points; a value far from 0 refutes the identity at once. This only ever answers
+    ``False`` early -- never ``True`` -- and spares SymPy from expanding a large false
+    difference (a wrong constant in the tanh-GeLU tree makes ``cancel`` run for minutes).
+    """
+    expr = sp.sympify(expr)
+    if expr == 0:
+        return True
+    if _certainly_nonzero_somewhere(expr):
+        return False
+    if sp.expand(expr) == 0 or sp.cancel(sp.together(expr)) == 0:
+        return True
+    exponential = expr.rewrite(sp.exp)
+    if exponential != expr and sp.cancel(sp.together(exponential)) == 0:
+        return True
+    return sp.simplify(exponential) == 0
+
+
+#: Where :func:`is_zero` first evaluates a difference (negated for nonpositive symbols).
+_SCREEN_POINTS: tuple[sp.Rational, ...] = (
+    sp.Rational(3, 7),
+    sp.Rational(13, 10),
+    sp.Rational(29, 17),
+)
+#: Digits of the screening evaluation, and the magnitude that counts as certainly nonzero.
+_SCREEN_DIGITS = 30
+_SCREEN_THRESHOLD = sp.Rational(1, 10**15)
+#: Working precision (bits) of the rigorous arb screen.
+_SCREEN_BITS = 256
+
+
+def _certainly_nonzero_somewhere(expr: sp.Expr) -> bool:
+    """True if ``expr`` is certainly nonzero at one of the screening points.
+
+    Rigorous where the expression has one symbol and translates to arb: the ball of its
+    value at the exact rational point excludes 0. Otherwise SymPy's ``evalf`` at
+    ``_SCREEN_DIGITS`` digits must land farther from 0 than ``_SCREEN_THRESHOLD``.
+    """
+    from proofs.arb import ArbTranslationError, enclose, sign
+
+    symbols = sorted(expr.free_symbols, key=str)
+    for value in _SCREEN_POINTS:
+        at = {s: -value if s.is_nonpositive else value for s in symbols}
+        point = expr.subs(at)
+        if len(symbols) == 1:
+            try:
+                if sign(enclose(point, prec=_SCREEN_BITS)) != 0:
+                    return True
+                continue
+            except (ArbTranslationError, ValueError, ZeroDivisionError):
+                pass
+        number = point.evalf(_SCREEN_DIGITS)
+        if number.is_real is not True or not number.is_finite:
+            continue
+        if abs(number) > _SCREEN_THRESHOLD:
+            return True
+    return False
+
+
+def identity(a: sp.Expr, b: sp.Expr) -> Check:
+    """Check that ``a == b`` identically (for all values of the real symbols).
+
+    >>> from derive.modules import x
+    >>> identity(sp.tanh(x), (sp.exp(2 * x) - 1) / (sp.exp(2 * x) + 1))()
+    True
+    >>> identity(sp.tanh(x), 1 - 2 / (sp.exp(2 * x) - 1))()
+    False
+    """
+    return lambda: is_zero(sp.sympify(a) - sp.sympify(b))
+
+
+def assumption(expr: sp.Expr, predicate: str) -> Check:
+    """Check that SymPy's assumption system answers ``expr.is_<predicate> is True``.
+
+    ``predicate`` is e.g. ``"positive"`` or ``"nonnegative"``; the answer ``None`` (unknown)
+    is ``False``. The domain is that of the symbols' own assumptions (``real``, ``positive``).
+
+    >>> from derive.modules import x
+    >>> assumption(sp.exp(-x) / (1 + sp.exp(-x)) ** 2, "positive")()
+    True
+    >>> assumption(x, "positive")()
+    False
+    """
+    return lambda: getattr(sp.sympify(expr), f"is_{predicate}") is True
+
+
+def limit(expr: sp.Expr, var: sp.Symbol, point: sp.Expr, value: sp.Expr) -> Check:
+    """Check that ``sympy.limit(expr, var, point)`` equals ``value`` exactly.
+
+    >>> from derive.modules import x
+    >>> limit(1 / (1 + sp.exp(-x)), x, sp.oo, 1)()
+    True
+    """
+
+    def check() -> bool:
+        found = sp.limit(expr, var, point)
+        return bool(found.is_finite) and is_zero(found - value)
+
+    return check
+
+
+def solution_set(condition: sp.Basic, var: sp.Symbol, expected: sp.Set) -> Check:
+    """Check that ``{var in R : condition}`` (by ``sympy.solveset``) equals ``expected``.
+
+    >>> from derive.modules import x
+    >>> solution_set(2 - x**2 > 0, x, sp.Interval.open(-sp.sqrt(2), sp.sqrt(2)))()
+    True
+    """
+
+    def check() -> bool:
+        found = sp.solveset(condition, var, sp.S.Reals)
+        if found == expected:
+            return True
+        return sp.Complement(found, expected) == sp.S.EmptySet == sp.Complement(expected, found)
+
+    return check
+
+
+def witness(expr: sp.Expr, var: sp.Symbol, point: sp.Expr, value: sp.Expr) -> Check:
+    """Check exactly that ``expr`` at ``var = point`` equals ``value``.
+
+    >>> from derive.modules import x
+    >>> witness(sp.exp(-x) / (1 + sp.exp(-x)) ** 2, x, 0, sp.Rational(1, 4))()
+    True
+    """
+    return lambda: is_zero(sp.sympify(expr).subs(var, point) - value)
+
+
+def every(checks: Iterable[Check]) -> Check:
+    """All of ``checks`` hold (an exhaustive enumeration: one check per case).
+
+    The checks run in order and stop at the first that fails; an empty list is ``False``
+    (an enumeration of no cases proves nothing).
+    """
+    checks = tuple(checks)
+    return lambda: bool(checks) and all(check() for check in checks)
