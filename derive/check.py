@@ -131,39 +131,64 @@ def _identity_result(c: Claim) -> Result:
     return Result(c, "fails", sp.sstr(derived), None, "exact witness", True, proof, witness=witness)
 
 
-@cache
-def _approximation_error() -> tuple[mpmath.mpf, mpmath.mpf]:
-    """max |x Phi(x) - x sigma(1.702 x)| and where, by root finding on its derivative.
+#: Where the largest deviation of a printed approximation is sought (evidence): a grid of
+#: this step on [-SEARCH_RADIUS, SEARCH_RADIUS], refined by root finding on the slope.
+SEARCH_RADIUS, SEARCH_STEP = 8, sp.Rational(1, 100)
 
-    Evidence, not proof: the root is found by mpmath from a starting point read off a
-    grid; the report labels it so.
+
+@cache
+def _largest_deviation(printed: sp.Expr, exact: sp.Expr) -> tuple[mpmath.mpf, mpmath.mpf]:
+    """max |printed - exact| over the reals and where, by a grid and mpmath.findroot.
+
+    Evidence, not proof: the reports label it so.
     """
-    exact, approx = elementwise("gelu_none").forward, elementwise("gelu_sigmoid").forward
-    error = sp.lambdify(x, exact - approx, "mpmath")
-    slope = sp.lambdify(x, sp.diff(exact - approx, x), "mpmath")
+    error = sp.lambdify(x, printed - exact, "mpmath")
+    slope = sp.lambdify(x, sp.diff(printed - exact, x), "mpmath")
     with mpmath.workdps(60):
-        grid = [mpmath.mpf(k) / 100 for k in range(-800, 801)]
+        count = int(2 * SEARCH_RADIUS / SEARCH_STEP)
+        step = mpmath.mpf(SEARCH_STEP.p) / SEARCH_STEP.q
+        grid = [-SEARCH_RADIUS + k * step for k in range(count + 1)]
         start = max(grid, key=lambda t: abs(error(t)))
         where = mpmath.findroot(slope, start)
         return abs(error(where)), where
 
 
 def _approximation_result(c: Claim) -> Result:
-    size, where = _approximation_error()
+    module = elementwise(c.key)
+    quantity = "forward" if c.kind == "definition" else "derivative"
+    exact = module.forward if c.kind == "definition" else module.derivative
+    size, where = _largest_deviation(c.formal, exact)
+    with mpmath.workdps(60):
+        relative = size / abs(sp.lambdify(x, exact, "mpmath")(where))
     text_size, text_where = mpmath.nstr(size, DIGITS), mpmath.nstr(where, DIGITS)
-    proof = Proof(
-        claim="the largest deviation of the printed approximation from the definition",
-        steps=(
+    steps = [
+        Step(
+            statement=(
+                f"$\\max_x |({sp.latex(c.formal)}) - ({sp.latex(exact)})|$ "
+                f"$\\approx {text_size[:14]}$ at $x \\approx {text_where[:14]}$: the best "
+                f"point of a grid on $[-{SEARCH_RADIUS}, {SEARCH_RADIUS}]$ with step "
+                f"{SEARCH_STEP}, refined by mpmath.findroot on the slope"
+            ),
+            method="sampling (evidence)",
+            check=lambda: _largest_deviation(c.formal, exact)[0] == size,
+        )
+    ]
+    if c.exact_for:
+        intended = elementwise(c.exact_for)
+        target = intended.forward if c.kind == "definition" else intended.derivative
+        steps.append(
             Step(
                 statement=(
-                    f"$|x\\Phi(x) - x\\sigma(1.702x)|$ peaks at $x \\approx {text_where[:12]}$ "
-                    f"with value ${text_size[:12]}$ (root of the derivative by mpmath, from "
-                    "the best point of a grid on [-8, 8] with step 0.01)"
+                    f"the printed expression is exactly the {quantity} of "
+                    f"{intended.title}: $({sp.latex(c.formal)}) - ({sp.latex(target)}) = 0$"
                 ),
-                method="sampling (evidence)",
-                check=lambda: abs(_approximation_error()[0] - size) == 0,
-            ),
-        ),
+                method="symbolic identity",
+                check=lambda: equal(c.formal, target),
+            )
+        )
+    proof = Proof(
+        claim=f"how far ${c.statement_latex}$ is from the {quantity} of {module.title}",
+        steps=tuple(steps),
     )
     _run(proof)
     return Result(
@@ -175,7 +200,11 @@ def _approximation_result(c: Claim) -> Result:
         False,
         proof,
         witness={"x": text_where},
-        notes=("value: the largest absolute deviation, not a relative error.",),
+        notes=(
+            f"value: the largest absolute deviation from the exact {quantity}; relative "
+            f"to the exact value there, {mpmath.nstr(relative, 6)}.",
+        ),
+        relative_error=mpmath.nstr(relative, 6),
     )
 
 
@@ -196,7 +225,7 @@ def _lipschitz_result(c: Claim) -> Result:
         relative = decimal(abs(printed - true) / true, 6)
         notes.append(f"relative error of the printed value: {relative}.")
         verdict = "approx"
-    elif not isinstance(value, sp.Float) and sp.simplify(value - printed) == 0:
+    elif sup.value_exact and sp.simplify(value - printed) == 0:
         verdict = "holds"
     elif printed > hi:
         verdict = "holds_loose"
@@ -210,7 +239,7 @@ def _lipschitz_result(c: Claim) -> Result:
         c,
         verdict,
         sup.value,
-        sp.sstr(printed),
+        c.printed_value,
         "; ".join(sorted({s.method for s in sup.proof.steps})),
         sup.proof.rigorous,
         sup.proof,

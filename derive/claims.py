@@ -38,7 +38,9 @@ class Claim:
     ``key`` names the catalog entry it is about (:func:`derive.modules.elementwise`).
     ``formal`` is the printed expression: the forward for a definition, ``dy/dx`` for a
     jacobian or equation, the constant for a Lipschitz claim. ``approximate`` marks a
-    printed "≈".
+    printed "≈"; ``exact_for`` names the catalog entry the printed expression is meant to
+    be exactly (GeLU's printed sigmoid form), checked as an identity of its own.
+    ``printed_value`` is a printed constant as the source writes it.
     """
 
     id: str
@@ -48,6 +50,8 @@ class Claim:
     statement_latex: str
     formal: sp.Expr
     approximate: bool = False
+    exact_for: str | None = None
+    printed_value: str | None = None
     notes: str = ""
 
     @property
@@ -80,6 +84,7 @@ CLAIMS: tuple[Claim, ...] = (
         source=TABLE2.format("Sigmoid"),
         statement_latex=r"\frac{1}{4}",
         formal=sp.Rational(1, 4),
+        printed_value="1/4",
     ),
     Claim(
         id="relu.definition",
@@ -109,6 +114,7 @@ CLAIMS: tuple[Claim, ...] = (
         source=TABLE2.format("ReLU"),
         statement_latex=r"1.0",
         formal=sp.Integer(1),
+        printed_value="1.0",
     ),
     Claim(
         id="gelu.definition",
@@ -124,17 +130,18 @@ CLAIMS: tuple[Claim, ...] = (
     ),
     Claim(
         id="gelu.approximation",
-        key="gelu_sigmoid",
+        key="gelu_none",
         kind="definition",
         source=TABLE2.format("GeLU"),
         statement_latex=r"x_i P(x < x_i) \approx x_i \sigma(1.702 x_i)",
         formal=x * _sigma(sp.Rational(1702, 1000) * x),
         approximate=True,
+        exact_for="gelu_sigmoid",
         notes="The printed approximation; liptable's kernels offer it as approximate='sigmoid'.",
     ),
     Claim(
         id="gelu.jacobian",
-        key="gelu_sigmoid",
+        key="gelu_none",
         kind="jacobian",
         source=TABLE2.format("GeLU"),
         statement_latex=(
@@ -146,9 +153,11 @@ CLAIMS: tuple[Claim, ...] = (
         * x
         * _sigma(sp.Rational(1702, 1000) * x)
         * (1 - _sigma(sp.Rational(1702, 1000) * x)),
+        approximate=True,
+        exact_for="gelu_sigmoid",
         notes=(
-            "Printed with '≈': it is checked as the derivative of the printed approximation "
-            "x sigma(1.702 x), which it is meant to be."
+            "Printed with '≈': compared with the derivative of the exact GeLU x Phi(x); it is "
+            "also checked to be exactly the derivative of the printed approximation."
         ),
     ),
     Claim(
@@ -159,6 +168,7 @@ CLAIMS: tuple[Claim, ...] = (
         statement_latex=r"\approx 1.1",
         formal=sp.Rational(11, 10),
         approximate=True,
+        printed_value="1.1",
         notes="Compared with the exact GeLU x Phi(x), the row's definition.",
     ),
     Claim(
@@ -188,6 +198,7 @@ CLAIMS: tuple[Claim, ...] = (
         statement_latex=r"\approx 1.1",
         formal=sp.Rational(11, 10),
         approximate=True,
+        printed_value="1.1",
     ),
     Claim(
         id="sigmoid.equation_000",

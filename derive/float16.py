@@ -71,11 +71,11 @@ class Float16Facts:
             f"forward: largest |f(x)| over all finite half inputs is {self.forward_max:.6g} "
             f"(at x = {self.forward_max_at:.6g}); "
             + ("it never overflows." if np.isfinite(self.forward_max) else "it overflows."),
-            "forward rounds to 0 for nonzero inputs in "
-            f"{_describe(self.forward_flush)} (exhaustive).",
+            "forward is 0 in half precision (exactly, or rounded) for the nonzero inputs in "
+            f"{_describe(self.forward_flush)}.",
             f"derivative: largest |f'(x)| over half inputs is {self.derivative_max:.6g} "
-            f"(at x = {self.derivative_max_at:.6g}); it rounds to 0 (the gradient vanishes "
-            f"exactly) for x in {_describe(self.derivative_flush)}.",
+            f"(at x = {self.derivative_max_at:.6g}); it is 0 in half precision (the gradient "
+            f"vanishes) for x in {_describe(self.derivative_flush)}.",
         ]
         if self.vjp_overflow_g is None:
             out.append(
@@ -87,12 +87,17 @@ class Float16Facts:
                 "backward: g f'(x) overflows float16 (|exact| >= 65520) for some half x "
                 f"exactly when |g| >= {self.vjp_overflow_g:.6g} (smallest such half g)."
             )
+        broken = self.strict_derivative_nonfinite
         out.append(
-            "strict mode (measured on the kernels, all 65,536 inputs): forward differs "
-            f"from the correctly rounded value at {self.strict_forward_differs} inputs, "
-            f"the derivative at {self.strict_derivative_differs}; the derivative is inf or "
-            f"NaN where the exact one is finite for x in "
-            f"{_describe(self.strict_derivative_nonfinite)}."
+            "strict mode (measured on the kernels over all 65,536 inputs): the forward "
+            f"differs from the correctly rounded value at {self.strict_forward_differs} "
+            f"inputs, the derivative at {self.strict_derivative_differs}; "
+            + (
+                f"the derivative is inf or NaN, where the exact one is finite, for x in "
+                f"{_describe(broken)}."
+                if broken
+                else "it is never inf or NaN where the exact derivative is finite."
+            )
         )
         return out
 

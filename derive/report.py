@@ -58,14 +58,16 @@ def _summary(results: tuple[Result, ...]) -> list[str]:
     lines = [
         "## Summary",
         "",
-        "| claim | printed | verdict | value | rigorous |",
-        "|---|---|---|---|---|",
+        "| claim | printed | verdict | liptable's value | decimal | rigorous |",
+        "|---|---|---|---|---|---|",
     ]
     for r in results:
         value = r.value if len(r.value) <= 48 else r.value[:45] + "..."
+        number = sp.sympify(r.value)
+        decimal = f"{sp.N(number, 12)}" if number.is_number else ""
         lines.append(
             f"| `{r.claim.id}` | ${r.claim.statement_latex}$ | **{r.verdict}** | "
-            f"`{value}` | {'yes' if r.rigorous else 'no (evidence)'} |"
+            f"`{value}` | {decimal} | {'yes' if r.rigorous else 'no (evidence)'} |"
         )
     return [*lines, ""]
 

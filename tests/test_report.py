@@ -1,0 +1,63 @@
+"""The report: deterministic, complete for every module, consistent with the checker."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from derive import report
+from derive.check import check_all
+
+
+@pytest.fixture(scope="module")
+def files() -> dict[str, str]:
+    return report.build(Path("report"))
+
+
+def test_output_is_deterministic(files):
+    again = report.build(Path("report"))
+    assert again.keys() == files.keys()
+    for name in files:
+        assert again[name] == files[name], f"{name} differs between two builds"
+
+
+def test_claims_json_matches_the_checker(files):
+    records = json.loads(files["claims.json"])
+    assert [r["id"] for r in records] == [r.claim.id for r in check_all()]
+    assert all(r["verdict"] for r in records)
+
+
+def test_index_has_every_section(files):
+    index = files["index.md"]
+    for heading in ("## Conventions", "## Summary", "## Corrections to Table 2"):
+        assert heading in index, heading
+    for name in report.MODULE_ORDER:
+        assert f"\n## {name}\n" in index, name
+    for record in json.loads(files["claims.json"]):
+        assert f"`{record['id']}`: {record['verdict']}" in index, record["id"]
+
+
+def test_corrections_list_every_verdict_but_holds(files):
+    index = files["index.md"]
+    corrections = index.split("## Corrections to Table 2", 1)[1].split("\n## ", 1)[0]
+    for record in json.loads(files["claims.json"]):
+        listed = f"`{record['id']}` ({record['verdict']})" in corrections
+        assert listed == (record["verdict"] != "holds"), record["id"]
+
+
+def test_figures_are_referenced_and_svg(files):
+    figures = [name for name in files if name.startswith("figures/")]
+    assert figures
+    for name in figures:
+        assert files[name].startswith("<svg"), name
+        assert f"]({name})" in files["index.md"], name
+
+
+def test_module_selection():
+    selected = report.build(Path("report"), ["relu"])
+    records = json.loads(selected["claims.json"])
+    assert {r["module"] for r in records} == {"relu"}
+    with pytest.raises(ValueError, match="unknown"):
+        report.build(Path("report"), ["softmaxx"])
