@@ -107,7 +107,8 @@ def _claim_section(r: Result) -> list[str]:
     notes = " ".join(n for n in (c.notes, *r.notes) if n)
     if notes:
         lines += [f"Notes: {notes}", ""]
-    lines += [f"Proof of: {r.proof.claim}", ""]
+    claim = r.proof.claim if "$" in r.proof.claim else f"${r.proof.claim}$"
+    lines += [f"Proof of: {claim}", ""]
     for i, step in enumerate(r.proof.steps, 1):
         lines.append(f"{i}. *[{step.method}]* {step.statement}")
     return [*lines, ""]

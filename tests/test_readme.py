@@ -24,3 +24,12 @@ def test_readme_gives_exactly_two_commands():
 def test_ci_runs_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert readme_commands()[1] in ci, f"{readme_commands()[1]!r} not a line of .ci/run"
+
+
+def test_readme_report_lines_are_in_the_report():
+    index = (ROOT / "report" / "index.md").read_text().splitlines()
+    readme = (ROOT / "README.md").read_text().splitlines()
+    rows = [line for line in readme if re.match(r"\| `\w+\.\w+` \|", line)]
+    assert rows
+    for row in rows:
+        assert row in index, f"README shows a report line the report does not have: {row}"

@@ -23,6 +23,15 @@ def test_output_is_deterministic(files):
         assert again[name] == files[name], f"{name} differs between two builds"
 
 
+def test_committed_report_is_current(files):
+    """report/ in the repository is what `liptable report` writes now."""
+    root = Path(__file__).resolve().parent.parent / "report"
+    committed = {str(p.relative_to(root)): p.read_text() for p in root.rglob("*") if p.is_file()}
+    assert committed.keys() == files.keys(), sorted(committed.keys() ^ files.keys())
+    for name, text in files.items():
+        assert committed[name] == text, f"report/{name} is stale: run `liptable report`"
+
+
 def test_claims_json_matches_the_checker(files):
     records = json.loads(files["claims.json"])
     assert [r["id"] for r in records] == [r.claim.id for r in check_all()]
