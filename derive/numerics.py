@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from derive.modules import GELU_SIGMOID_SLOPE, GELU_TANH_CUBIC, Elementwise, elementwise, x
+from proofs.core import is_zero
 
 #: Inputs with |x| beyond this return the limit at infinity (see the module docstring).
 SATURATION = sp.Integer(2) ** 32
@@ -169,19 +170,6 @@ def branches(expr: sp.Expr) -> tuple[sp.Expr, ...]:
     if isinstance(expr, sp.Piecewise):
         return tuple(e for e, _ in expr.args)
     return (expr,)
-
-
-def is_zero(difference: sp.Expr) -> bool:
-    """True only if SymPy proves ``difference == 0`` (exactly, for every real x).
-
-    First the exact normal form: erf/erfc/tanh rewritten into exp, then ``cancel`` of the
-    resulting rational function of exponentials (a zero there is a proof). Otherwise
-    ``sympy.simplify``; anything but a literal 0 counts as not proven.
-    """
-    rewritten = difference.rewrite(sp.erf).rewrite(sp.exp)
-    if sp.cancel(sp.together(sp.expand(rewritten))) == 0:
-        return True
-    return sp.simplify(difference) == 0
 
 
 def rewrite_identities(form: StableForm) -> tuple[tuple[sp.Expr, sp.Expr], ...]:

@@ -173,7 +173,8 @@ def is_zero(expr: sp.Expr) -> bool:
     """True iff an exact normalisation reduces ``expr`` to 0.
 
     Tried in order, cheapest first: as is, ``expand``, ``cancel(together(.))``; then, with
-    hyperbolic and trigonometric functions rewritten as exponentials, ``cancel(together(.))``
+    erfc rewritten through erf and hyperbolic and trigonometric functions as exponentials,
+    ``cancel(together(.))``
     and finally ``sympy.simplify``. (``simplify`` runs on the exponential form because on the
     raw tanh-GeLU tree it can take minutes; where there is nothing to rewrite the two forms
     are the same.) Each is an equality-preserving transformation, so reaching 0 proves the
@@ -191,7 +192,7 @@ def is_zero(expr: sp.Expr) -> bool:
         return False
     if sp.expand(expr) == 0 or sp.cancel(sp.together(expr)) == 0:
         return True
-    exponential = expr.rewrite(sp.exp)
+    exponential = expr.rewrite(sp.erf).rewrite(sp.exp)
     if exponential != expr and sp.cancel(sp.together(exponential)) == 0:
         return True
     return sp.simplify(exponential) == 0

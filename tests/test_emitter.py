@@ -13,7 +13,8 @@ import sympy as sp
 from derive.emit import MODES, Constants, EmitError, scalar_function
 from derive.generate import generated_files
 from derive.modules import ELEMENTWISE, x
-from derive.numerics import is_zero, module_forms
+from derive.numerics import module_forms
+from proofs.core import is_zero
 
 LIMITS = (sp.S.Zero, sp.S.One)
 
