@@ -69,12 +69,12 @@ class Float16Facts:
     def lines(self) -> list[str]:
         out = [
             f"forward: largest |f(x)| over all finite half inputs is {self.forward_max:.6g} "
-            f"(at x = {self.forward_max_at:.6g}); "
+            f"(first at x = {self.forward_max_at:.6g}); "
             + ("it never overflows." if np.isfinite(self.forward_max) else "it overflows."),
             "forward is 0 in half precision (exactly, or rounded) for the nonzero inputs in "
             f"{_describe(self.forward_flush)}.",
             f"derivative: largest |f'(x)| over half inputs is {self.derivative_max:.6g} "
-            f"(at x = {self.derivative_max_at:.6g}); it is 0 in half precision (the gradient "
+            f"(first at x = {self.derivative_max_at:.6g}); it is 0 in half precision (the gradient "
             f"vanishes) for x in {_describe(self.derivative_flush)}.",
         ]
         if self.vjp_overflow_g is None:
