@@ -3,15 +3,22 @@
 An expression is lowered to straight-line single-assignment code, one operation per line,
 with common subexpressions shared. Each mode fixes how values are represented:
 
-``f64``   float64 inputs, float64 constants and arithmetic.
-``f32``   float32 inputs, constants rounded once to float32, float32 arithmetic
-          (Numba's ``math`` functions on float32 call the float32 libm entry points).
+``f64``   float64 constants and arithmetic. Used for float32 and float16 ("mixed")
+          inputs, widened to float64 with the result rounded once, and for float64 inputs
+          of forms whose sums cannot cancel.
+``dd``    double-double (about 106 bits, ``kernels/_dd.py``): every value is a pair
+          ``(hi, lo)``, sums and products are error-free transformations, and the result
+          is rounded to float64 once. Used for float64 inputs of forms whose sums may
+          cancel (``StableForm.cancels``).
 ``f16s``  "strict" half precision: values are float64 holding binary16 numbers, and the
           result of every operation (including ``exp``, ``erf``, ...) is rounded to
           binary16 by ``round_to_half``, as pure half arithmetic would do.
 
-The float16 "mixed" mode needs no code of its own: its loops widen the half inputs to
-float64, call the ``f64`` function and round the result once.
+Why wider arithmetic than the input's: the stable forms still add terms of opposite sign
+near the roots and minima of the derivatives (GeLU-tanh's derivative at x = -1.18 sums
+terms three times larger than the result), so a formula evaluated in its own format loses
+up to 9 ULPs where the function itself is well conditioned (measured: float32 9.4 ULPs,
+float64 7.8 ULPs). One more level of precision removes that loss.
 
 The emitter fails loudly (:class:`EmitError`) on any node it does not know how to lower,
 instead of emitting partial code: a new function needs a line in :data:`FUNCTIONS`.
@@ -34,22 +41,31 @@ class EmitError(ValueError):
 
 @dataclass(frozen=True)
 class Mode:
-    """An arithmetic mode: its name suffix, constant precision and rounding wrapper."""
+    """An arithmetic mode: its name suffix, constant precision, rounding wrapper, and
+    whether values are double-double pairs."""
 
     name: str
     constant_type: str
     constant_bits: int
     rounding: str | None
+    pairs: bool = False
 
     def wrap(self, code: str) -> str:
         return f"{self.rounding}({code})" if self.rounding else code
 
+    def scalar(self, name: str) -> str:
+        """The float that stands for value ``name`` (a pair's leading part)."""
+        return f"{name}h" if self.pairs else name
+
 
 MODES: dict[str, Mode] = {
     "f64": Mode("f64", "np.float64", 53, None),
-    "f32": Mode("f32", "np.float32", 24, None),
+    "dd": Mode("dd", "np.float64", 53, None, pairs=True),
     "f16s": Mode("f16s", "np.float64", 11, "round_to_half"),
 }
+
+#: Double-double operations of ``kernels/_dd.py`` for the binary operators.
+DD_OPERATORS = {"+": "dd_add", "-": "dd_sub", "*": "dd_mul", "/": "dd_div"}
 
 #: SymPy function -> Numba-compatible Python call.
 FUNCTIONS: dict[type, str] = {
@@ -59,6 +75,16 @@ FUNCTIONS: dict[type, str] = {
     sp.erfc: "math.erfc",
     sp.tanh: "math.tanh",
     sp.Abs: "abs",
+}
+
+#: The same functions on double-double pairs.
+DD_FUNCTIONS: dict[type, str] = {
+    sp.exp: "dd_exp",
+    sp.log: "dd_log",
+    sp.erf: "dd_erf",
+    sp.erfc: "dd_erfc",
+    sp.tanh: "dd_tanh",
+    sp.Abs: "dd_abs",
 }
 
 #: Relational classes allowed in Piecewise conditions, with their operator.
@@ -97,12 +123,33 @@ class Constants:
         if key not in self.names:
             name = f"_{mode.name.upper()}_{len(self.names)}"
             self.names[key] = name
-            literal = repr(number) if number == number and abs(number) != float("inf") else None
-            if literal is None:
-                literal = "np.inf" if number > 0 else "-np.inf"
             exact = sp.sstr(value)
-            self.lines.append(f"{name} = {mode.constant_type}({literal})  # {exact}")
+            if mode.pairs:
+                tail = _tail(value, number)
+                self.lines.append(f"{name}h = {mode.constant_type}({_literal(number)})  # {exact}")
+                self.lines.append(f"{name}l = {mode.constant_type}({_literal(tail)})")
+            else:
+                self.lines.append(f"{name} = {mode.constant_type}({_literal(number)})  # {exact}")
         return self.names[key]
+
+
+def _literal(number: float) -> str:
+    if number != number:
+        raise EmitError("NaN constant")
+    if abs(number) == float("inf"):
+        return "np.inf" if number > 0 else "-np.inf"
+    return repr(number)
+
+
+def _tail(value: sp.Expr, head: float) -> float:
+    """The float64 nearest to ``value - head``: the low part of a double-double constant."""
+    if abs(head) == float("inf"):
+        return 0.0
+    with mpmath.workprec(200):
+        exact = mpmath.mpf(str(sp.N(value, 70)))
+        rest = exact - mpmath.mpf(head)
+    with mpmath.workprec(53):
+        return float(+rest)
 
 
 class Lowering:
@@ -119,11 +166,25 @@ class Lowering:
     def _assign(self, code: str) -> str:
         name = f"t{self.counter}"
         self.counter += 1
-        self.lines.append(f"{self.indent}{name} = {code}")
+        target = f"{name}h, {name}l" if self.mode.pairs else name
+        self.lines.append(f"{self.indent}{target} = {code}")
         return name
 
     def _op(self, left: str, op: str, right: str) -> str:
+        if self.mode.pairs:
+            operator = DD_OPERATORS[op]
+            return self._assign(f"{operator}({left}h, {left}l, {right}h, {right}l)")
         return self._assign(self.mode.wrap(f"{left} {op} {right}"))
+
+    def _call(self, function: type, argument: str) -> str:
+        if self.mode.pairs:
+            return self._assign(f"{DD_FUNCTIONS[function]}({argument}h, {argument}l)")
+        return self._assign(self.mode.wrap(f"{FUNCTIONS[function]}({argument})"))
+
+    def _neg(self, operand: str) -> str:
+        if self.mode.pairs:
+            return self._assign(f"-{operand}h, -{operand}l")
+        return self._assign(f"-{operand}")
 
     def value(self, expr: sp.Expr) -> str:
         """The name holding ``expr``, emitting the lines that compute it."""
@@ -140,8 +201,7 @@ class Lowering:
         elif type(expr) in FUNCTIONS:
             if len(expr.args) != 1:
                 raise EmitError(f"{expr.func} with {len(expr.args)} arguments")
-            argument = self.value(expr.args[0])
-            name = self._assign(self.mode.wrap(f"{FUNCTIONS[type(expr)]}({argument})"))
+            name = self._call(type(expr), self.value(expr.args[0]))
         else:
             raise EmitError(f"cannot emit {type(expr).__name__}: {expr}")
         self.values[expr] = name
@@ -151,7 +211,7 @@ class Lowering:
         terms = sorted(expr.args, key=sp.default_sort_key)
         negative = [t.could_extract_minus_sign() for t in terms]
         if all(negative):
-            return self._assign(f"-{self.value(-expr)}")
+            return self._neg(self.value(-expr))
         first = negative.index(False)
         total = self.value(terms[first])
         for i, term in enumerate(terms):
@@ -163,7 +223,7 @@ class Lowering:
     def _mul(self, expr: sp.Mul) -> str:
         constant = sp.Mul(*[f for f in expr.args if f.is_number])
         if constant.is_negative:
-            return self._assign(f"-{self.value(-expr)}")
+            return self._neg(self.value(-expr))
         numerator, denominator = [], []
         if constant != 1:
             numerator.append(constant)
@@ -189,7 +249,10 @@ class Lowering:
     def _pow(self, expr: sp.Pow) -> str:
         base, exponent = expr.args
         if exponent == sp.S.Half:
-            return self._assign(self.mode.wrap(f"math.sqrt({self.value(base)})"))
+            b = self.value(base)
+            if self.mode.pairs:
+                return self._assign(f"dd_sqrt({b}h, {b}l)")
+            return self._assign(self.mode.wrap(f"math.sqrt({b})"))
         if exponent == -sp.S.Half:
             one = self.constants.name(sp.S.One, self.mode)
             return self._op(one, "/", self.value(sp.sqrt(base)))
@@ -207,7 +270,8 @@ class Lowering:
         left, right = relation.args
         if left != x or not right.is_number:
             raise EmitError(f"condition must compare x with a number: {relation}")
-        return f"x {RELATIONS[type(relation)]} {self.constants.name(right, self.mode)}"
+        bound = self.mode.scalar(self.constants.name(right, self.mode))
+        return f"x {RELATIONS[type(relation)]} {bound}"
 
 
 def scalar_function(
@@ -224,7 +288,7 @@ def scalar_function(
     ``limits`` are the values at -inf and +inf; with ``saturation``, inputs beyond
     +-saturation return them too. NaN returns NaN.
     """
-    low, high = (constants.name(v, mode) for v in limits)
+    low, high = (mode.scalar(constants.name(v, mode)) for v in limits)
     doc_lines = textwrap.wrap(doc, width=88)
     head = [
         "@njit(cache=True)",
@@ -239,7 +303,7 @@ def scalar_function(
         at_infinity = high if high == low else f"{high} if x > 0 else {low}"
         head += ["    if math.isinf(x):", f"        return {at_infinity}"]
     else:
-        bound = constants.name(saturation, mode)
+        bound = mode.scalar(constants.name(saturation, mode))
         head += [
             f"    if x > {bound}:",
             f"        return {high}",
@@ -263,6 +327,10 @@ def scalar_function(
             body.append("    else:")
         result = lowering.value(branch)
         body += lowering.lines
-        body.append(f"{indent}return {result}")
+        body.append(
+            f"{indent}return {result}h + {result}l" if mode.pairs else f"{indent}return {result}"
+        )
         counter = lowering.counter
+    if mode.pairs and any(("xh" in line or "xl" in line) for line in body):
+        head.append("    xh, xl = x, 0.0")
     return "\n".join(head + body)

@@ -7,6 +7,7 @@ with the committed one, so a stale or hand-edited file fails the suite.
 
 from __future__ import annotations
 
+import re
 import textwrap
 from functools import cache
 from pathlib import Path
@@ -28,9 +29,10 @@ HEADER = '''\
 forward:    {forward}
 derivative: {derivative}
 
-Scalar functions exist per arithmetic mode: ``_f64`` (float64), ``_f32`` (float32) and
-``_f16s`` (strict half precision: every intermediate rounded to binary16). The array loops
-``*_f16`` are the mixed mode: half bits widened to float64, one rounding at the end.
+Scalar functions exist per arithmetic mode: ``_f64`` (float64: float32 and mixed float16
+arrays are widened to it and rounded once; float64 arrays too, unless the form may cancel),
+``_dd`` (double-double, for float64 arrays where a sum of the form may cancel) and
+``_f16s`` (strict half precision: every intermediate rounded to binary16).
 NaN gives NaN; +-inf gives the limit of the expression.
 """
 
@@ -39,20 +41,20 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from kernels._f16 import float64_to_half_bits, half_bits_to_float64, round_to_half
+{dd_import}from kernels._f16 import float64_to_half_bits, half_bits_to_float64, round_to_half
 '''
 
 UNARY_LOOPS = """\
 @njit(cache=True, parallel=True)
 def {q}_f64_loop(x, out):
     for i in prange(x.size):
-        out[i] = {q}_f64(x[i])
+        out[i] = {q}_{wide}(x[i])
 
 
 @njit(cache=True, parallel=True)
 def {q}_f32_loop(x, out):
     for i in prange(x.size):
-        out[i] = {q}_f32(x[i])
+        out[i] = {q}_f64(np.float64(x[i]))
 
 
 @njit(cache=True, parallel=True)
@@ -71,13 +73,13 @@ VJP_LOOPS = """\
 @njit(cache=True, parallel=True)
 def vjp_f64_loop(x, g, out):
     for i in prange(x.size):
-        out[i] = g[i] * derivative_f64(x[i])
+        out[i] = g[i] * derivative_{wide}(x[i])
 
 
 @njit(cache=True, parallel=True)
 def vjp_f32_loop(x, g, out):
     for i in prange(x.size):
-        out[i] = g[i] * derivative_f32(x[i])
+        out[i] = np.float64(g[i]) * derivative_f64(np.float64(x[i]))
 
 
 @njit(cache=True, parallel=True)
@@ -116,6 +118,11 @@ def _wrapped(expr: sp.Expr) -> str:
     return "\n".join(textwrap.wrap(sp.sstr(expr), width=76, subsequent_indent=" " * 12))
 
 
+def _float64_mode(form: StableForm) -> str:
+    """The mode of a form's float64 kernel: double-double where its sums may cancel."""
+    return "dd" if form.cancels else "f64"
+
+
 def generate_source(module: Elementwise) -> str:
     """The full text of ``kernels/_generated/<module.key>.py``."""
     constants = Constants()
@@ -124,7 +131,7 @@ def generate_source(module: Elementwise) -> str:
         if not proves(form):
             raise ValueError(f"{form.key}.{form.quantity}: stable form not proven equal")
         saturation = SATURATION if form.saturate else None
-        for mode in MODES.values():
+        for mode in (m for m in MODES.values() if form.cancels or not m.pairs):
             doc = f"{module.key} {form.quantity}, mode {mode.name}: {form.why}."
             functions.append(
                 scalar_function(
@@ -137,13 +144,23 @@ def generate_source(module: Elementwise) -> str:
                     doc,
                 )
             )
+    used = sorted(set(re.findall(r"\b(dd_[a-z]+)\(", "\n".join(functions))))
+    dd_import = "from kernels._dd import " + ", ".join(used) + "\n" if used else ""
+    if len(dd_import) > 100:
+        dd_import = "from kernels._dd import (\n" + "".join(f"    {u},\n" for u in used) + ")\n"
     header = HEADER.format(
+        dd_import=dd_import,
         title=module.title,
         name=module.name,
         forward=_wrapped(module.forward),
         derivative=_wrapped(module.derivative),
     )
-    loops = [UNARY_LOOPS.format(q="forward"), UNARY_LOOPS.format(q="derivative"), VJP_LOOPS]
+    forward, derivative = module_forms(module)
+    loops = [
+        UNARY_LOOPS.format(q="forward", wide=_float64_mode(forward)),
+        UNARY_LOOPS.format(q="derivative", wide=_float64_mode(derivative)),
+        VJP_LOOPS.format(wide=_float64_mode(derivative)),
+    ]
     sections = ["\n".join(constants.lines), *functions, *(loop.strip("\n") for loop in loops)]
     return header + "\n" + "\n\n\n".join(sections) + "\n"
 

@@ -33,10 +33,12 @@ CONVENTIONS = """\
   ReLU by the case analysis in its proof).
 - `eps` follows PyTorch where a module has one (normalizations; none in this report yet).
 - Kinks: `relu'(0) = 0`. Non-finite inputs: NaN gives NaN; `+-inf` gives the limit.
-- float16: "mixed" mode widens half inputs, computes in float64 and rounds once (round to
-  nearest even); "strict" mode rounds every intermediate to half precision, as pure half
-  arithmetic would. Facts below are about the exact function rounded to half, unless they
-  say "strict".
+- Arithmetic of the kernels: float32 inputs are evaluated in float64 and rounded once;
+  float64 inputs in float64, or in double-double (~106 bits) where a formula's sums may
+  cancel. float16: "mixed" mode widens
+  half inputs, computes in float64 and rounds once (round to nearest even); "strict" mode
+  rounds every intermediate to half precision, as pure half arithmetic would. Facts below
+  are about the exact function rounded to half, unless they say "strict".
 - Verdicts: `holds` (true as stated; bounds attained), `holds_loose` (valid, not tight),
   `fails` (false; counterexample given), `misprinted` (wrong as printed, intent holds),
   `approx` (a printed "≈": exact value and relative error given). "rigorous" is true only

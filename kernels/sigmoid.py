@@ -6,8 +6,9 @@ that neither the overflow of ``exp(-x)`` for x << 0 nor the cancellation of ``1 
 for x >> 0 costs accuracy. Smooth everywhere; ``sup |sigma'| = 1/4``, attained at x = 0.
 NaN gives NaN; +-inf gives the limits (forward 0 and 1, derivative 0).
 
-float16 input is computed in float64 and rounded once ("mixed"); ``strict_fp16=True``
-rounds every intermediate to half precision instead.
+float32 and float16 input is evaluated in float64 and rounded once at the end;
+``strict_fp16=True`` rounds every intermediate of a float16 evaluation to half precision
+instead, as naive half arithmetic would.
 
 >>> import numpy as np
 >>> from kernels import sigmoid

@@ -62,9 +62,36 @@ def test_golden_strict_rounds_every_operation():
     assert "_F16S_2 = np.float64(0.333251953125)  # 1/3" in constants.lines
 
 
-def test_golden_float32_constants_are_rounded_once():
-    _, constants = emit(x / sp.sqrt(2), mode="f32")
-    assert "_F32_2 = np.float32(0.7071067690849304)  # sqrt(2)/2" in constants.lines
+def test_golden_double_double():
+    text, constants = emit(x / sp.sqrt(2) + sp.exp(x), mode="dd")
+    assert constants.lines[:6] == [
+        "_DD_0h = np.float64(0.0)  # 0",
+        "_DD_0l = np.float64(0.0)",
+        "_DD_1h = np.float64(1.0)  # 1",
+        "_DD_1l = np.float64(0.0)",
+        "_DD_2h = np.float64(0.7071067811865476)  # sqrt(2)/2",
+        "_DD_2l = np.float64(-4.833646656726457e-17)",
+    ], constants.lines
+    body = [line.strip() for line in text.splitlines()[7:]]
+    assert body == [
+        "xh, xl = x, 0.0",
+        "t0h, t0l = dd_mul(_DD_2h, _DD_2l, xh, xl)",
+        "t1h, t1l = dd_exp(xh, xl)",
+        "t2h, t2l = dd_add(t0h, t0l, t1h, t1l)",
+        "return t2h + t2l",
+    ], body
+
+
+def test_double_double_constants_are_exact_to_106_bits():
+    import mpmath
+
+    _, constants = emit(sp.pi * x, mode="dd")
+    values = dict(line.split(" = ", 1) for line in constants.lines)
+    head = float(values["_DD_2h"].split("(")[1].split(")")[0])
+    tail = float(values["_DD_2l"].split("(")[1].split(")")[0])
+    with mpmath.workprec(200):
+        error = abs(mpmath.mpf(head) + mpmath.mpf(tail) - mpmath.pi)
+        assert error < mpmath.mpf(2) ** -105, error
 
 
 def test_piecewise_and_saturation():
@@ -116,12 +143,14 @@ _CALLS = {
 
 
 def _exact_constants(text: str) -> dict[str, sp.Expr]:
-    """Constant name -> the exact SymPy value its comment records."""
+    """Constant name -> the exact SymPy value its comment records (a double-double
+    constant ``_DD_3h``/``_DD_3l`` is recorded once, as ``_DD_3``)."""
     constants = {}
     for line in text.splitlines():
         match = _CONSTANT.match(line)
         if match:
-            constants[match.group(1)] = sp.sympify(match.group(3))
+            name = match.group(1)
+            constants[name[:-1] if name.startswith("_DD_") else name] = sp.sympify(match.group(3))
     return constants
 
 
@@ -141,6 +170,35 @@ def _to_sympy(node: ast.AST, names: dict[str, sp.Expr]) -> sp.Expr:
     raise AssertionError(f"unexpected node {ast.unparse(node)}")
 
 
+def _pair_to_sympy(node: ast.AST, names: dict[str, sp.Expr]) -> sp.Expr:
+    """A double-double right-hand side: ``dd_op(ah, al, bh, bl)``, ``-ah, -al`` or
+    ``ah + al`` (a return), read as the operation on the values named by the pairs."""
+    if isinstance(node, ast.Tuple):  # negation: -ah, -al
+        return -_pair_to_sympy(node.elts[0].operand, names)
+    if isinstance(node, ast.Name):
+        return names[node.id[:-1]]
+    if isinstance(node, ast.BinOp):  # return th + tl
+        return names[node.left.id[:-1]]
+    callee = node.func.id
+    args = [names[a.id[:-1]] for a in node.args[::2]]
+    binary = {
+        "dd_add": sp.Add,
+        "dd_sub": lambda a, b: a - b,
+        "dd_mul": sp.Mul,
+        "dd_div": lambda a, b: a / b,
+    }
+    unary = {
+        "dd_exp": sp.exp,
+        "dd_log": sp.log,
+        "dd_erf": sp.erf,
+        "dd_erfc": sp.erfc,
+        "dd_tanh": sp.tanh,
+        "dd_abs": sp.Abs,
+        "dd_sqrt": sp.sqrt,
+    }
+    return binary[callee](*args) if callee in binary else unary[callee](*args)
+
+
 def _branches(function: ast.FunctionDef, names: dict[str, sp.Expr]) -> list[sp.Expr]:
     """The returned expression of every branch after the NaN/inf/saturation guards."""
     results = []
@@ -149,9 +207,16 @@ def _branches(function: ast.FunctionDef, names: dict[str, sp.Expr]) -> list[sp.E
         env = dict(env)
         for statement in statements:
             if isinstance(statement, ast.Assign):
-                env[statement.targets[0].id] = _to_sympy(statement.value, env)
+                target = statement.targets[0]
+                if isinstance(target, ast.Tuple):  # a double-double pair
+                    name = target.elts[0].id[:-1]
+                    env[name] = env["x"] if name == "x" else _pair_to_sympy(statement.value, env)
+                else:
+                    env[target.id] = _to_sympy(statement.value, env)
             elif isinstance(statement, ast.Return):
-                results.append(_to_sympy(statement.value, env))
+                value = statement.value
+                pair = isinstance(value, ast.BinOp) and ast.unparse(value.left).endswith("h")
+                results.append(_pair_to_sympy(value, env) if pair else _to_sympy(value, env))
             elif isinstance(statement, ast.If):
                 guard = ast.unparse(statement.test)
                 if guard == "x != x" or guard.startswith("math.isinf"):
@@ -193,4 +258,4 @@ def test_round_trip_to_the_stable_forms(module):
         for i, (g, e) in enumerate(zip(got, expected, strict=True)):
             assert is_zero(g - e), f"{function.name} branch {i}: {g} != {e}"
         checked += 1
-    assert checked == 6
+    assert checked == 4 + sum(form.cancels for form in forms.values())

@@ -6,9 +6,10 @@
 forward:    x*(erf(sqrt(2)*x/2) + 1)/2
 derivative: sqrt(2)*x*exp(-x**2/2)/(2*sqrt(pi)) + erf(sqrt(2)*x/2)/2 + 1/2
 
-Scalar functions exist per arithmetic mode: ``_f64`` (float64), ``_f32`` (float32) and
-``_f16s`` (strict half precision: every intermediate rounded to binary16). The array loops
-``*_f16`` are the mixed mode: half bits widened to float64, one rounding at the end.
+Scalar functions exist per arithmetic mode: ``_f64`` (float64: float32 and mixed float16
+arrays are widened to it and rounded once; float64 arrays too, unless the form may cancel),
+``_dd`` (double-double, for float64 arrays where a sum of the form may cancel) and
+``_f16s`` (strict half precision: every intermediate rounded to binary16).
 NaN gives NaN; +-inf gives the limit of the expression.
 """
 
@@ -17,26 +18,31 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from kernels._dd import dd_add, dd_erfc, dd_exp, dd_mul
 from kernels._f16 import float64_to_half_bits, half_bits_to_float64, round_to_half
 
 _F64_0 = np.float64(0.0)  # 0
 _F64_1 = np.float64(np.inf)  # oo
 _F64_2 = np.float64(0.5)  # 1/2
 _F64_3 = np.float64(0.7071067811865476)  # sqrt(2)/2
-_F32_4 = np.float32(0.0)  # 0
-_F32_5 = np.float32(np.inf)  # oo
-_F32_6 = np.float32(0.5)  # 1/2
-_F32_7 = np.float32(0.7071067690849304)  # sqrt(2)/2
-_F16S_8 = np.float64(0.0)  # 0
-_F16S_9 = np.float64(np.inf)  # oo
-_F16S_10 = np.float64(0.5)  # 1/2
-_F16S_11 = np.float64(0.70703125)  # sqrt(2)/2
-_F64_12 = np.float64(1.0)  # 1
-_F64_13 = np.float64(0.3989422804014327)  # sqrt(2)/(2*sqrt(pi))
-_F32_14 = np.float32(1.0)  # 1
-_F32_15 = np.float32(0.3989422917366028)  # sqrt(2)/(2*sqrt(pi))
-_F16S_16 = np.float64(1.0)  # 1
-_F16S_17 = np.float64(0.39892578125)  # sqrt(2)/(2*sqrt(pi))
+_F16S_4 = np.float64(0.0)  # 0
+_F16S_5 = np.float64(np.inf)  # oo
+_F16S_6 = np.float64(0.5)  # 1/2
+_F16S_7 = np.float64(0.70703125)  # sqrt(2)/2
+_F64_8 = np.float64(1.0)  # 1
+_F64_9 = np.float64(0.3989422804014327)  # sqrt(2)/(2*sqrt(pi))
+_DD_10h = np.float64(0.0)  # 0
+_DD_10l = np.float64(0.0)
+_DD_11h = np.float64(1.0)  # 1
+_DD_11l = np.float64(0.0)
+_DD_12h = np.float64(0.3989422804014327)  # sqrt(2)/(2*sqrt(pi))
+_DD_12l = np.float64(-2.49232720227773e-17)
+_DD_13h = np.float64(0.5)  # 1/2
+_DD_13l = np.float64(0.0)
+_DD_14h = np.float64(0.7071067811865476)  # sqrt(2)/2
+_DD_14l = np.float64(-4.833646656726457e-17)
+_F16S_15 = np.float64(1.0)  # 1
+_F16S_16 = np.float64(0.39892578125)  # sqrt(2)/(2*sqrt(pi))
 
 
 @njit(cache=True)
@@ -57,23 +63,6 @@ def forward_f64(x):
 
 
 @njit(cache=True)
-def forward_f32(x):
-    """gelu_none forward, mode f32: erfc keeps full relative accuracy in the left tail where 1
-    + erf cancels.
-    """
-    if x != x:
-        return x
-    if math.isinf(x):
-        return _F32_5 if x > 0 else _F32_4
-    t0 = _F32_6 * x
-    t1 = _F32_7 * x
-    t2 = -t1
-    t3 = math.erfc(t2)
-    t4 = t0 * t3
-    return t4
-
-
-@njit(cache=True)
 def forward_f16s(x):
     """gelu_none forward, mode f16s: erfc keeps full relative accuracy in the left tail where 1
     + erf cancels.
@@ -81,9 +70,9 @@ def forward_f16s(x):
     if x != x:
         return x
     if math.isinf(x):
-        return _F16S_9 if x > 0 else _F16S_8
-    t0 = round_to_half(_F16S_10 * x)
-    t1 = round_to_half(_F16S_11 * x)
+        return _F16S_5 if x > 0 else _F16S_4
+    t0 = round_to_half(_F16S_6 * x)
+    t1 = round_to_half(_F16S_7 * x)
     t2 = -t1
     t3 = round_to_half(math.erfc(t2))
     t4 = round_to_half(t0 * t3)
@@ -96,8 +85,8 @@ def derivative_f64(x):
     if x != x:
         return x
     if math.isinf(x):
-        return _F64_12 if x > 0 else _F64_0
-    t0 = _F64_13 * x
+        return _F64_8 if x > 0 else _F64_0
+    t0 = _F64_9 * x
     t1 = x * x
     t2 = _F64_2 * t1
     t3 = -t2
@@ -112,24 +101,25 @@ def derivative_f64(x):
 
 
 @njit(cache=True)
-def derivative_f32(x):
-    """gelu_none derivative, mode f32: Phi(x) + x phi(x) with Phi via erfc."""
+def derivative_dd(x):
+    """gelu_none derivative, mode dd: Phi(x) + x phi(x) with Phi via erfc."""
     if x != x:
         return x
     if math.isinf(x):
-        return _F32_14 if x > 0 else _F32_4
-    t0 = _F32_15 * x
-    t1 = x * x
-    t2 = _F32_6 * t1
-    t3 = -t2
-    t4 = math.exp(t3)
-    t5 = t0 * t4
-    t6 = _F32_7 * x
-    t7 = -t6
-    t8 = math.erfc(t7)
-    t9 = _F32_6 * t8
-    t10 = t5 + t9
-    return t10
+        return _DD_11h if x > 0 else _DD_10h
+    xh, xl = x, 0.0
+    t0h, t0l = dd_mul(_DD_12h, _DD_12l, xh, xl)
+    t1h, t1l = dd_mul(xh, xl, xh, xl)
+    t2h, t2l = dd_mul(_DD_13h, _DD_13l, t1h, t1l)
+    t3h, t3l = -t2h, -t2l
+    t4h, t4l = dd_exp(t3h, t3l)
+    t5h, t5l = dd_mul(t0h, t0l, t4h, t4l)
+    t6h, t6l = dd_mul(_DD_14h, _DD_14l, xh, xl)
+    t7h, t7l = -t6h, -t6l
+    t8h, t8l = dd_erfc(t7h, t7l)
+    t9h, t9l = dd_mul(_DD_13h, _DD_13l, t8h, t8l)
+    t10h, t10l = dd_add(t5h, t5l, t9h, t9l)
+    return t10h + t10l
 
 
 @njit(cache=True)
@@ -138,17 +128,17 @@ def derivative_f16s(x):
     if x != x:
         return x
     if math.isinf(x):
-        return _F16S_16 if x > 0 else _F16S_8
-    t0 = round_to_half(_F16S_17 * x)
+        return _F16S_15 if x > 0 else _F16S_4
+    t0 = round_to_half(_F16S_16 * x)
     t1 = round_to_half(x * x)
-    t2 = round_to_half(_F16S_10 * t1)
+    t2 = round_to_half(_F16S_6 * t1)
     t3 = -t2
     t4 = round_to_half(math.exp(t3))
     t5 = round_to_half(t0 * t4)
-    t6 = round_to_half(_F16S_11 * x)
+    t6 = round_to_half(_F16S_7 * x)
     t7 = -t6
     t8 = round_to_half(math.erfc(t7))
-    t9 = round_to_half(_F16S_10 * t8)
+    t9 = round_to_half(_F16S_6 * t8)
     t10 = round_to_half(t5 + t9)
     return t10
 
@@ -162,7 +152,7 @@ def forward_f64_loop(x, out):
 @njit(cache=True, parallel=True)
 def forward_f32_loop(x, out):
     for i in prange(x.size):
-        out[i] = forward_f32(x[i])
+        out[i] = forward_f64(np.float64(x[i]))
 
 
 @njit(cache=True, parallel=True)
@@ -180,13 +170,13 @@ def forward_f16s_loop(bits, out):
 @njit(cache=True, parallel=True)
 def derivative_f64_loop(x, out):
     for i in prange(x.size):
-        out[i] = derivative_f64(x[i])
+        out[i] = derivative_dd(x[i])
 
 
 @njit(cache=True, parallel=True)
 def derivative_f32_loop(x, out):
     for i in prange(x.size):
-        out[i] = derivative_f32(x[i])
+        out[i] = derivative_f64(np.float64(x[i]))
 
 
 @njit(cache=True, parallel=True)
@@ -204,13 +194,13 @@ def derivative_f16s_loop(bits, out):
 @njit(cache=True, parallel=True)
 def vjp_f64_loop(x, g, out):
     for i in prange(x.size):
-        out[i] = g[i] * derivative_f64(x[i])
+        out[i] = g[i] * derivative_dd(x[i])
 
 
 @njit(cache=True, parallel=True)
 def vjp_f32_loop(x, g, out):
     for i in prange(x.size):
-        out[i] = g[i] * derivative_f32(x[i])
+        out[i] = np.float64(g[i]) * derivative_f64(np.float64(x[i]))
 
 
 @njit(cache=True, parallel=True)

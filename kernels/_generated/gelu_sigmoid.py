@@ -7,9 +7,10 @@ forward:    x/(1 + exp(-851*x/500))
 derivative: 851*x*exp(-851*x/500)/(500*(1 + exp(-851*x/500))**2) + 1/(1 +
             exp(-851*x/500))
 
-Scalar functions exist per arithmetic mode: ``_f64`` (float64), ``_f32`` (float32) and
-``_f16s`` (strict half precision: every intermediate rounded to binary16). The array loops
-``*_f16`` are the mixed mode: half bits widened to float64, one rounding at the end.
+Scalar functions exist per arithmetic mode: ``_f64`` (float64: float32 and mixed float16
+arrays are widened to it and rounded once; float64 arrays too, unless the form may cancel),
+``_dd`` (double-double, for float64 arrays where a sum of the form may cancel) and
+``_f16s`` (strict half precision: every intermediate rounded to binary16).
 NaN gives NaN; +-inf gives the limit of the expression.
 """
 
@@ -18,23 +19,27 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from kernels._dd import dd_add, dd_div, dd_exp, dd_mul
 from kernels._f16 import float64_to_half_bits, half_bits_to_float64, round_to_half
 
 _F64_0 = np.float64(0.0)  # 0
 _F64_1 = np.float64(np.inf)  # oo
 _F64_2 = np.float64(1.0)  # 1
 _F64_3 = np.float64(1.702)  # 851/500
-_F32_4 = np.float32(0.0)  # 0
-_F32_5 = np.float32(np.inf)  # oo
-_F32_6 = np.float32(1.0)  # 1
-_F32_7 = np.float32(1.7020000219345093)  # 851/500
-_F16S_8 = np.float64(0.0)  # 0
-_F16S_9 = np.float64(np.inf)  # oo
-_F16S_10 = np.float64(1.0)  # 1
-_F16S_11 = np.float64(1.7021484375)  # 851/500
-_F64_12 = np.float64(4294967296.0)  # 4294967296
-_F32_13 = np.float32(4294967296.0)  # 4294967296
-_F16S_14 = np.float64(4294967296.0)  # 4294967296
+_F16S_4 = np.float64(0.0)  # 0
+_F16S_5 = np.float64(np.inf)  # oo
+_F16S_6 = np.float64(1.0)  # 1
+_F16S_7 = np.float64(1.7021484375)  # 851/500
+_F64_8 = np.float64(4294967296.0)  # 4294967296
+_DD_9h = np.float64(0.0)  # 0
+_DD_9l = np.float64(0.0)
+_DD_10h = np.float64(1.0)  # 1
+_DD_10l = np.float64(0.0)
+_DD_11h = np.float64(4294967296.0)  # 4294967296
+_DD_11l = np.float64(0.0)
+_DD_12h = np.float64(1.702)  # 851/500
+_DD_12l = np.float64(4.263256414560601e-17)
+_F16S_13 = np.float64(4294967296.0)  # 4294967296
 
 
 @njit(cache=True)
@@ -61,47 +66,24 @@ def forward_f64(x):
 
 
 @njit(cache=True)
-def forward_f32(x):
-    """gelu_sigmoid forward, mode f32: x sigma(1.702 x) with the stable sigmoid."""
-    if x != x:
-        return x
-    if math.isinf(x):
-        return _F32_5 if x > 0 else _F32_4
-    if x >= _F32_4:
-        t0 = _F32_7 * x
-        t1 = -t0
-        t2 = math.exp(t1)
-        t3 = _F32_6 + t2
-        t4 = x / t3
-        return t4
-    else:
-        t5 = _F32_7 * x
-        t6 = math.exp(t5)
-        t7 = x * t6
-        t8 = _F32_6 + t6
-        t9 = t7 / t8
-        return t9
-
-
-@njit(cache=True)
 def forward_f16s(x):
     """gelu_sigmoid forward, mode f16s: x sigma(1.702 x) with the stable sigmoid."""
     if x != x:
         return x
     if math.isinf(x):
-        return _F16S_9 if x > 0 else _F16S_8
-    if x >= _F16S_8:
-        t0 = round_to_half(_F16S_11 * x)
+        return _F16S_5 if x > 0 else _F16S_4
+    if x >= _F16S_4:
+        t0 = round_to_half(_F16S_7 * x)
         t1 = -t0
         t2 = round_to_half(math.exp(t1))
-        t3 = round_to_half(_F16S_10 + t2)
+        t3 = round_to_half(_F16S_6 + t2)
         t4 = round_to_half(x / t3)
         return t4
     else:
-        t5 = round_to_half(_F16S_11 * x)
+        t5 = round_to_half(_F16S_7 * x)
         t6 = round_to_half(math.exp(t5))
         t7 = round_to_half(x * t6)
-        t8 = round_to_half(_F16S_10 + t6)
+        t8 = round_to_half(_F16S_6 + t6)
         t9 = round_to_half(t7 / t8)
         return t9
 
@@ -111,9 +93,9 @@ def derivative_f64(x):
     """gelu_sigmoid derivative, mode f64: as Swish's derivative at 1.702 x."""
     if x != x:
         return x
-    if x > _F64_12:
+    if x > _F64_8:
         return _F64_2
-    if x < -_F64_12:
+    if x < -_F64_8:
         return _F64_0
     if x >= _F64_0:
         t0 = _F64_3 * x
@@ -140,36 +122,37 @@ def derivative_f64(x):
 
 
 @njit(cache=True)
-def derivative_f32(x):
-    """gelu_sigmoid derivative, mode f32: as Swish's derivative at 1.702 x."""
+def derivative_dd(x):
+    """gelu_sigmoid derivative, mode dd: as Swish's derivative at 1.702 x."""
     if x != x:
         return x
-    if x > _F32_13:
-        return _F32_6
-    if x < -_F32_13:
-        return _F32_4
-    if x >= _F32_4:
-        t0 = _F32_7 * x
-        t1 = _F32_7 * x
-        t2 = -t1
-        t3 = math.exp(t2)
-        t4 = t0 * t3
-        t5 = _F32_6 + t4
-        t6 = t5 + t3
-        t7 = _F32_6 + t3
-        t8 = t7 * t7
-        t9 = t6 / t8
-        return t9
+    if x > _DD_11h:
+        return _DD_10h
+    if x < -_DD_11h:
+        return _DD_9h
+    xh, xl = x, 0.0
+    if x >= _DD_9h:
+        t0h, t0l = dd_mul(_DD_12h, _DD_12l, xh, xl)
+        t1h, t1l = dd_mul(_DD_12h, _DD_12l, xh, xl)
+        t2h, t2l = -t1h, -t1l
+        t3h, t3l = dd_exp(t2h, t2l)
+        t4h, t4l = dd_mul(t0h, t0l, t3h, t3l)
+        t5h, t5l = dd_add(_DD_10h, _DD_10l, t4h, t4l)
+        t6h, t6l = dd_add(t5h, t5l, t3h, t3l)
+        t7h, t7l = dd_add(_DD_10h, _DD_10l, t3h, t3l)
+        t8h, t8l = dd_mul(t7h, t7l, t7h, t7l)
+        t9h, t9l = dd_div(t6h, t6l, t8h, t8l)
+        return t9h + t9l
     else:
-        t10 = _F32_7 * x
-        t11 = _F32_6 + t10
-        t12 = math.exp(t10)
-        t13 = t11 + t12
-        t14 = t13 * t12
-        t15 = _F32_6 + t12
-        t16 = t15 * t15
-        t17 = t14 / t16
-        return t17
+        t10h, t10l = dd_mul(_DD_12h, _DD_12l, xh, xl)
+        t11h, t11l = dd_add(_DD_10h, _DD_10l, t10h, t10l)
+        t12h, t12l = dd_exp(t10h, t10l)
+        t13h, t13l = dd_add(t11h, t11l, t12h, t12l)
+        t14h, t14l = dd_mul(t13h, t13l, t12h, t12l)
+        t15h, t15l = dd_add(_DD_10h, _DD_10l, t12h, t12l)
+        t16h, t16l = dd_mul(t15h, t15l, t15h, t15l)
+        t17h, t17l = dd_div(t14h, t14l, t16h, t16l)
+        return t17h + t17l
 
 
 @njit(cache=True)
@@ -177,29 +160,29 @@ def derivative_f16s(x):
     """gelu_sigmoid derivative, mode f16s: as Swish's derivative at 1.702 x."""
     if x != x:
         return x
-    if x > _F16S_14:
-        return _F16S_10
-    if x < -_F16S_14:
-        return _F16S_8
-    if x >= _F16S_8:
-        t0 = round_to_half(_F16S_11 * x)
-        t1 = round_to_half(_F16S_11 * x)
+    if x > _F16S_13:
+        return _F16S_6
+    if x < -_F16S_13:
+        return _F16S_4
+    if x >= _F16S_4:
+        t0 = round_to_half(_F16S_7 * x)
+        t1 = round_to_half(_F16S_7 * x)
         t2 = -t1
         t3 = round_to_half(math.exp(t2))
         t4 = round_to_half(t0 * t3)
-        t5 = round_to_half(_F16S_10 + t4)
+        t5 = round_to_half(_F16S_6 + t4)
         t6 = round_to_half(t5 + t3)
-        t7 = round_to_half(_F16S_10 + t3)
+        t7 = round_to_half(_F16S_6 + t3)
         t8 = round_to_half(t7 * t7)
         t9 = round_to_half(t6 / t8)
         return t9
     else:
-        t10 = round_to_half(_F16S_11 * x)
-        t11 = round_to_half(_F16S_10 + t10)
+        t10 = round_to_half(_F16S_7 * x)
+        t11 = round_to_half(_F16S_6 + t10)
         t12 = round_to_half(math.exp(t10))
         t13 = round_to_half(t11 + t12)
         t14 = round_to_half(t13 * t12)
-        t15 = round_to_half(_F16S_10 + t12)
+        t15 = round_to_half(_F16S_6 + t12)
         t16 = round_to_half(t15 * t15)
         t17 = round_to_half(t14 / t16)
         return t17
@@ -214,7 +197,7 @@ def forward_f64_loop(x, out):
 @njit(cache=True, parallel=True)
 def forward_f32_loop(x, out):
     for i in prange(x.size):
-        out[i] = forward_f32(x[i])
+        out[i] = forward_f64(np.float64(x[i]))
 
 
 @njit(cache=True, parallel=True)
@@ -232,13 +215,13 @@ def forward_f16s_loop(bits, out):
 @njit(cache=True, parallel=True)
 def derivative_f64_loop(x, out):
     for i in prange(x.size):
-        out[i] = derivative_f64(x[i])
+        out[i] = derivative_dd(x[i])
 
 
 @njit(cache=True, parallel=True)
 def derivative_f32_loop(x, out):
     for i in prange(x.size):
-        out[i] = derivative_f32(x[i])
+        out[i] = derivative_f64(np.float64(x[i]))
 
 
 @njit(cache=True, parallel=True)
@@ -256,13 +239,13 @@ def derivative_f16s_loop(bits, out):
 @njit(cache=True, parallel=True)
 def vjp_f64_loop(x, g, out):
     for i in prange(x.size):
-        out[i] = g[i] * derivative_f64(x[i])
+        out[i] = g[i] * derivative_dd(x[i])
 
 
 @njit(cache=True, parallel=True)
 def vjp_f32_loop(x, g, out):
     for i in prange(x.size):
-        out[i] = g[i] * derivative_f32(x[i])
+        out[i] = np.float64(g[i]) * derivative_f64(np.float64(x[i]))
 
 
 @njit(cache=True, parallel=True)

@@ -8,9 +8,10 @@ derivative: sqrt(2)*x*(1 - tanh(sqrt(2)*(8943*x**3/200000 +
             x)/sqrt(pi))**2)*(26829*x**2/200000 + 1)/(2*sqrt(pi)) +
             tanh(sqrt(2)*(8943*x**3/200000 + x)/sqrt(pi))/2 + 1/2
 
-Scalar functions exist per arithmetic mode: ``_f64`` (float64), ``_f32`` (float32) and
-``_f16s`` (strict half precision: every intermediate rounded to binary16). The array loops
-``*_f16`` are the mixed mode: half bits widened to float64, one rounding at the end.
+Scalar functions exist per arithmetic mode: ``_f64`` (float64: float32 and mixed float16
+arrays are widened to it and rounded once; float64 arrays too, unless the form may cancel),
+``_dd`` (double-double, for float64 arrays where a sum of the form may cancel) and
+``_f16s`` (strict half precision: every intermediate rounded to binary16).
 NaN gives NaN; +-inf gives the limit of the expression.
 """
 
@@ -19,6 +20,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from kernels._dd import dd_add, dd_div, dd_exp, dd_mul
 from kernels._f16 import float64_to_half_bits, half_bits_to_float64, round_to_half
 
 _F64_0 = np.float64(0.0)  # 0
@@ -26,22 +28,27 @@ _F64_1 = np.float64(np.inf)  # oo
 _F64_2 = np.float64(1.0)  # 1
 _F64_3 = np.float64(1.5957691216057308)  # 2*sqrt(2)/sqrt(pi)
 _F64_4 = np.float64(0.044715)  # 8943/200000
-_F32_5 = np.float32(0.0)  # 0
-_F32_6 = np.float32(np.inf)  # oo
-_F32_7 = np.float32(1.0)  # 1
-_F32_8 = np.float32(1.5957691669464111)  # 2*sqrt(2)/sqrt(pi)
-_F32_9 = np.float32(0.044714998453855515)  # 8943/200000
-_F16S_10 = np.float64(0.0)  # 0
-_F16S_11 = np.float64(np.inf)  # oo
-_F16S_12 = np.float64(1.0)  # 1
-_F16S_13 = np.float64(1.595703125)  # 2*sqrt(2)/sqrt(pi)
-_F16S_14 = np.float64(0.044708251953125)  # 8943/200000
-_F64_15 = np.float64(4294967296.0)  # 4294967296
-_F64_16 = np.float64(0.134145)  # 26829/200000
-_F32_17 = np.float32(4294967296.0)  # 4294967296
-_F32_18 = np.float32(0.13414500653743744)  # 26829/200000
-_F16S_19 = np.float64(4294967296.0)  # 4294967296
-_F16S_20 = np.float64(0.1341552734375)  # 26829/200000
+_F16S_5 = np.float64(0.0)  # 0
+_F16S_6 = np.float64(np.inf)  # oo
+_F16S_7 = np.float64(1.0)  # 1
+_F16S_8 = np.float64(1.595703125)  # 2*sqrt(2)/sqrt(pi)
+_F16S_9 = np.float64(0.044708251953125)  # 8943/200000
+_F64_10 = np.float64(4294967296.0)  # 4294967296
+_F64_11 = np.float64(0.134145)  # 26829/200000
+_DD_12h = np.float64(0.0)  # 0
+_DD_12l = np.float64(0.0)
+_DD_13h = np.float64(1.0)  # 1
+_DD_13l = np.float64(0.0)
+_DD_14h = np.float64(4294967296.0)  # 4294967296
+_DD_14l = np.float64(0.0)
+_DD_15h = np.float64(1.5957691216057308)  # 2*sqrt(2)/sqrt(pi)
+_DD_15l = np.float64(-9.96930880911092e-17)
+_DD_16h = np.float64(0.134145)  # 26829/200000
+_DD_16l = np.float64(1.3526957332032908e-17)
+_DD_17h = np.float64(0.044715)  # 8943/200000
+_DD_17l = np.float64(2.1960211427085595e-18)
+_F16S_18 = np.float64(4294967296.0)  # 4294967296
+_F16S_19 = np.float64(0.1341552734375)  # 26829/200000
 
 
 @njit(cache=True)
@@ -78,39 +85,6 @@ def forward_f64(x):
 
 
 @njit(cache=True)
-def forward_f32(x):
-    """gelu_tanh forward, mode f32: (1 + tanh u)/2 = sigma(2u): no cancellation of 1 + tanh u
-    for x << 0.
-    """
-    if x != x:
-        return x
-    if math.isinf(x):
-        return _F32_6 if x > 0 else _F32_5
-    if x >= _F32_5:
-        t0 = x * x
-        t1 = t0 * x
-        t2 = _F32_9 * t1
-        t3 = x + t2
-        t4 = _F32_8 * t3
-        t5 = -t4
-        t6 = math.exp(t5)
-        t7 = _F32_7 + t6
-        t8 = x / t7
-        return t8
-    else:
-        t9 = x * x
-        t10 = t9 * x
-        t11 = _F32_9 * t10
-        t12 = x + t11
-        t13 = _F32_8 * t12
-        t14 = math.exp(t13)
-        t15 = x * t14
-        t16 = _F32_7 + t14
-        t17 = t15 / t16
-        return t17
-
-
-@njit(cache=True)
 def forward_f16s(x):
     """gelu_tanh forward, mode f16s: (1 + tanh u)/2 = sigma(2u): no cancellation of 1 + tanh u
     for x << 0.
@@ -118,27 +92,27 @@ def forward_f16s(x):
     if x != x:
         return x
     if math.isinf(x):
-        return _F16S_11 if x > 0 else _F16S_10
-    if x >= _F16S_10:
+        return _F16S_6 if x > 0 else _F16S_5
+    if x >= _F16S_5:
         t0 = round_to_half(x * x)
         t1 = round_to_half(t0 * x)
-        t2 = round_to_half(_F16S_14 * t1)
+        t2 = round_to_half(_F16S_9 * t1)
         t3 = round_to_half(x + t2)
-        t4 = round_to_half(_F16S_13 * t3)
+        t4 = round_to_half(_F16S_8 * t3)
         t5 = -t4
         t6 = round_to_half(math.exp(t5))
-        t7 = round_to_half(_F16S_12 + t6)
+        t7 = round_to_half(_F16S_7 + t6)
         t8 = round_to_half(x / t7)
         return t8
     else:
         t9 = round_to_half(x * x)
         t10 = round_to_half(t9 * x)
-        t11 = round_to_half(_F16S_14 * t10)
+        t11 = round_to_half(_F16S_9 * t10)
         t12 = round_to_half(x + t11)
-        t13 = round_to_half(_F16S_13 * t12)
+        t13 = round_to_half(_F16S_8 * t12)
         t14 = round_to_half(math.exp(t13))
         t15 = round_to_half(x * t14)
-        t16 = round_to_half(_F16S_12 + t14)
+        t16 = round_to_half(_F16S_7 + t14)
         t17 = round_to_half(t15 / t16)
         return t17
 
@@ -150,14 +124,14 @@ def derivative_f64(x):
     """
     if x != x:
         return x
-    if x > _F64_15:
+    if x > _F64_10:
         return _F64_2
-    if x < -_F64_15:
+    if x < -_F64_10:
         return _F64_0
     if x >= _F64_0:
         t0 = _F64_3 * x
         t1 = x * x
-        t2 = _F64_16 * t1
+        t2 = _F64_11 * t1
         t3 = _F64_2 + t2
         t4 = t0 * t3
         t5 = t1 * x
@@ -176,7 +150,7 @@ def derivative_f64(x):
     else:
         t17 = _F64_3 * x
         t18 = x * x
-        t19 = _F64_16 * t18
+        t19 = _F64_11 * t18
         t20 = _F64_2 + t19
         t21 = t17 * t20
         t22 = _F64_2 + t21
@@ -194,53 +168,54 @@ def derivative_f64(x):
 
 
 @njit(cache=True)
-def derivative_f32(x):
-    """gelu_tanh derivative, mode f32: sigma(2u) + 2 x u' sigma(2u) sigma(-2u), one fraction
-    per sign.
+def derivative_dd(x):
+    """gelu_tanh derivative, mode dd: sigma(2u) + 2 x u' sigma(2u) sigma(-2u), one fraction per
+    sign.
     """
     if x != x:
         return x
-    if x > _F32_17:
-        return _F32_7
-    if x < -_F32_17:
-        return _F32_5
-    if x >= _F32_5:
-        t0 = _F32_8 * x
-        t1 = x * x
-        t2 = _F32_18 * t1
-        t3 = _F32_7 + t2
-        t4 = t0 * t3
-        t5 = t1 * x
-        t6 = _F32_9 * t5
-        t7 = x + t6
-        t8 = _F32_8 * t7
-        t9 = -t8
-        t10 = math.exp(t9)
-        t11 = t4 * t10
-        t12 = _F32_7 + t11
-        t13 = t12 + t10
-        t14 = _F32_7 + t10
-        t15 = t14 * t14
-        t16 = t13 / t15
-        return t16
+    if x > _DD_14h:
+        return _DD_13h
+    if x < -_DD_14h:
+        return _DD_12h
+    xh, xl = x, 0.0
+    if x >= _DD_12h:
+        t0h, t0l = dd_mul(_DD_15h, _DD_15l, xh, xl)
+        t1h, t1l = dd_mul(xh, xl, xh, xl)
+        t2h, t2l = dd_mul(_DD_16h, _DD_16l, t1h, t1l)
+        t3h, t3l = dd_add(_DD_13h, _DD_13l, t2h, t2l)
+        t4h, t4l = dd_mul(t0h, t0l, t3h, t3l)
+        t5h, t5l = dd_mul(t1h, t1l, xh, xl)
+        t6h, t6l = dd_mul(_DD_17h, _DD_17l, t5h, t5l)
+        t7h, t7l = dd_add(xh, xl, t6h, t6l)
+        t8h, t8l = dd_mul(_DD_15h, _DD_15l, t7h, t7l)
+        t9h, t9l = -t8h, -t8l
+        t10h, t10l = dd_exp(t9h, t9l)
+        t11h, t11l = dd_mul(t4h, t4l, t10h, t10l)
+        t12h, t12l = dd_add(_DD_13h, _DD_13l, t11h, t11l)
+        t13h, t13l = dd_add(t12h, t12l, t10h, t10l)
+        t14h, t14l = dd_add(_DD_13h, _DD_13l, t10h, t10l)
+        t15h, t15l = dd_mul(t14h, t14l, t14h, t14l)
+        t16h, t16l = dd_div(t13h, t13l, t15h, t15l)
+        return t16h + t16l
     else:
-        t17 = _F32_8 * x
-        t18 = x * x
-        t19 = _F32_18 * t18
-        t20 = _F32_7 + t19
-        t21 = t17 * t20
-        t22 = _F32_7 + t21
-        t23 = t18 * x
-        t24 = _F32_9 * t23
-        t25 = x + t24
-        t26 = _F32_8 * t25
-        t27 = math.exp(t26)
-        t28 = t22 + t27
-        t29 = t28 * t27
-        t30 = _F32_7 + t27
-        t31 = t30 * t30
-        t32 = t29 / t31
-        return t32
+        t17h, t17l = dd_mul(_DD_15h, _DD_15l, xh, xl)
+        t18h, t18l = dd_mul(xh, xl, xh, xl)
+        t19h, t19l = dd_mul(_DD_16h, _DD_16l, t18h, t18l)
+        t20h, t20l = dd_add(_DD_13h, _DD_13l, t19h, t19l)
+        t21h, t21l = dd_mul(t17h, t17l, t20h, t20l)
+        t22h, t22l = dd_add(_DD_13h, _DD_13l, t21h, t21l)
+        t23h, t23l = dd_mul(t18h, t18l, xh, xl)
+        t24h, t24l = dd_mul(_DD_17h, _DD_17l, t23h, t23l)
+        t25h, t25l = dd_add(xh, xl, t24h, t24l)
+        t26h, t26l = dd_mul(_DD_15h, _DD_15l, t25h, t25l)
+        t27h, t27l = dd_exp(t26h, t26l)
+        t28h, t28l = dd_add(t22h, t22l, t27h, t27l)
+        t29h, t29l = dd_mul(t28h, t28l, t27h, t27l)
+        t30h, t30l = dd_add(_DD_13h, _DD_13l, t27h, t27l)
+        t31h, t31l = dd_mul(t30h, t30l, t30h, t30l)
+        t32h, t32l = dd_div(t29h, t29l, t31h, t31l)
+        return t32h + t32l
 
 
 @njit(cache=True)
@@ -250,44 +225,44 @@ def derivative_f16s(x):
     """
     if x != x:
         return x
-    if x > _F16S_19:
-        return _F16S_12
-    if x < -_F16S_19:
-        return _F16S_10
-    if x >= _F16S_10:
-        t0 = round_to_half(_F16S_13 * x)
+    if x > _F16S_18:
+        return _F16S_7
+    if x < -_F16S_18:
+        return _F16S_5
+    if x >= _F16S_5:
+        t0 = round_to_half(_F16S_8 * x)
         t1 = round_to_half(x * x)
-        t2 = round_to_half(_F16S_20 * t1)
-        t3 = round_to_half(_F16S_12 + t2)
+        t2 = round_to_half(_F16S_19 * t1)
+        t3 = round_to_half(_F16S_7 + t2)
         t4 = round_to_half(t0 * t3)
         t5 = round_to_half(t1 * x)
-        t6 = round_to_half(_F16S_14 * t5)
+        t6 = round_to_half(_F16S_9 * t5)
         t7 = round_to_half(x + t6)
-        t8 = round_to_half(_F16S_13 * t7)
+        t8 = round_to_half(_F16S_8 * t7)
         t9 = -t8
         t10 = round_to_half(math.exp(t9))
         t11 = round_to_half(t4 * t10)
-        t12 = round_to_half(_F16S_12 + t11)
+        t12 = round_to_half(_F16S_7 + t11)
         t13 = round_to_half(t12 + t10)
-        t14 = round_to_half(_F16S_12 + t10)
+        t14 = round_to_half(_F16S_7 + t10)
         t15 = round_to_half(t14 * t14)
         t16 = round_to_half(t13 / t15)
         return t16
     else:
-        t17 = round_to_half(_F16S_13 * x)
+        t17 = round_to_half(_F16S_8 * x)
         t18 = round_to_half(x * x)
-        t19 = round_to_half(_F16S_20 * t18)
-        t20 = round_to_half(_F16S_12 + t19)
+        t19 = round_to_half(_F16S_19 * t18)
+        t20 = round_to_half(_F16S_7 + t19)
         t21 = round_to_half(t17 * t20)
-        t22 = round_to_half(_F16S_12 + t21)
+        t22 = round_to_half(_F16S_7 + t21)
         t23 = round_to_half(t18 * x)
-        t24 = round_to_half(_F16S_14 * t23)
+        t24 = round_to_half(_F16S_9 * t23)
         t25 = round_to_half(x + t24)
-        t26 = round_to_half(_F16S_13 * t25)
+        t26 = round_to_half(_F16S_8 * t25)
         t27 = round_to_half(math.exp(t26))
         t28 = round_to_half(t22 + t27)
         t29 = round_to_half(t28 * t27)
-        t30 = round_to_half(_F16S_12 + t27)
+        t30 = round_to_half(_F16S_7 + t27)
         t31 = round_to_half(t30 * t30)
         t32 = round_to_half(t29 / t31)
         return t32
@@ -302,7 +277,7 @@ def forward_f64_loop(x, out):
 @njit(cache=True, parallel=True)
 def forward_f32_loop(x, out):
     for i in prange(x.size):
-        out[i] = forward_f32(x[i])
+        out[i] = forward_f64(np.float64(x[i]))
 
 
 @njit(cache=True, parallel=True)
@@ -320,13 +295,13 @@ def forward_f16s_loop(bits, out):
 @njit(cache=True, parallel=True)
 def derivative_f64_loop(x, out):
     for i in prange(x.size):
-        out[i] = derivative_f64(x[i])
+        out[i] = derivative_dd(x[i])
 
 
 @njit(cache=True, parallel=True)
 def derivative_f32_loop(x, out):
     for i in prange(x.size):
-        out[i] = derivative_f32(x[i])
+        out[i] = derivative_f64(np.float64(x[i]))
 
 
 @njit(cache=True, parallel=True)
@@ -344,13 +319,13 @@ def derivative_f16s_loop(bits, out):
 @njit(cache=True, parallel=True)
 def vjp_f64_loop(x, g, out):
     for i in prange(x.size):
-        out[i] = g[i] * derivative_f64(x[i])
+        out[i] = g[i] * derivative_dd(x[i])
 
 
 @njit(cache=True, parallel=True)
 def vjp_f32_loop(x, g, out):
     for i in prange(x.size):
-        out[i] = g[i] * derivative_f32(x[i])
+        out[i] = np.float64(g[i]) * derivative_f64(np.float64(x[i]))
 
 
 @njit(cache=True, parallel=True)

@@ -6,9 +6,10 @@
 forward:    Piecewise((x, x > 0), (0, True))
 derivative: Piecewise((1, x > 0), (0, True))
 
-Scalar functions exist per arithmetic mode: ``_f64`` (float64), ``_f32`` (float32) and
-``_f16s`` (strict half precision: every intermediate rounded to binary16). The array loops
-``*_f16`` are the mixed mode: half bits widened to float64, one rounding at the end.
+Scalar functions exist per arithmetic mode: ``_f64`` (float64: float32 and mixed float16
+arrays are widened to it and rounded once; float64 arrays too, unless the form may cancel),
+``_dd`` (double-double, for float64 arrays where a sum of the form may cancel) and
+``_f16s`` (strict half precision: every intermediate rounded to binary16).
 NaN gives NaN; +-inf gives the limit of the expression.
 """
 
@@ -21,13 +22,10 @@ from kernels._f16 import float64_to_half_bits, half_bits_to_float64, round_to_ha
 
 _F64_0 = np.float64(0.0)  # 0
 _F64_1 = np.float64(np.inf)  # oo
-_F32_2 = np.float32(0.0)  # 0
-_F32_3 = np.float32(np.inf)  # oo
-_F16S_4 = np.float64(0.0)  # 0
-_F16S_5 = np.float64(np.inf)  # oo
-_F64_6 = np.float64(1.0)  # 1
-_F32_7 = np.float32(1.0)  # 1
-_F16S_8 = np.float64(1.0)  # 1
+_F16S_2 = np.float64(0.0)  # 0
+_F16S_3 = np.float64(np.inf)  # oo
+_F64_4 = np.float64(1.0)  # 1
+_F16S_5 = np.float64(1.0)  # 1
 
 
 @njit(cache=True)
@@ -44,29 +42,16 @@ def forward_f64(x):
 
 
 @njit(cache=True)
-def forward_f32(x):
-    """relu forward, mode f32: exact as defined."""
-    if x != x:
-        return x
-    if math.isinf(x):
-        return _F32_3 if x > 0 else _F32_2
-    if x > _F32_2:
-        return x
-    else:
-        return _F32_2
-
-
-@njit(cache=True)
 def forward_f16s(x):
     """relu forward, mode f16s: exact as defined."""
     if x != x:
         return x
     if math.isinf(x):
-        return _F16S_5 if x > 0 else _F16S_4
-    if x > _F16S_4:
+        return _F16S_3 if x > 0 else _F16S_2
+    if x > _F16S_2:
         return x
     else:
-        return _F16S_4
+        return _F16S_2
 
 
 @njit(cache=True)
@@ -77,26 +62,11 @@ def derivative_f64(x):
     if x != x:
         return x
     if math.isinf(x):
-        return _F64_6 if x > 0 else _F64_0
+        return _F64_4 if x > 0 else _F64_0
     if x > _F64_0:
-        return _F64_6
+        return _F64_4
     else:
         return _F64_0
-
-
-@njit(cache=True)
-def derivative_f32(x):
-    """relu derivative, mode f32: exact as defined; the kink convention is the Piecewise's:
-    relu'(0) = 0.
-    """
-    if x != x:
-        return x
-    if math.isinf(x):
-        return _F32_7 if x > 0 else _F32_2
-    if x > _F32_2:
-        return _F32_7
-    else:
-        return _F32_2
 
 
 @njit(cache=True)
@@ -107,11 +77,11 @@ def derivative_f16s(x):
     if x != x:
         return x
     if math.isinf(x):
-        return _F16S_8 if x > 0 else _F16S_4
-    if x > _F16S_4:
-        return _F16S_8
+        return _F16S_5 if x > 0 else _F16S_2
+    if x > _F16S_2:
+        return _F16S_5
     else:
-        return _F16S_4
+        return _F16S_2
 
 
 @njit(cache=True, parallel=True)
@@ -123,7 +93,7 @@ def forward_f64_loop(x, out):
 @njit(cache=True, parallel=True)
 def forward_f32_loop(x, out):
     for i in prange(x.size):
-        out[i] = forward_f32(x[i])
+        out[i] = forward_f64(np.float64(x[i]))
 
 
 @njit(cache=True, parallel=True)
@@ -147,7 +117,7 @@ def derivative_f64_loop(x, out):
 @njit(cache=True, parallel=True)
 def derivative_f32_loop(x, out):
     for i in prange(x.size):
-        out[i] = derivative_f32(x[i])
+        out[i] = derivative_f64(np.float64(x[i]))
 
 
 @njit(cache=True, parallel=True)
@@ -171,7 +141,7 @@ def vjp_f64_loop(x, g, out):
 @njit(cache=True, parallel=True)
 def vjp_f32_loop(x, g, out):
     for i in prange(x.size):
-        out[i] = g[i] * derivative_f32(x[i])
+        out[i] = np.float64(g[i]) * derivative_f64(np.float64(x[i]))
 
 
 @njit(cache=True, parallel=True)

@@ -6,9 +6,10 @@
 forward:    1/(1 + exp(-x))
 derivative: exp(-x)/(1 + exp(-x))**2
 
-Scalar functions exist per arithmetic mode: ``_f64`` (float64), ``_f32`` (float32) and
-``_f16s`` (strict half precision: every intermediate rounded to binary16). The array loops
-``*_f16`` are the mixed mode: half bits widened to float64, one rounding at the end.
+Scalar functions exist per arithmetic mode: ``_f64`` (float64: float32 and mixed float16
+arrays are widened to it and rounded once; float64 arrays too, unless the form may cancel),
+``_dd`` (double-double, for float64 arrays where a sum of the form may cancel) and
+``_f16s`` (strict half precision: every intermediate rounded to binary16).
 NaN gives NaN; +-inf gives the limit of the expression.
 """
 
@@ -21,10 +22,8 @@ from kernels._f16 import float64_to_half_bits, half_bits_to_float64, round_to_ha
 
 _F64_0 = np.float64(0.0)  # 0
 _F64_1 = np.float64(1.0)  # 1
-_F32_2 = np.float32(0.0)  # 0
-_F32_3 = np.float32(1.0)  # 1
-_F16S_4 = np.float64(0.0)  # 0
-_F16S_5 = np.float64(1.0)  # 1
+_F16S_2 = np.float64(0.0)  # 0
+_F16S_3 = np.float64(1.0)  # 1
 
 
 @njit(cache=True)
@@ -48,41 +47,21 @@ def forward_f64(x):
 
 
 @njit(cache=True)
-def forward_f32(x):
-    """sigmoid forward, mode f32: exp of a non-positive argument only: no overflow for x << 0."""
-    if x != x:
-        return x
-    if math.isinf(x):
-        return _F32_3 if x > 0 else _F32_2
-    if x >= _F32_2:
-        t0 = -x
-        t1 = math.exp(t0)
-        t2 = _F32_3 + t1
-        t3 = _F32_3 / t2
-        return t3
-    else:
-        t4 = math.exp(x)
-        t5 = _F32_3 + t4
-        t6 = t4 / t5
-        return t6
-
-
-@njit(cache=True)
 def forward_f16s(x):
     """sigmoid forward, mode f16s: exp of a non-positive argument only: no overflow for x << 0."""
     if x != x:
         return x
     if math.isinf(x):
-        return _F16S_5 if x > 0 else _F16S_4
-    if x >= _F16S_4:
+        return _F16S_3 if x > 0 else _F16S_2
+    if x >= _F16S_2:
         t0 = -x
         t1 = round_to_half(math.exp(t0))
-        t2 = round_to_half(_F16S_5 + t1)
-        t3 = round_to_half(_F16S_5 / t2)
+        t2 = round_to_half(_F16S_3 + t1)
+        t3 = round_to_half(_F16S_3 / t2)
         return t3
     else:
         t4 = round_to_half(math.exp(x))
-        t5 = round_to_half(_F16S_5 + t4)
+        t5 = round_to_half(_F16S_3 + t4)
         t6 = round_to_half(t4 / t5)
         return t6
 
@@ -112,30 +91,6 @@ def derivative_f64(x):
 
 
 @njit(cache=True)
-def derivative_f32(x):
-    """sigmoid derivative, mode f32: sigma(1 - sigma) without the cancellation of 1 - sigma for
-    x >> 0.
-    """
-    if x != x:
-        return x
-    if math.isinf(x):
-        return _F32_2
-    if x >= _F32_2:
-        t0 = -x
-        t1 = math.exp(t0)
-        t2 = _F32_3 + t1
-        t3 = t2 * t2
-        t4 = t1 / t3
-        return t4
-    else:
-        t5 = math.exp(x)
-        t6 = _F32_3 + t5
-        t7 = t6 * t6
-        t8 = t5 / t7
-        return t8
-
-
-@njit(cache=True)
 def derivative_f16s(x):
     """sigmoid derivative, mode f16s: sigma(1 - sigma) without the cancellation of 1 - sigma
     for x >> 0.
@@ -143,17 +98,17 @@ def derivative_f16s(x):
     if x != x:
         return x
     if math.isinf(x):
-        return _F16S_4
-    if x >= _F16S_4:
+        return _F16S_2
+    if x >= _F16S_2:
         t0 = -x
         t1 = round_to_half(math.exp(t0))
-        t2 = round_to_half(_F16S_5 + t1)
+        t2 = round_to_half(_F16S_3 + t1)
         t3 = round_to_half(t2 * t2)
         t4 = round_to_half(t1 / t3)
         return t4
     else:
         t5 = round_to_half(math.exp(x))
-        t6 = round_to_half(_F16S_5 + t5)
+        t6 = round_to_half(_F16S_3 + t5)
         t7 = round_to_half(t6 * t6)
         t8 = round_to_half(t5 / t7)
         return t8
@@ -168,7 +123,7 @@ def forward_f64_loop(x, out):
 @njit(cache=True, parallel=True)
 def forward_f32_loop(x, out):
     for i in prange(x.size):
-        out[i] = forward_f32(x[i])
+        out[i] = forward_f64(np.float64(x[i]))
 
 
 @njit(cache=True, parallel=True)
@@ -192,7 +147,7 @@ def derivative_f64_loop(x, out):
 @njit(cache=True, parallel=True)
 def derivative_f32_loop(x, out):
     for i in prange(x.size):
-        out[i] = derivative_f32(x[i])
+        out[i] = derivative_f64(np.float64(x[i]))
 
 
 @njit(cache=True, parallel=True)
@@ -216,7 +171,7 @@ def vjp_f64_loop(x, g, out):
 @njit(cache=True, parallel=True)
 def vjp_f32_loop(x, g, out):
     for i in prange(x.size):
-        out[i] = g[i] * derivative_f32(x[i])
+        out[i] = np.float64(g[i]) * derivative_f64(np.float64(x[i]))
 
 
 @njit(cache=True, parallel=True)

@@ -6,9 +6,10 @@
 forward:    x/(1 + exp(-x))
 derivative: x*exp(-x)/(1 + exp(-x))**2 + 1/(1 + exp(-x))
 
-Scalar functions exist per arithmetic mode: ``_f64`` (float64), ``_f32`` (float32) and
-``_f16s`` (strict half precision: every intermediate rounded to binary16). The array loops
-``*_f16`` are the mixed mode: half bits widened to float64, one rounding at the end.
+Scalar functions exist per arithmetic mode: ``_f64`` (float64: float32 and mixed float16
+arrays are widened to it and rounded once; float64 arrays too, unless the form may cancel),
+``_dd`` (double-double, for float64 arrays where a sum of the form may cancel) and
+``_f16s`` (strict half precision: every intermediate rounded to binary16).
 NaN gives NaN; +-inf gives the limit of the expression.
 """
 
@@ -17,17 +18,19 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from kernels._dd import dd_add, dd_div, dd_exp, dd_mul
 from kernels._f16 import float64_to_half_bits, half_bits_to_float64, round_to_half
 
 _F64_0 = np.float64(0.0)  # 0
 _F64_1 = np.float64(np.inf)  # oo
 _F64_2 = np.float64(1.0)  # 1
-_F32_3 = np.float32(0.0)  # 0
-_F32_4 = np.float32(np.inf)  # oo
-_F32_5 = np.float32(1.0)  # 1
-_F16S_6 = np.float64(0.0)  # 0
-_F16S_7 = np.float64(np.inf)  # oo
-_F16S_8 = np.float64(1.0)  # 1
+_F16S_3 = np.float64(0.0)  # 0
+_F16S_4 = np.float64(np.inf)  # oo
+_F16S_5 = np.float64(1.0)  # 1
+_DD_6h = np.float64(0.0)  # 0
+_DD_6l = np.float64(0.0)
+_DD_7h = np.float64(1.0)  # 1
+_DD_7l = np.float64(0.0)
 
 
 @njit(cache=True)
@@ -52,43 +55,22 @@ def forward_f64(x):
 
 
 @njit(cache=True)
-def forward_f32(x):
-    """swish forward, mode f32: x sigma(x) with the stable sigmoid."""
-    if x != x:
-        return x
-    if math.isinf(x):
-        return _F32_4 if x > 0 else _F32_3
-    if x >= _F32_3:
-        t0 = -x
-        t1 = math.exp(t0)
-        t2 = _F32_5 + t1
-        t3 = x / t2
-        return t3
-    else:
-        t4 = math.exp(x)
-        t5 = x * t4
-        t6 = _F32_5 + t4
-        t7 = t5 / t6
-        return t7
-
-
-@njit(cache=True)
 def forward_f16s(x):
     """swish forward, mode f16s: x sigma(x) with the stable sigmoid."""
     if x != x:
         return x
     if math.isinf(x):
-        return _F16S_7 if x > 0 else _F16S_6
-    if x >= _F16S_6:
+        return _F16S_4 if x > 0 else _F16S_3
+    if x >= _F16S_3:
         t0 = -x
         t1 = round_to_half(math.exp(t0))
-        t2 = round_to_half(_F16S_8 + t1)
+        t2 = round_to_half(_F16S_5 + t1)
         t3 = round_to_half(x / t2)
         return t3
     else:
         t4 = round_to_half(math.exp(x))
         t5 = round_to_half(x * t4)
-        t6 = round_to_half(_F16S_8 + t4)
+        t6 = round_to_half(_F16S_5 + t4)
         t7 = round_to_half(t5 / t6)
         return t7
 
@@ -124,33 +106,34 @@ def derivative_f64(x):
 
 
 @njit(cache=True)
-def derivative_f32(x):
-    """swish derivative, mode f32: one fraction per sign: no 1 - sigma cancellation, no
+def derivative_dd(x):
+    """swish derivative, mode dd: one fraction per sign: no 1 - sigma cancellation, no
     overflow.
     """
     if x != x:
         return x
     if math.isinf(x):
-        return _F32_5 if x > 0 else _F32_3
-    if x >= _F32_3:
-        t0 = -x
-        t1 = math.exp(t0)
-        t2 = x * t1
-        t3 = _F32_5 + t2
-        t4 = t3 + t1
-        t5 = _F32_5 + t1
-        t6 = t5 * t5
-        t7 = t4 / t6
-        return t7
+        return _DD_7h if x > 0 else _DD_6h
+    xh, xl = x, 0.0
+    if x >= _DD_6h:
+        t0h, t0l = -xh, -xl
+        t1h, t1l = dd_exp(t0h, t0l)
+        t2h, t2l = dd_mul(xh, xl, t1h, t1l)
+        t3h, t3l = dd_add(_DD_7h, _DD_7l, t2h, t2l)
+        t4h, t4l = dd_add(t3h, t3l, t1h, t1l)
+        t5h, t5l = dd_add(_DD_7h, _DD_7l, t1h, t1l)
+        t6h, t6l = dd_mul(t5h, t5l, t5h, t5l)
+        t7h, t7l = dd_div(t4h, t4l, t6h, t6l)
+        return t7h + t7l
     else:
-        t8 = _F32_5 + x
-        t9 = math.exp(x)
-        t10 = t8 + t9
-        t11 = t10 * t9
-        t12 = _F32_5 + t9
-        t13 = t12 * t12
-        t14 = t11 / t13
-        return t14
+        t8h, t8l = dd_add(_DD_7h, _DD_7l, xh, xl)
+        t9h, t9l = dd_exp(xh, xl)
+        t10h, t10l = dd_add(t8h, t8l, t9h, t9l)
+        t11h, t11l = dd_mul(t10h, t10l, t9h, t9l)
+        t12h, t12l = dd_add(_DD_7h, _DD_7l, t9h, t9l)
+        t13h, t13l = dd_mul(t12h, t12l, t12h, t12l)
+        t14h, t14l = dd_div(t11h, t11l, t13h, t13l)
+        return t14h + t14l
 
 
 @njit(cache=True)
@@ -161,23 +144,23 @@ def derivative_f16s(x):
     if x != x:
         return x
     if math.isinf(x):
-        return _F16S_8 if x > 0 else _F16S_6
-    if x >= _F16S_6:
+        return _F16S_5 if x > 0 else _F16S_3
+    if x >= _F16S_3:
         t0 = -x
         t1 = round_to_half(math.exp(t0))
         t2 = round_to_half(x * t1)
-        t3 = round_to_half(_F16S_8 + t2)
+        t3 = round_to_half(_F16S_5 + t2)
         t4 = round_to_half(t3 + t1)
-        t5 = round_to_half(_F16S_8 + t1)
+        t5 = round_to_half(_F16S_5 + t1)
         t6 = round_to_half(t5 * t5)
         t7 = round_to_half(t4 / t6)
         return t7
     else:
-        t8 = round_to_half(_F16S_8 + x)
+        t8 = round_to_half(_F16S_5 + x)
         t9 = round_to_half(math.exp(x))
         t10 = round_to_half(t8 + t9)
         t11 = round_to_half(t10 * t9)
-        t12 = round_to_half(_F16S_8 + t9)
+        t12 = round_to_half(_F16S_5 + t9)
         t13 = round_to_half(t12 * t12)
         t14 = round_to_half(t11 / t13)
         return t14
@@ -192,7 +175,7 @@ def forward_f64_loop(x, out):
 @njit(cache=True, parallel=True)
 def forward_f32_loop(x, out):
     for i in prange(x.size):
-        out[i] = forward_f32(x[i])
+        out[i] = forward_f64(np.float64(x[i]))
 
 
 @njit(cache=True, parallel=True)
@@ -210,13 +193,13 @@ def forward_f16s_loop(bits, out):
 @njit(cache=True, parallel=True)
 def derivative_f64_loop(x, out):
     for i in prange(x.size):
-        out[i] = derivative_f64(x[i])
+        out[i] = derivative_dd(x[i])
 
 
 @njit(cache=True, parallel=True)
 def derivative_f32_loop(x, out):
     for i in prange(x.size):
-        out[i] = derivative_f32(x[i])
+        out[i] = derivative_f64(np.float64(x[i]))
 
 
 @njit(cache=True, parallel=True)
@@ -234,13 +217,13 @@ def derivative_f16s_loop(bits, out):
 @njit(cache=True, parallel=True)
 def vjp_f64_loop(x, g, out):
     for i in prange(x.size):
-        out[i] = g[i] * derivative_f64(x[i])
+        out[i] = g[i] * derivative_dd(x[i])
 
 
 @njit(cache=True, parallel=True)
 def vjp_f32_loop(x, g, out):
     for i in prange(x.size):
-        out[i] = g[i] * derivative_f32(x[i])
+        out[i] = np.float64(g[i]) * derivative_f64(np.float64(x[i]))
 
 
 @njit(cache=True, parallel=True)
