@@ -27,3 +27,10 @@ def test_no_stray_generated_files():
 def test_header_names_the_regeneration_command(path):
     head = FILES[path].splitlines()[:3]
     assert "DO NOT EDIT BY HAND" in head[1] and "`liptable generate`" in head[1], head
+
+
+def test_cli_generate_check_reports_nothing_stale(capsys):
+    from derive.cli import main
+
+    assert main(["generate", "--check"]) == 0
+    assert capsys.readouterr().out == ""

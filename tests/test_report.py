@@ -70,3 +70,12 @@ def test_module_selection():
     assert {r["module"] for r in records} == {"relu"}
     with pytest.raises(ValueError, match="unknown"):
         report.build(Path("report"), ["softmaxx"])
+
+
+def test_cli_writes_the_selected_modules(tmp_path, capsys):
+    from derive.cli import main
+
+    assert main(["report", "--out", str(tmp_path), "--modules", "relu"]) == 0
+    written = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()}
+    assert written == {"index.md", "claims.json", "figures/relu.svg"}, written
+    assert str(tmp_path / "index.md") in capsys.readouterr().out
