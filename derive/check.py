@@ -18,13 +18,11 @@ import sympy as sp
 from derive.claims import CLAIMS, Claim
 from derive.modules import elementwise, x
 from proofs.activations import sup_abs_derivative
-from proofs.core import Proof, Step, is_zero
+from proofs.core import Proof, Step
+from proofs.identities import counterexample, counterexample_proof, equal, equality_proof
 
 #: Digits of the decimal values written to claims.json.
 DIGITS = 40
-
-#: Rational points tried, in order, when looking for a counterexample to an identity.
-PROBE_POINTS = tuple(sp.Rational(p, q) for p, q in ((1, 1), (-1, 1), (1, 2), (2, 1), (-3, 1)))
 
 
 class UnprovenError(RuntimeError):
@@ -71,23 +69,6 @@ def decimal(value: sp.Expr, digits: int = DIGITS) -> str:
     return sp.N(value, digits).__str__()
 
 
-def equal(a: sp.Expr, b: sp.Expr) -> bool:
-    """True only if ``a == b`` for every real x is proven (Piecewise branch by branch)."""
-    difference = sp.piecewise_fold((a - b).rewrite(sp.Piecewise))
-    if isinstance(difference, sp.Piecewise):
-        return all(is_zero(branch) for branch, _ in difference.args)
-    return is_zero(difference)
-
-
-def _counterexample(printed: sp.Expr, derived: sp.Expr) -> dict | None:
-    """An exact rational x where the two differ by more than 1e-30, with both values."""
-    for point in PROBE_POINTS:
-        p, d = sp.N(printed.subs(x, point), 50), sp.N(derived.subs(x, point), 50)
-        if abs(p - d) > sp.Float("1e-30"):
-            return {"x": str(point), "printed": decimal(p), "derived": decimal(d)}
-    return None
-
-
 def _run(proof: Proof) -> None:
     """Run every step; a step that does not check makes the verdict unreportable."""
     verification = proof.verify()
@@ -100,35 +81,15 @@ def _identity_result(c: Claim) -> Result:
     derived = module.forward if c.kind == "definition" else module.derivative
     what = "forward" if c.kind == "definition" else "derivative (sympy.diff of the forward)"
     if equal(c.formal, derived):
-        proof = Proof(
-            claim=f"${c.statement_latex}$ equals the derived {what}",
-            steps=(
-                Step(
-                    statement=(
-                        f"$({sp.latex(c.formal)}) - ({sp.latex(derived)}) = 0$ for every real $x$"
-                    ),
-                    method="symbolic identity",
-                    check=lambda: equal(c.formal, derived),
-                ),
-            ),
-        )
+        proof = equality_proof(c.statement_latex, c.formal, derived, what)
         _run(proof)
         return Result(c, "holds", sp.sstr(derived), None, "symbolic identity", True, proof)
-    witness = _counterexample(c.formal, derived)
+    witness = counterexample(c.formal, derived)
     if witness is None:
         raise UnprovenError(f"{c.id}: identity not proven, and no counterexample found")
-    proof = Proof(
-        claim=f"${c.statement_latex}$ differs from the derived {what}",
-        steps=(
-            Step(
-                statement=f"at $x = {witness['x']}$ the printed and derived values differ",
-                method="exact witness",
-                check=lambda: _counterexample(c.formal, derived) is not None,
-            ),
-        ),
-    )
+    proof = counterexample_proof(c.statement_latex, c.formal, derived, what, witness)
     _run(proof)
-    return Result(c, "fails", sp.sstr(derived), None, "exact witness", True, proof, witness=witness)
+    return Result(c, "fails", sp.sstr(derived), None, "arb enclosure", True, proof, witness=witness)
 
 
 #: Where the largest deviation of a printed approximation is sought (evidence): a grid of

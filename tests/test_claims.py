@@ -107,6 +107,14 @@ def test_a_wrong_jacobian_fails_with_a_rerunnable_counterexample():
     assert abs(printed - sp.Float(result.witness["printed"], 40)) < 1e-30
 
 
+def test_another_kink_convention_fails_at_the_kink():
+    """1(x >= 0) differs from the derived relu' (the Piecewise's 1(x > 0)) only at x = 0."""
+    result = check(_variant("relu.jacobian", formal=sp.Piecewise((1, x >= 0), (0, True))))
+    assert result.verdict == "fails"
+    assert result.witness["x"] == "0", result.witness
+    assert result.rigorous
+
+
 def test_a_loose_lipschitz_constant_is_holds_loose_with_the_tight_one():
     result = check(_variant("sigmoid.lipschitz", formal=sp.Rational(1, 2)))
     assert result.verdict == "holds_loose"
