@@ -1,7 +1,8 @@
 """Test configuration: hypothesis profiles and a guard on mpmath's global precision.
 
-Profiles: ``default`` (fast, for development) and ``ci`` (more examples), chosen with
-``HYPOTHESIS_PROFILE=ci``; ``.ci/run`` uses ``ci``.
+Profiles: ``default`` (fast, random, for development) and ``ci`` (more examples,
+derandomized so that a CI run is reproducible), chosen with ``HYPOTHESIS_PROFILE=ci``;
+``.ci/run`` uses ``ci``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,11 @@ settings.register_profile(
     "default", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.register_profile(
-    "ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    "ci",
+    max_examples=200,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
