@@ -28,26 +28,27 @@ ALL_HALVES = _ALL_BITS.view(np.float16)
 FINITE = np.isfinite(ALL_HALVES)
 
 
-def intervals(mask: np.ndarray, limit: int = 3) -> list[tuple[float, float]]:
-    """The maximal runs of finite half inputs (in increasing order) where ``mask`` holds."""
+def intervals(mask: np.ndarray) -> list[tuple[float, float]]:
+    """The maximal runs of finite half inputs (in increasing order) where ``mask`` holds;
+    a run made of the two zeros alone is left out."""
     order = np.argsort(ALL_HALVES[FINITE].astype(np.float64), kind="stable")
     values = ALL_HALVES[FINITE][order].astype(np.float64)
-    selected = mask[FINITE][order]
-    runs: list[tuple[float, float]] = []
-    start = None
-    for i, flag in enumerate(selected):
-        if flag and start is None:
-            start = i
-        if start is not None and (not flag or i == len(selected) - 1):
-            end = i if flag else i - 1
-            runs.append((values[start], values[end]))
-            start = None
-    merged = [r for r in runs if not (r[0] == 0.0 and r[1] == 0.0)]
-    return merged[:limit]
+    edges = np.diff(np.concatenate(([0], mask[FINITE][order].astype(np.int8), [0])))
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1) - 1
+    runs = [(float(values[a]), float(values[b])) for a, b in zip(starts, ends, strict=True)]
+    return [r for r in runs if not (r[0] == 0.0 and r[1] == 0.0)]
+
+
+#: How many runs a sentence of the report lists before it counts the rest.
+SHOWN_RUNS = 3
 
 
 def _describe(runs: list[tuple[float, float]]) -> str:
-    return ", ".join(f"[{a:.6g}, {b:.6g}]" for a, b in runs) if runs else "no input"
+    if not runs:
+        return "no input"
+    shown = ", ".join(f"[{a:.6g}, {b:.6g}]" for a, b in runs[:SHOWN_RUNS])
+    rest = len(runs) - SHOWN_RUNS
+    return shown + (f" and {rest} more intervals" if rest > 0 else "")
 
 
 @dataclass(frozen=True)

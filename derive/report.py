@@ -152,7 +152,7 @@ def _form_section(module: Elementwise, figure: str) -> list[str]:
     return lines
 
 
-def build(out: Path, modules: Iterable[str] | None = None) -> dict[str, str]:
+def build(modules: Iterable[str] | None = None) -> dict[str, str]:
     """The report's files (relative name -> text) for the selected modules."""
     names = _modules(modules)
     results = tuple(r for r in check_all() if r.claim.module in names)
@@ -193,7 +193,7 @@ def build(out: Path, modules: Iterable[str] | None = None) -> dict[str, str]:
 def write(out: Path, modules: Iterable[str] | None = None) -> list[Path]:
     """Write the report under ``out``; returns the paths written."""
     written = []
-    for name, text in sorted(build(out, modules).items()):
+    for name, text in sorted(build(modules).items()):
         path = out / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from derive import report
@@ -13,11 +14,11 @@ from derive.check import check_all
 
 @pytest.fixture(scope="module")
 def files() -> dict[str, str]:
-    return report.build(Path("report"))
+    return report.build()
 
 
 def test_output_is_deterministic(files):
-    again = report.build(Path("report"))
+    again = report.build()
     assert again.keys() == files.keys()
     for name in files:
         assert again[name] == files[name], f"{name} differs between two builds"
@@ -65,11 +66,11 @@ def test_figures_are_referenced_and_svg(files):
 
 
 def test_module_selection():
-    selected = report.build(Path("report"), ["relu"])
+    selected = report.build(["relu"])
     records = json.loads(selected["claims.json"])
     assert {r["module"] for r in records} == {"relu"}
     with pytest.raises(ValueError, match="unknown"):
-        report.build(Path("report"), ["softmaxx"])
+        report.build(["softmaxx"])
 
 
 def test_cli_writes_the_selected_modules(tmp_path, capsys):
@@ -79,3 +80,13 @@ def test_cli_writes_the_selected_modules(tmp_path, capsys):
     written = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()}
     assert written == {"index.md", "claims.json", "figures/relu.svg"}, written
     assert str(tmp_path / "index.md") in capsys.readouterr().out
+
+
+def test_float16_intervals_are_maximal_runs_in_value_order():
+    from derive.float16 import ALL_HALVES, intervals
+
+    values = ALL_HALVES.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        runs = intervals((np.abs(values) > 1) & (np.abs(values) < 3))
+    assert runs == [(-2.998046875, -1.0009765625), (1.0009765625, 2.998046875)], runs
+    assert intervals(values == 0) == []
