@@ -109,20 +109,25 @@ def _argmax_abs(values: np.ndarray) -> tuple[float, float]:
     return float(magnitude[i]), float(ALL_HALVES[i])
 
 
+#: The positive finite halves in increasing order, as float64.
+POSITIVE_HALVES = np.sort(ALL_HALVES[FINITE & (ALL_HALVES > 0)].astype(np.float64))
+
+
+def smallest_half_at_least(bound: mpmath.mpf) -> float | None:
+    """The smallest positive finite half >= ``bound`` (compared exactly), or None."""
+    i = int(np.searchsorted(POSITIVE_HALVES, float(bound)))
+    while i < POSITIVE_HALVES.size and POSITIVE_HALVES[i] < bound:
+        i += 1
+    while i > 0 and POSITIVE_HALVES[i - 1] >= bound:
+        i -= 1
+    return None if i >= POSITIVE_HALVES.size else float(POSITIVE_HALVES[i])
+
+
 def _vjp_overflow_threshold(key: str, at: float) -> float | None:
     """The smallest half g with g |f'(at)| >= 65520, where ``at`` maximizes |f'| on halves."""
     gain = abs(evaluate(elementwise(key).derivative, at))
     with mpmath.workdps(50):
-        bound = mpmath.mpf(HALF_OVERFLOW) / gain
-        if bound > HALF_MAX:
-            return None
-    positive = np.sort(ALL_HALVES[FINITE & (ALL_HALVES > 0)].astype(np.float64))
-    i = int(np.searchsorted(positive, float(bound)))
-    while positive[i] < bound:
-        i += 1
-    while i > 0 and positive[i - 1] >= bound:
-        i -= 1
-    return float(positive[i])
+        return smallest_half_at_least(mpmath.mpf(HALF_OVERFLOW) / gain)
 
 
 @cache

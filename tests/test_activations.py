@@ -15,6 +15,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from derive.float16 import float16_facts, smallest_half_at_least
 from derive.modules import ELEMENTWISE, elementwise
 from derive.numerics import SATURATION, STABLE_FORMS
 from derive.reference import (
@@ -205,16 +206,6 @@ def test_float16_exhaustive(key, quantity):
     assert np.array_equal(np.isinf(got), np.isinf(table.rounded)), f"{key}.{quantity} overflow"
 
 
-def _smallest_half_at_least(bound: mpmath.mpf, positive: np.ndarray) -> float | None:
-    """The smallest positive finite half >= bound, or None."""
-    i = int(np.searchsorted(positive, float(bound)))
-    while i < positive.size and positive[i] < bound:
-        i += 1
-    while i > 0 and positive[i - 1] >= bound:
-        i -= 1
-    return None if i >= positive.size else float(positive[i])
-
-
 @pytest.mark.parametrize("key", KEYS)
 def test_float16_vjp_overflow_boundary(key):
     """For every half x whose gain |f'(x)| can overflow a half upstream gradient, the VJP
@@ -223,24 +214,26 @@ def test_float16_vjp_overflow_boundary(key):
     derivative = elementwise(key).derivative
     table = float16_table(derivative)
     finite = np.isfinite(ALL_HALVES)
-    positive = np.sort(ALL_HALVES[finite & (ALL_HALVES > 0)].astype(np.float64))
     candidates = np.flatnonzero(finite & (np.abs(table.exact) > 65520 / 65504 * (1 - 1e-6)))
     xs, gs_out, gs_in, slopes = [], [], [], []
     for index in candidates:
         x = float(ALL_HALVES[index])
         slope = evaluate(derivative, x)
         with mpmath.workdps(60):
-            g = _smallest_half_at_least(mpmath.mpf(65520) / abs(slope), positive)
+            g = smallest_half_at_least(mpmath.mpf(65520) / abs(slope))
         if g is None:
             continue
         xs.append(x)
         gs_out.append(g)
         gs_in.append(float(np.nextafter(np.float16(g), np.float16(0))))
         slopes.append(slope)
+    reported = float16_facts(key).vjp_overflow_g
     if key in ("sigmoid", "relu"):
         assert not xs, f"{key}: sup |f'| <= 1, yet {len(xs)} inputs could overflow"
+        assert reported is None, f"{key}: the report gives an overflow threshold {reported}"
         return
     assert xs, f"{key}: sup |f'| > 1 should let some upstream gradient overflow"
+    assert reported == min(gs_out), f"{key}: report says {reported}, boundary {min(gs_out)}"
     x16 = np.array(xs, dtype=np.float16)
     outside = _elementwise.vjp(generated(key), x16, np.array(gs_out, dtype=np.float16), False)
     inside = _elementwise.vjp(generated(key), x16, np.array(gs_in, dtype=np.float16), False)
