@@ -155,12 +155,19 @@ def _tail(value: sp.Expr, head: float) -> float:
 class Lowering:
     """Lowers expressions of one scalar function to single-assignment lines."""
 
-    def __init__(self, mode: Mode, constants: Constants, indent: str, first_temp: int = 0):
+    def __init__(
+        self,
+        mode: Mode,
+        constants: Constants,
+        indent: str,
+        first_temp: int = 0,
+        arguments: dict[sp.Symbol, str] | None = None,
+    ):
         self.mode = mode
         self.constants = constants
         self.indent = indent
         self.lines: list[str] = []
-        self.values: dict[sp.Expr, str] = {x: "x"}
+        self.values: dict[sp.Expr, str] = dict(arguments) if arguments else {x: "x"}
         self.counter = first_temp
 
     def _assign(self, code: str) -> str:
@@ -334,3 +341,35 @@ def scalar_function(
     if mode.pairs and any(("xh" in line or "xl" in line) for line in body):
         head.append("    xh, xl = x, 0.0")
     return "\n".join(head + body)
+
+
+def expression_function(
+    name: str,
+    expr: sp.Expr,
+    arguments: tuple[sp.Symbol, ...],
+    mode: Mode,
+    constants: Constants,
+    doc: str,
+) -> str:
+    """Source of one ``@njit`` function ``name(*arguments)`` computing ``expr`` straight-line.
+
+    For the per-element stages of the vector modules: no branches, and IEEE arithmetic
+    decides what NaN and inf give. ``f64`` and ``f16s`` modes only (arguments are floats).
+    """
+    if mode.pairs:
+        raise EmitError("expression_function: double-double arguments are not supported")
+    names = {symbol: symbol.name for symbol in arguments}
+    unknown = expr.free_symbols - set(names)
+    if unknown:
+        raise EmitError(f"{name}: symbols {sorted(map(str, unknown))} are not arguments")
+    doc_lines = textwrap.wrap(doc, width=88)
+    head = [
+        "@njit(cache=True)",
+        f"def {name}({', '.join(names.values())}):",
+        f'    """{doc_lines[0]}' + ('"""' if len(doc_lines) == 1 else ""),
+        *(f"    {line}" for line in doc_lines[1:]),
+        *(['    """'] if len(doc_lines) > 1 else []),
+    ]
+    lowering = Lowering(mode, constants, "    ", arguments=names)
+    result = lowering.value(expr)
+    return "\n".join(head + lowering.lines + [f"    return {result}"])

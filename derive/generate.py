@@ -1,6 +1,7 @@
 """Writes the generated kernel files, ``kernels/_generated/<key>.py``, from the definitions.
 
-Run ``liptable generate`` after changing ``derive/modules.py`` or ``derive/numerics.py``.
+Run ``liptable generate`` after changing ``derive/modules.py``, ``derive/numerics.py`` or
+``derive/norms.py`` (the normalizations' templates are in :mod:`derive.generate_norms`).
 ``tests/test_drift.py`` regenerates every file in memory and compares it byte for byte
 with the committed one, so a stale or hand-edited file fails the suite.
 """
@@ -166,8 +167,12 @@ def generate_source(module: Elementwise) -> str:
 
 
 def generated_files() -> dict[Path, str]:
-    """Every generated file: path -> text."""
-    return {GENERATED_DIR / f"{m.key}.py": generate_source(m) for m in ELEMENTWISE}
+    """Every generated file: path -> text (elementwise modules, then normalizations)."""
+    from derive.generate_norms import generated_files as norm_files
+
+    files = {GENERATED_DIR / f"{m.key}.py": generate_source(m) for m in ELEMENTWISE}
+    files |= {GENERATED_DIR / name: text for name, text in norm_files().items()}
+    return files
 
 
 def write_all() -> list[Path]:

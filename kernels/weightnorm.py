@@ -1,0 +1,142 @@
+"""WeightNorm: ``y = x W^T`` with ``W_i = gamma_i v_i / sqrt(|v_i|^2 + eps)``.
+
+``x`` has shape (..., D), ``v`` shape (O, D), ``gamma`` shape (O,); ``y`` has shape
+(..., O). 001_76ce3a8a4b6079c3.txt, Table 2 row WeightNorm (Salimans & Kingma 2016, with
+the paper's eps; ``eps = 0``, the default, is PyTorch's ``weight_norm``).
+
+Backward (proven equal to sympy.diff of the forward, D = 1..5, O = 1, 2; see
+``derive/norms.py``): ``dx = g W``, ``dW = g^T x`` (summed over rows),
+``dv_i = gamma_i r_i (dW_i - v_i r_i^2 (dW_i . v_i))``, ``dgamma_i = r_i (dW_i . v_i)`` with
+``r_i = 1/sqrt(|v_i|^2 + eps)``. The Jacobian of one sample is W (numerator layout).
+
+Arithmetic: W and the parameter gradients are computed by the generated loops (float64
+with compensated sums for float64 input; float64 for float32 and float16 input); the three
+matrix products run in float64 (NumPy/BLAS) and the results are rounded once to the input
+dtype. ``strict_fp16=True`` computes everything, products included, in rounded half steps.
+
+A zero row v_i with eps = 0 gives 0/0: NaN in that row of W. The Lipschitz constant is
+``sigma_max(W) <= ||W||_F = sqrt(sum_i gamma_i^2 |v_i|^2 / (|v_i|^2 + eps)) <=
+sqrt(sum_i gamma_i^2)``; see the report for when each inequality is an equality.
+
+>>> import numpy as np
+>>> from kernels import weightnorm
+>>> weightnorm.jacobian(np.zeros(2), np.array([[3.0, 4.0]]), np.array([10.0]))
+array([[6., 8.]])
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from kernels._generated import weightnorm as _generated
+from kernels._rownorm import check_eps
+from kernels._validate import float_array
+
+
+class _Prepared:
+    def __init__(self, x, v, gamma, eps, strict_fp16):
+        x = float_array(x, "x")
+        if x.ndim == 0:
+            raise ValueError("x: expected shape (..., D), got a 0-d array")
+        v = float_array(v, "v")
+        if v.ndim != 2 or v.shape[1] != x.shape[-1]:
+            raise ValueError(
+                f"v: expected shape (O, {x.shape[-1]}) (D = last axis of x), got {v.shape}"
+            )
+        if v.dtype != x.dtype:
+            raise TypeError(f"v: expected dtype {x.dtype} (the dtype of x), got {v.dtype}")
+        gamma = float_array(gamma, "gamma")
+        if gamma.shape != (v.shape[0],):
+            raise ValueError(
+                f"gamma: expected shape ({v.shape[0]},) (rows of v), got {gamma.shape}"
+            )
+        if gamma.dtype != x.dtype:
+            raise TypeError(f"gamma: expected dtype {x.dtype} (the dtype of x), got {gamma.dtype}")
+        if strict_fp16 and x.dtype != np.float16:
+            raise ValueError(f"strict_fp16: applies to float16 input only, got dtype {x.dtype}")
+        self.x, self.strict = x, strict_fp16
+        self.eps = check_eps(eps)
+        self.rows = np.ascontiguousarray(x, dtype=self._compute).reshape(-1, x.shape[-1])
+        self.v = np.ascontiguousarray(v, dtype=self._compute)
+        self.gamma = np.ascontiguousarray(gamma, dtype=self._compute)
+        if x.dtype == np.float64:
+            self.path = "f64"
+        else:
+            self.path = "f16s" if strict_fp16 else "wide"
+
+    @property
+    def _compute(self) -> np.dtype:
+        if self.x.dtype == np.float16:
+            return np.dtype(np.float64 if self.strict else np.float32)
+        return self.x.dtype
+
+    def loop_eps(self) -> float:
+        return float(np.float16(self.eps)) if self.strict else self.eps
+
+    def weights(self) -> np.ndarray:
+        """W in float64 (halves in strict mode)."""
+        out = np.empty(self.v.shape)
+        getattr(_generated, f"weights_{self.path}")(self.v, self.gamma, self.loop_eps(), out)
+        return out
+
+    def product_nt(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """a b^T in float64, or in rounded half steps in strict mode."""
+        a = np.ascontiguousarray(a, dtype=np.float64)
+        b = np.ascontiguousarray(b, dtype=np.float64)
+        if self.strict:
+            out = np.empty((a.shape[0], b.shape[0]))
+            _generated.matmul_nt_f16s(a, b, out)
+            return out
+        return a @ b.T
+
+    def finish(self, values: np.ndarray) -> np.ndarray:
+        return values.astype(self.x.dtype)
+
+
+def forward(
+    x: ArrayLike, v: ArrayLike, gamma: ArrayLike, eps: float = 0.0, *, strict_fp16: bool = False
+) -> np.ndarray:
+    """``x W^T``; shape (..., O), dtype of ``x``."""
+    p = _Prepared(x, v, gamma, eps, strict_fp16)
+    y = p.product_nt(p.rows, p.weights())
+    return p.finish(y).reshape(*p.x.shape[:-1], p.v.shape[0])
+
+
+def vjp(
+    x: ArrayLike,
+    g: ArrayLike,
+    v: ArrayLike,
+    gamma: ArrayLike,
+    eps: float = 0.0,
+    *,
+    strict_fp16: bool = False,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(dx, dv, dgamma)`` for the upstream gradient ``g`` of shape (..., O)."""
+    p = _Prepared(x, v, gamma, eps, strict_fp16)
+    g = float_array(g, "g")
+    expected = (*p.x.shape[:-1], p.v.shape[0])
+    if g.shape != expected:
+        raise ValueError(f"g: expected shape {expected} (the shape of y), got {g.shape}")
+    if g.dtype != p.x.dtype:
+        raise TypeError(f"g: expected dtype {p.x.dtype} (the dtype of x), got {g.dtype}")
+    grows = np.ascontiguousarray(g, dtype=np.float64).reshape(-1, p.v.shape[0])
+    w = p.weights()
+    dx = p.product_nt(grows, w.T)
+    dw = p.product_nt(grows.T, p.rows.T)
+    dv = np.empty(p.v.shape)
+    dgamma = np.empty(p.v.shape[0])
+    getattr(_generated, f"parameter_gradients_{p.path}")(
+        p.v, p.gamma, p.loop_eps(), np.ascontiguousarray(dw), dv, dgamma
+    )
+    return p.finish(dx).reshape(p.x.shape), p.finish(dv), p.finish(dgamma)
+
+
+def jacobian(
+    x: ArrayLike, v: ArrayLike, gamma: ArrayLike, eps: float = 0.0, *, strict_fp16: bool = False
+) -> np.ndarray:
+    """``dy/dx`` of one sample ``x`` of shape (D,): W, an (O, D) array (numerator layout)."""
+    p = _Prepared(x, v, gamma, eps, strict_fp16)
+    if p.x.ndim != 1:
+        raise ValueError(f"x: expected one sample of shape (D,), got shape {p.x.shape}")
+    return p.finish(p.weights())
