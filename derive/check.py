@@ -210,9 +210,17 @@ def _lipschitz_result(c: Claim) -> Result:
     )
 
 
+#: Catalog entries decided by :mod:`derive.check_norms`.
+NORM_KEYS = ("layernorm", "rmsnorm", "centernorm", "weightnorm", "normalization")
+
+
 @cache
 def check(c: Claim) -> Result:
     """The verdict of one claim, with its evidence (steps are run before returning)."""
+    if c.key in NORM_KEYS:
+        from derive.check_norms import check_norm
+
+        return check_norm(c)
     if c.kind == "lipschitz":
         return _lipschitz_result(c)
     if c.approximate:

@@ -48,7 +48,7 @@ class Claim:
     kind: str
     source: str
     statement_latex: str
-    formal: sp.Expr
+    formal: sp.Basic | None
     approximate: bool = False
     exact_for: str | None = None
     printed_value: str | None = None
@@ -59,7 +59,7 @@ class Claim:
         return self.id.split(".")[0]
 
 
-CLAIMS: tuple[Claim, ...] = (
+ACTIVATION_CLAIMS: tuple[Claim, ...] = (
     Claim(
         id="sigmoid.definition",
         key="sigmoid",
@@ -226,6 +226,231 @@ CLAIMS: tuple[Claim, ...] = (
         notes="Same convention at the kink as Table 2: ReLU'(0) = 0.",
     ),
 )
+
+
+# --- normalizations ------------------------------------------------------------------------
+#
+# ``formal`` of a normalization claim is the printed constant in the symbols ``D``,
+# ``epsilon_p`` (the paper's eps), ``gamma_max = max_i |gamma_i|`` and ``gamma_norm =
+# sqrt(sum_i gamma_i^2)``; printed matrices depend on D and are built at each concrete D
+# by ``proofs.norms.printed_jacobian`` / ``derive.norms.paper_forward`` (formal is None).
+
+_D = sp.Symbol("D", positive=True, integer=True)
+_EPS_P = sp.Symbol("epsilon_p", positive=True)
+_GAMMA_MAX = sp.Symbol("gamma_max", nonnegative=True)
+_GAMMA_NORM = sp.Symbol("gamma_norm", nonnegative=True)
+_SIGMA2 = sp.Symbol("sigma2", nonnegative=True)
+_EPS_BN = sp.Symbol("epsilon_bn", positive=True)
+_A2 = "001_76ce3a8a4b6079c3.txt, Appendix A.2, {}"
+
+_LN_FORWARD = (
+    r"y = (I - \tfrac{1}{D}\mathbf{1}\mathbf{1}^\top)x,\ z = \sqrt{D}\frac{y}"
+    r"{\sqrt{\|y\|_2^2 + \epsilon}},\ \mathrm{LN}(x) = \gamma \odot z + \beta"
+)
+_LN_JACOBIAN = (
+    r"\frac{\partial \mathrm{LN}(x)}{\partial x} = \frac{\sqrt{D}}{\sqrt{\|y\|_2^2 + \epsilon}}"
+    r"(I - \tfrac{1}{D}\mathbf{1}\mathbf{1}^\top)(I - \frac{y y^\top}{\|y\|_2^2 + \epsilon})"
+    r"\mathrm{diag}(\gamma)"
+)
+_RMS_JACOBIAN = (
+    r"\frac{\partial \mathrm{RMSN}(x)}{\partial x} = \frac{\sqrt{D}}{\sqrt{\|x\|_2^2 + \epsilon}}"
+    r"(I - \frac{x x^\top}{\|x\|_2^2 + \epsilon})\mathrm{diag}(\gamma)"
+)
+_RANKING = (
+    r"\frac{D}{D-1}\max_D|\gamma_D| < \sqrt{\sum_{i=1}^O \gamma_i^2} < "
+    r"\max_D \frac{|\gamma_D|}{\sqrt{\sigma_D^2 + \epsilon}} < "
+    r"\frac{\max_D|\gamma_D|}{\epsilon^{1/2}}\sqrt{D} \approx "
+    r"\frac{\max_D|\gamma_D|}{\epsilon^{1/2}}\sqrt{D}"
+)
+
+
+NORM_CLAIMS: tuple[Claim, ...] = (
+    Claim(
+        id="layernorm.definition",
+        key="layernorm",
+        kind="definition",
+        source=TABLE2.format("LayerNorm") + "; Eq. 18",
+        statement_latex=_LN_FORWARD,
+        formal=None,
+        notes="Checked against PyTorch's LayerNorm (eps added to the variance).",
+    ),
+    Claim(
+        id="layernorm.jacobian",
+        key="layernorm",
+        kind="jacobian",
+        source=TABLE2.format("LayerNorm") + "; Appendix A.2",
+        statement_latex=_LN_JACOBIAN,
+        formal=None,
+        notes=(
+            "Printed in the paper's denominator layout, with its eps. diag(gamma) on the "
+            "right is right for that layout (numerator layout puts it on the left), and the "
+            "two projections commute (y is orthogonal to 1), so their order is immaterial."
+        ),
+    ),
+    Claim(
+        id="layernorm.eq19",
+        key="layernorm",
+        kind="equation",
+        source="001_76ce3a8a4b6079c3.txt, Eq. 19",
+        statement_latex=(
+            r"J_z(x) = \frac{\partial y}{\partial x}\frac{\partial z}{\partial y} = "
+            r"\frac{\sqrt{D}}{\sqrt{\|y\|_2^2 + \epsilon}}(I - \tfrac{1}{D}\mathbf{1}"
+            r"\mathbf{1}^\top)(I - \frac{y y^\top}{\|y\|_2^2 + \epsilon})"
+        ),
+        formal=None,
+        notes=(
+            "The chain rule is written in denominator-layout order (dy/dx first), "
+            "consistent with the paper's convention."
+        ),
+    ),
+    Claim(
+        id="layernorm.lipschitz",
+        key="layernorm",
+        kind="lipschitz",
+        source=TABLE2.format("LayerNorm") + "; Appendix A.2",
+        statement_latex=r"\frac{\max_D |\gamma_D| \sqrt{D}}{\epsilon^{1/2}}",
+        formal=_GAMMA_MAX * sp.sqrt(_D) / sp.sqrt(_EPS_P),
+        printed_value="gamma_max*sqrt(D)/sqrt(epsilon_p)",
+    ),
+    Claim(
+        id="layernorm.a2_bounds",
+        key="layernorm",
+        kind="equation",
+        source=_A2.format("LayerNorm"),
+        statement_latex=(
+            r"\frac{\sqrt{D}}{\sqrt{\|y\|_2^2+\epsilon}} \le \frac{\sqrt{D}}{\sqrt{\epsilon}},\ "
+            r"\sigma_{\max}(\mathrm{diag}(\gamma)) = \max_D|\gamma_D|,\ "
+            r"\sigma_{\max}(I - \tfrac{1}{d}\mathbf{1}\mathbf{1}^\top) \le 1,\ "
+            r"\sigma_{\max}(I - \frac{y y^\top}{\|y\|_2^2+\epsilon}) \le 1"
+        ),
+        formal=None,
+        notes="The 1/d in the third inequality is the paper's typo for 1/D.",
+    ),
+    Claim(
+        id="rmsnorm.definition",
+        key="rmsnorm",
+        kind="definition",
+        source=TABLE2.format("RMSNorm"),
+        statement_latex=(
+            r"\mathrm{RMSN}(x) = \gamma \odot \frac{\sqrt{D} x}"
+            r"{\sqrt{\|x\|_2^2 + \epsilon}} + \beta"
+        ),
+        formal=None,
+        notes="Checked against PyTorch's RMSNorm (eps added to the mean of squares).",
+    ),
+    Claim(
+        id="rmsnorm.jacobian",
+        key="rmsnorm",
+        kind="jacobian",
+        source=TABLE2.format("RMSNorm") + "; Appendix A.2",
+        statement_latex=_RMS_JACOBIAN,
+        formal=None,
+        notes="Printed in the paper's denominator layout, with its eps.",
+    ),
+    Claim(
+        id="rmsnorm.lipschitz",
+        key="rmsnorm",
+        kind="lipschitz",
+        source=TABLE2.format("RMSNorm") + "; Appendix A.2",
+        statement_latex=r"\frac{\max_D |\gamma_D| \sqrt{D}}{\epsilon^{1/2}}",
+        formal=_GAMMA_MAX * sp.sqrt(_D) / sp.sqrt(_EPS_P),
+        printed_value="gamma_max*sqrt(D)/sqrt(epsilon_p)",
+    ),
+    Claim(
+        id="centernorm.jacobian",
+        key="centernorm",
+        kind="jacobian",
+        source=TABLE2.format("CenterNorm"),
+        statement_latex=(
+            r"\frac{\partial \mathrm{CN}(x)}{\partial x} = \frac{D}{D-1}"
+            r"(I - \tfrac{1}{D}\mathbf{1}\mathbf{1}^\top)\mathrm{diag}(\gamma)"
+        ),
+        formal=None,
+        notes="Printed in the paper's denominator layout; CenterNorm needs D >= 2.",
+    ),
+    Claim(
+        id="centernorm.lipschitz",
+        key="centernorm",
+        kind="lipschitz",
+        source=TABLE2.format("CenterNorm"),
+        statement_latex=r"\frac{D}{D-1} \max_D |\gamma_D|",
+        formal=_D / (_D - 1) * _GAMMA_MAX,
+        printed_value="D*gamma_max/(D - 1)",
+    ),
+    Claim(
+        id="weightnorm.jacobian",
+        key="weightnorm",
+        kind="jacobian",
+        source=TABLE2.format("WeightNorm") + "; Appendix A.2",
+        statement_latex=(
+            r"\frac{\partial \mathrm{WN}(x)}{\partial x} = W,\ W(i,:) = \gamma_i "
+            r"\frac{v_i}{\sqrt{\|v_i\|_2^2 + \epsilon}}"
+        ),
+        formal=None,
+    ),
+    Claim(
+        id="weightnorm.lipschitz",
+        key="weightnorm",
+        kind="lipschitz",
+        source=TABLE2.format("WeightNorm") + "; Appendix A.2",
+        statement_latex=r"\sigma_{\max}(W) \le \sqrt{\sum_{i=1}^O \gamma_i^2}",
+        formal=_GAMMA_NORM,
+        printed_value="gamma_norm",
+    ),
+    Claim(
+        id="weightnorm.frobenius",
+        key="weightnorm",
+        kind="equation",
+        source=_A2.format("WeightNorm"),
+        statement_latex=(
+            r"\|W\|_F = \left(\sum_{i=1}^O\sum_{j=1}^D |W_{ij}|^2\right)^{1/2} = "
+            r"\sqrt{\sum_i^O \gamma_i^2}"
+        ),
+        formal=_GAMMA_NORM,
+    ),
+    Claim(
+        id="weightnorm.equality",
+        key="weightnorm",
+        kind="equation",
+        source=_A2.format("WeightNorm"),
+        statement_latex=(
+            r"\text{equality holds iff } W \text{ is rank one or zero, i.e. all } v_i = v_j"
+        ),
+        formal=None,
+    ),
+    Claim(
+        id="normalization.eq51",
+        key="normalization",
+        kind="equation",
+        source="001_76ce3a8a4b6079c3.txt, Eq. 51",
+        statement_latex=(
+            r"\text{CenterNorm} > \text{WeightNorm} > \text{BatchNorm} > \text{RMSNorm} "
+            r"\approx \text{LayerNorm}"
+        ),
+        formal=None,
+        notes=(
+            "A ranking by Lipschitz stability which the paper reads off Eq. 52's constants "
+            "(larger stability = smaller constant); decided by them."
+        ),
+    ),
+    Claim(
+        id="normalization.eq52",
+        key="normalization",
+        kind="equation",
+        source="001_76ce3a8a4b6079c3.txt, Eq. 52",
+        statement_latex=_RANKING,
+        formal=sp.Tuple(
+            _D / (_D - 1) * _GAMMA_MAX,
+            _GAMMA_NORM,
+            _GAMMA_MAX / sp.sqrt(_SIGMA2 + _EPS_BN),
+            _GAMMA_MAX * sp.sqrt(_D) / sp.sqrt(_EPS_P),
+            _GAMMA_MAX * sp.sqrt(_D) / sp.sqrt(_EPS_P),
+        ),
+    ),
+)
+
+#: Every claim: the activation rows, then the normalizations.
+CLAIMS: tuple[Claim, ...] = ACTIVATION_CLAIMS + NORM_CLAIMS
 
 
 def claim(claim_id: str) -> Claim:

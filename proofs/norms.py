@@ -1,0 +1,513 @@
+r"""Proofs for the normalization rows of Table 2: Jacobians in the paper's layout, and
+Lipschitz constants with their tightness.
+
+Conventions. The paper (001_76ce3a8a4b6079c3.txt) writes Jacobians in denominator layout
+(its Linear Jacobian is W^T): the printed matrix is the transpose of ``dy/dx``. Its eps,
+:data:`EPS_PAPER`, is added to a squared norm; PyTorch's eps is added to a mean, so
+``eps_paper = D eps``. In PyTorch terms the LayerNorm scale is ``r = 1/sqrt(var + eps)``,
+``sqrt(D)/sqrt(|y|^2 + eps_paper) = r``, and ``y y^T/(|y|^2 + eps_paper) = z z^T / D`` with
+``z = (x - mean) r``.
+
+The structure every Lipschitz proof here uses: with ``P = I - 11^T/D`` (the centering
+projector), LayerNorm's Jacobian is ``J = r diag(gamma) A``, ``A = P - z z^T/D``. Since
+``z`` is orthogonal to 1 and ``|z|^2/D = var/(var + eps)``, ``A = (P - Q) + eps/(var + eps) Q``
+with ``Q = z z^T/|z|^2``: two orthogonal projectors onto orthogonal subspaces, so the
+eigenvalues of A are 0, eps/(var+eps) and 1 -- ``|A| <= 1`` and ``P A = A``. Hence
+``|J| <= r |diag(gamma) P| <= |diag(gamma) P| / sqrt(eps)``, with equality at constant rows.
+Matrix identities are checked exactly at D = 1..5 (every D has the same algebra);
+scalar identities are checked with D and the variance as symbols.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import sympy as sp
+
+from derive.norms import (
+    PROOF_SIZES,
+    WEIGHTNORM,
+    eps,
+    n,
+    paper_forward,
+    row_norm,
+    row_norm_checks,
+    vector,
+    weightnorm_checks,
+)
+from proofs.core import Proof, Step, assumption, identity, is_zero
+
+#: The paper's eps (added to a squared norm): eps_paper = D * eps.
+EPS_PAPER = sp.Symbol("epsilon_p", positive=True)
+#: A row's variance (LayerNorm) or mean square (RMSNorm), as a symbol.
+var = sp.Symbol("sigma2", nonnegative=True)
+#: A squared norm |v_i|^2 (WeightNorm).
+q = sp.Symbol("q", nonnegative=True)
+
+
+def centering(size: int) -> sp.Matrix:
+    """P = I - 11^T / D."""
+    return sp.eye(size) - sp.ones(size, size) / size
+
+
+def _zero(m: sp.Matrix) -> bool:
+    return all(is_zero(entry) for entry in m)
+
+
+# --- printed Jacobians (denominator layout) -----------------------------------------------
+
+
+def printed_jacobian(key: str, size: int) -> sp.Matrix:
+    """Table 2's printed Jacobian of ``key`` at D = ``size``, in the paper's layout and eps.
+
+    ``"layernorm_z"`` is Eq. 19: the Jacobian of z = sqrt(D) y / sqrt(|y|^2 + eps), no gamma.
+    """
+    xs, gammas = vector("x", size), vector("gamma", size)
+    gamma = sp.diag(*gammas)
+    p = centering(size)
+    if key in ("layernorm", "layernorm_z"):
+        y = p * xs
+        s2 = (y.T * y)[0] + EPS_PAPER
+        core = sp.sqrt(size) / sp.sqrt(s2) * p * (sp.eye(size) - y * y.T / s2)
+        return core if key == "layernorm_z" else core * gamma
+    if key == "rmsnorm":
+        s2 = (xs.T * xs)[0] + EPS_PAPER
+        return sp.sqrt(size) / sp.sqrt(s2) * (sp.eye(size) - xs * xs.T / s2) * gamma
+    if key == "centernorm":
+        return sp.Rational(size, size - 1) * p * gamma
+    raise KeyError(key)
+
+
+def _paper_numerator_jacobian(key: str, size: int) -> sp.Matrix:
+    """sympy.diff of the paper's forward (paper eps), numerator layout."""
+    xs = vector("x", size)
+    if key == "layernorm_z":
+        y = centering(size) * xs
+        z = sp.sqrt(size) * y / sp.sqrt((y.T * y)[0] + EPS_PAPER)
+        return z.jacobian(xs)
+    return paper_forward(key, size, EPS_PAPER).jacobian(xs)
+
+
+@cache
+def printed_jacobian_matches(key: str, size: int) -> bool:
+    """The printed matrix equals the transpose of dy/dx (the paper's denominator layout)."""
+    return _zero(printed_jacobian(key, size) - _paper_numerator_jacobian(key, size).T)
+
+
+@cache
+def paper_definition_matches(key: str, size: int) -> bool:
+    """The paper's forward with eps_paper = D eps is PyTorch's forward."""
+    printed = paper_forward(key, size, size * eps)
+    _, _, _, torch = row_norm(key).forward(size)
+    return _zero(printed - torch)
+
+
+def jacobian_proof(key: str, statement: str) -> Proof:
+    sizes = [s for s in PROOF_SIZES if s >= (2 if key == "centernorm" else 1)]
+    steps = tuple(
+        Step(
+            statement=(
+                f"D = {size}: the printed matrix equals the transpose of sympy.diff of the "
+                "paper's forward (denominator layout, eps added to the squared norm)"
+            ),
+            method="symbolic identity",
+            check=lambda s=size: printed_jacobian_matches(key, s),
+        )
+        for size in sizes
+    )
+    return Proof(claim=statement, steps=steps)
+
+
+def definition_proof(key: str, statement: str) -> Proof:
+    steps = tuple(
+        Step(
+            statement=(
+                f"D = {size}: the printed forward with $\\epsilon_p = D\\epsilon$ equals "
+                "PyTorch's (eps added to the "
+                + ("variance" if key == "layernorm" else "mean of squares")
+                + ")"
+            ),
+            method="symbolic identity",
+            check=lambda s=size: paper_definition_matches(key, s),
+        )
+        for size in PROOF_SIZES
+    )
+    return Proof(claim=statement, steps=steps)
+
+
+# --- the centered gamma norm |diag(gamma) P|_2 ----------------------------------------------
+
+
+def centered_gamma_norm(gammas: list) -> sp.Expr:
+    """|diag(gamma) (I - 11^T/D)|_2, exactly: sqrt of the largest eigenvalue of
+    ``diag(gamma^2) - gamma gamma^T / D``."""
+    size = len(gammas)
+    g = sp.Matrix([sp.nsimplify(v) for v in gammas])
+    gram = sp.diag(*[v**2 for v in g]) - g * g.T / size
+    eigenvalues = [sp.nsimplify(e) for e in gram.eigenvals()]
+    return sp.sqrt(max(eigenvalues, key=lambda e: sp.N(e, 50)))
+
+
+#: The looseness witness: a unique largest |gamma_i| (D = 3).
+LOOSE_GAMMA = (2, 1, 1)
+
+
+def _gram_identity(size: int) -> bool:
+    """(diag(gamma) P)(diag(gamma) P)^T = diag(gamma)^2 - gamma gamma^T / D."""
+    gammas = vector("gamma", size)
+    m = sp.diag(*gammas) * centering(size)
+    return _zero(m * m.T - (sp.diag(*[g**2 for g in gammas]) - gammas * gammas.T / size))
+
+
+def _repeated_max_eigenvector(size: int) -> bool:
+    """If gamma_2 = +-gamma_1, w = gamma_2 e_1 - gamma_1 e_2 has gamma^T w = 0 and is an
+    eigenvector of diag(gamma^2) - gamma gamma^T/D with eigenvalue gamma_1^2."""
+    gammas = vector("gamma", size)
+    ok = True
+    for sign in (1, -1):
+        g = gammas.subs(gammas[1], sign * gammas[0])
+        gram = sp.diag(*[v**2 for v in g]) - g * g.T / size
+        w = sp.zeros(size, 1)
+        w[0], w[1] = g[1], -g[0]
+        ok &= _zero(gram * w - g[0] ** 2 * w) and is_zero((g.T * w)[0])
+    return ok
+
+
+def _loose_witness() -> bool:
+    """gamma = (2, 1, 1): |diag(gamma) P|^2 < 4 = max gamma^2, exactly."""
+    value = centered_gamma_norm(list(LOOSE_GAMMA)) ** 2
+    return bool(sp.N(4 - value, 50) > 0) and value.is_algebraic
+
+
+def gamma_norm_steps() -> list[Step]:
+    """|diag(gamma) P| <= max|gamma|, equality iff the largest |gamma_i| occurs twice."""
+    return [
+        Step(
+            statement=(
+                r"$(\mathrm{diag}(\gamma) P)(\mathrm{diag}(\gamma) P)^\top = "
+                r"\mathrm{diag}(\gamma^2) - \gamma\gamma^\top / D$ ($P^2 = P$), checked at "
+                r"D = 2..5; subtracting the positive semidefinite $\gamma\gamma^\top/D$ "
+                r"gives $\|\mathrm{diag}(\gamma) P\|_2 \le \max_i |\gamma_i|$"
+            ),
+            method="symbolic identity",
+            check=lambda: all(_gram_identity(s) for s in PROOF_SIZES[1:]),
+        ),
+        Step(
+            statement=(
+                r"If the largest $|\gamma_i|$ occurs twice ($\gamma_j = \pm\gamma_i$), "
+                r"$w = \gamma_j e_i - \gamma_i e_j$ is orthogonal to $\gamma$ and an "
+                r"eigenvector with eigenvalue $\gamma_i^2$: the bound is attained "
+                r"(e.g. $\gamma = \mathbf{1}$); checked at D = 2..5"
+            ),
+            method="symbolic identity",
+            check=lambda: all(_repeated_max_eigenvector(s) for s in PROOF_SIZES[1:]),
+        ),
+        Step(
+            statement=(
+                r"If it occurs once it is not attained: for $\gamma = (2, 1, 1)$, "
+                r"$\|\mathrm{diag}(\gamma) P\|_2^2 = "
+                + sp.latex(centered_gamma_norm(list(LOOSE_GAMMA)) ** 2)
+                + r" < 4$ exactly (in general $w^\top(\mathrm{diag}(\gamma^2) - \gamma_1^2 I)w"
+                r" \le 0$ vanishes only for $w \parallel e_1$, where "
+                r"$w^\top\gamma\gamma^\top w/D = \gamma_1^2 w_1^2 / D > 0$)"
+            ),
+            method="exact witness",
+            check=_loose_witness,
+        ),
+    ]
+
+
+# --- LayerNorm and RMSNorm: the spectral decomposition of A ---------------------------------
+
+
+@cache
+def spectral_check(key: str, size: int) -> bool:
+    """A = (Pc - Q) + eps/(s + eps) Q with Q = z z^T/|z|^2, QPc = Q, Pc A = A (s > 0).
+
+    Pc is P for LayerNorm, I for RMSNorm; s the variance / mean square of the row.
+    """
+    module = row_norm(key)
+    xs = vector("x", size)
+    deviations, scale = module.statistics(xs)
+    z = deviations * scale
+    pc = centering(size) if module.centered else sp.eye(size)
+    a = pc - z * z.T / size
+    second = sum(v**2 for v in deviations) / size
+    qm = deviations * deviations.T / (deviations.T * deviations)[0]
+    ok = _zero(a - ((pc - qm) + eps / (second + eps) * qm))
+    ok &= _zero(qm * pc - qm) and _zero(pc * a - a) and _zero(pc * pc - pc)
+    return ok
+
+
+@cache
+def attained_check(key: str, size: int) -> bool:
+    """J at the worst-case input equals the bound's matrix: constant row (LayerNorm:
+    diag(gamma) P / sqrt(eps)) or the zero row (RMSNorm: diag(gamma) / sqrt(eps))."""
+    module = row_norm(key)
+    xs, gammas, _, y = module.forward(size)
+    c = sp.Symbol("c", real=True)
+    point = {v: (c if module.centered else 0) for v in xs}
+    jacobian = y.jacobian(xs).subs(point)
+    pc = centering(size) if module.centered else sp.eye(size)
+    return _zero(jacobian - sp.diag(*gammas) * pc / sp.sqrt(eps))
+
+
+def _scale_bound() -> bool:
+    """1/sqrt(eps) - 1/sqrt(s + eps) = s / (sqrt(eps) sqrt(s+eps) (sqrt(s+eps) + sqrt(eps)))."""
+    rewritten = var / (sp.sqrt(eps) * sp.sqrt(var + eps) * (sp.sqrt(var + eps) + sp.sqrt(eps)))
+    return is_zero(1 / sp.sqrt(eps) - 1 / sp.sqrt(var + eps) - rewritten) and bool(
+        rewritten.subs(eps, sp.Symbol("e", positive=True)).is_nonnegative
+    )
+
+
+def row_lipschitz_proof(key: str) -> Proof:
+    """The global Lipschitz constant of LayerNorm or RMSNorm (PyTorch eps), with attainment."""
+    module = row_norm(key)
+    centered = module.centered
+    what = "variance" if centered else "mean square"
+    p_text = r"P = I - \mathbf{1}\mathbf{1}^\top/D" if centered else "P = I"
+    sizes = PROOF_SIZES
+    steps = [
+        Step(
+            statement=(
+                rf"$J = r\,\mathrm{{diag}}(\gamma)\,A$ with $A = P - z z^\top / D$, ${p_text}$, "
+                rf"$r = 1/\sqrt{{\sigma^2 + \epsilon}}$ ($\sigma^2$ the row's {what}), "
+                r"equal to sympy.diff of the forward at D = 1..5"
+            ),
+            method="symbolic identity",
+            check=lambda: all(row_norm_checks(key, s)["jacobian"] for s in sizes),
+        ),
+        Step(
+            statement=(
+                r"$|z|^2 / D = \sigma^2/(\sigma^2+\epsilon)$, so $1 - |z|^2/D = "
+                r"\epsilon/(\sigma^2+\epsilon) \in (0, 1]$"
+            ),
+            method="symbolic identity",
+            check=identity(1 - (n * var / (var + eps)) / n, eps / (var + eps)),
+        ),
+        Step(
+            statement=(
+                r"$A = (P - Q) + \frac{\epsilon}{\sigma^2+\epsilon} Q$ with "
+                r"$Q = z z^\top/|z|^2$, $QP = Q$, $P^2 = P$: orthogonal projectors onto "
+                r"orthogonal subspaces, so the eigenvalues of $A$ lie in "
+                r"$\{0, \epsilon/(\sigma^2+\epsilon), 1\}$, $\|A\|_2 \le 1$ and $PA = A$; "
+                r"checked at D = 1..5 for $\sigma^2 > 0$ ($A = P$ when $\sigma^2 = 0$)"
+            ),
+            method="symbolic identity",
+            check=lambda: all(spectral_check(key, s) for s in sizes if s >= 2),
+        ),
+        Step(
+            statement=(
+                r"$r \le 1/\sqrt{\epsilon}$: $1/\sqrt{\epsilon} - 1/\sqrt{\sigma^2+\epsilon} = "
+                r"\sigma^2 / (\sqrt{\epsilon}\sqrt{\sigma^2+\epsilon}"
+                r"(\sqrt{\sigma^2+\epsilon}+\sqrt{\epsilon})) \ge 0$; hence "
+                r"$\|J\|_2 = r\|\mathrm{diag}(\gamma) P A\|_2 \le "
+                r"\|\mathrm{diag}(\gamma) P\|_2 / \sqrt{\epsilon}$"
+            ),
+            method="symbolic sign",
+            check=_scale_bound,
+        ),
+        Step(
+            statement=(
+                r"Attained: at every constant row ($\sigma^2 = 0$), "
+                r"$J = \mathrm{diag}(\gamma) P / \sqrt{\epsilon}$ exactly (D = 1..5)"
+                if centered
+                else r"Attained: at $x = 0$, $J = \mathrm{diag}(\gamma)/\sqrt{\epsilon}$ "
+                r"exactly (D = 1..5), whose norm is $\max_i |\gamma_i| / \sqrt{\epsilon}$"
+            ),
+            method="exact witness",
+            check=lambda: all(attained_check(key, s) for s in sizes),
+        ),
+    ]
+    if centered:
+        steps += gamma_norm_steps()
+        steps.append(
+            Step(
+                statement=(
+                    r"D = 1: the centered row is 0, the output is $\beta$ and $J = 0$: "
+                    r"the Lipschitz constant is 0"
+                ),
+                method="symbolic identity",
+                check=lambda: _zero(row_norm(key).forward(1)[3].jacobian(vector("x", 1))),
+            )
+        )
+    bound = (
+        r"\|\mathrm{diag}(\gamma)(I - \mathbf{1}\mathbf{1}^\top/D)\|_2 / \sqrt{\epsilon}"
+        if centered
+        else r"\max_i |\gamma_i| / \sqrt{\epsilon}"
+    )
+    return Proof(
+        claim=f"{module.title}: $\\mathrm{{Lip}} = \\sup_x \\|J(x)\\|_2 = {bound}$ (PyTorch eps)",
+        steps=tuple(steps),
+    )
+
+
+def centernorm_lipschitz_proof() -> Proof:
+    steps = [
+        Step(
+            statement=(
+                r"$J = \frac{D}{D-1}\mathrm{diag}(\gamma) P$ at every x (sympy.diff, D = 2..5): "
+                r"$\mathrm{Lip} = \frac{D}{D-1}\|\mathrm{diag}(\gamma) P\|_2$"
+            ),
+            method="symbolic identity",
+            check=lambda: all(row_norm_checks("centernorm", s)["jacobian"] for s in (2, 3, 4, 5)),
+        ),
+        *gamma_norm_steps(),
+    ]
+    return Proof(
+        claim=r"CenterNorm: $\mathrm{Lip} = \frac{D}{D-1}\|\mathrm{diag}(\gamma)P\|_2 "
+        r"\le \frac{D}{D-1}\max_i|\gamma_i|$",
+        steps=tuple(steps),
+    )
+
+
+# --- WeightNorm ----------------------------------------------------------------------------
+
+
+def _frobenius_identity(size: int, outputs: int) -> bool:
+    """|W|_F^2 = sum_i gamma_i^2 |v_i|^2 / (|v_i|^2 + eps)."""
+    vs = sp.Matrix(outputs, size, lambda i, j: sp.Symbol(f"v{i + 1}_{j + 1}", real=True))
+    gammas = vector("gamma", outputs)
+    w = WEIGHTNORM.weights(vs, gammas)
+    total = sum(w[i, j] ** 2 for i in range(outputs) for j in range(size))
+    expected = 0
+    for i in range(outputs):
+        norm2 = sum(vs[i, j] ** 2 for j in range(size))
+        expected += gammas[i] ** 2 * norm2 / (norm2 + eps)
+    return is_zero(total - expected)
+
+
+def weight_matrix(v: list[list], gamma: list, epsilon) -> sp.Matrix:
+    """W for exact numbers."""
+    vs = sp.Matrix(v).applyfunc(sp.nsimplify)
+    gammas = sp.Matrix([sp.nsimplify(g) for g in gamma])
+    return WEIGHTNORM.weights(vs, gammas).subs(eps, sp.nsimplify(epsilon))
+
+
+def sigma_max(m: sp.Matrix) -> sp.Expr:
+    """The largest singular value of an exact matrix."""
+    eigenvalues = list((m.T * m).eigenvals())
+    return sp.sqrt(max(eigenvalues, key=lambda e: sp.N(e, 50)))
+
+
+#: WeightNorm witnesses: (v, gamma, eps).
+PARALLEL_OPPOSITE = ([[1, 0], [-2, 0]], [1, 1], 0)
+EQUAL_WITH_EPS = ([[1, 0], [1, 0]], [1, 1], 1)
+FROBENIUS_WITNESS = ([[1]], [1], 1)
+
+
+def weightnorm_bound_steps() -> list[Step]:
+    return [
+        Step(
+            statement=(
+                r"$\partial y/\partial x = W$ (numerator layout; sympy.diff, D = 1..5, O = 1, 2):"
+                r" a linear map, $\mathrm{Lip} = \sigma_{\max}(W)$"
+            ),
+            method="symbolic identity",
+            check=lambda: all(
+                weightnorm_checks(s, o)["jacobian"] for s in PROOF_SIZES for o in (1, 2)
+            ),
+        ),
+        Step(
+            statement=(
+                r"$\|W\|_F^2 = \sum_i \gamma_i^2 |v_i|^2/(|v_i|^2+\epsilon)$ (D = 1..5, O = 1, 2)"
+                r" and $\sigma_{\max}(W)^2 \le \sum_k \sigma_k^2 = \|W\|_F^2$"
+            ),
+            method="symbolic identity",
+            check=lambda: all(_frobenius_identity(s, o) for s in (1, 2, 3) for o in (1, 2)),
+        ),
+        Step(
+            statement=(
+                r"$1 - q/(q+\epsilon) = \epsilon/(q+\epsilon) \ge 0$: "
+                r"$\|W\|_F \le \sqrt{\sum_i \gamma_i^2}$, with equality iff $\epsilon = 0$ "
+                r"(or every $\gamma_i$ with $\epsilon > 0$ is 0)"
+            ),
+            method="symbolic sign",
+            check=lambda: (
+                is_zero(1 - q / (q + eps) - eps / (q + eps))
+                and bool(assumption(eps / (q + sp.Symbol("e", positive=True)), "nonnegative")())
+            ),
+        ),
+        Step(
+            statement=(
+                r"Attained: $v = ((1, 0), (-2, 0))$, $\gamma = (1, 1)$, $\epsilon = 0$ gives "
+                r"a rank-one $W$ with $\sigma_{\max}(W) = \sqrt{2} = \sqrt{\sum_i\gamma_i^2}$"
+            ),
+            method="exact witness",
+            check=lambda: sigma_max(weight_matrix(*PARALLEL_OPPOSITE)) == sp.sqrt(2),
+        ),
+    ]
+
+
+def weightnorm_lipschitz_proof() -> Proof:
+    return Proof(
+        claim=r"WeightNorm: $\mathrm{Lip} = \sigma_{\max}(W) \le \sqrt{\sum_i \gamma_i^2}$",
+        steps=tuple(weightnorm_bound_steps()),
+    )
+
+
+def weightnorm_frobenius_counterexample() -> Proof:
+    v, gamma, epsilon = FROBENIUS_WITNESS
+    return Proof(
+        claim=r"$\|W\|_F = \sqrt{\sum_i \gamma_i^2}$ fails for $\epsilon > 0$",
+        steps=(
+            Step(
+                statement=(
+                    r"$v = (1)$, $\gamma = (1)$, $\epsilon = 1$: $W = (1/\sqrt{2})$, "
+                    r"$\|W\|_F = 1/\sqrt{2} \ne 1$"
+                ),
+                method="exact witness",
+                check=lambda: (
+                    sp.sqrt(sum(e**2 for e in weight_matrix(v, gamma, epsilon))) == 1 / sp.sqrt(2)
+                ),
+            ),
+            weightnorm_bound_steps()[1],
+        ),
+    )
+
+
+def weightnorm_equality_counterexample() -> Proof:
+    return Proof(
+        claim=r"equality $\sigma_{\max}(W) = \sqrt{\sum_i\gamma_i^2}$ iff all $v_i = v_j$: fails",
+        steps=(
+            Step(
+                statement=(
+                    r"Not necessary: $v = ((1, 0), (-2, 0))$, $\gamma = (1, 1)$, $\epsilon = 0$: "
+                    r"$\sigma_{\max}(W) = \sqrt{2} = \sqrt{\sum_i\gamma_i^2}$ with $v_1 \ne v_2$"
+                ),
+                method="exact witness",
+                check=lambda: sigma_max(weight_matrix(*PARALLEL_OPPOSITE)) == sp.sqrt(2),
+            ),
+            Step(
+                statement=(
+                    r"Not sufficient: $v = ((1, 0), (1, 0))$, $\gamma = (1, 1)$, $\epsilon = 1$: "
+                    r"$v_1 = v_2$ but $\sigma_{\max}(W) = 1 < \sqrt{2}$"
+                ),
+                method="exact witness",
+                check=lambda: sigma_max(weight_matrix(*EQUAL_WITH_EPS)) == 1,
+            ),
+            *weightnorm_bound_steps()[1:3],
+        ),
+    )
+
+
+def weightnorm_layout_witness() -> Proof:
+    """The printed ``dWN/dx = W`` in the paper's denominator layout: shapes differ."""
+    return Proof(
+        claim=r"Table 2 prints $\partial\,\mathrm{WN}/\partial x = W$ in denominator layout",
+        steps=(
+            weightnorm_bound_steps()[0],
+            Step(
+                statement=(
+                    r"In the paper's denominator layout (Linear: $W^\top$) the Jacobian is "
+                    r"$W^\top$, of shape $D \times O$; $W$ is $O \times D$: for O = 1, D = 2 "
+                    r"the printed matrix has shape (1, 2) and the true one (2, 1)"
+                ),
+                method="exact witness",
+                check=lambda: (
+                    weight_matrix([[1, 2]], [1], 0).shape == (1, 2)
+                    and weight_matrix([[1, 2]], [1], 0).T.shape == (2, 1)
+                ),
+            ),
+        ),
+    )
