@@ -51,8 +51,44 @@ def _result(c: Claim, verdict: str, value: str, proof: Proof, **extra):
         rigorous=proof.rigorous,
         proof=proof,
         witness=extra.get("witness"),
-        notes=tuple(extra.get("notes", ())),
+        notes=tuple(extra.get("notes", ()))
+        + ((f"Verdict: {extra['reason']}.",) if extra.get("reason") else ()),
     )
+
+
+#: Symbols of the printed constants (derive/claims.py) and the derived ones.
+D = sp.Symbol("D", positive=True, integer=True)
+EPS_P = sp.Symbol("epsilon_p", positive=True)
+GAMMA_MAX = sp.Symbol("gamma_max", nonnegative=True)
+GAMMA_NORM = sp.Symbol("gamma_norm", nonnegative=True)
+SIGMA_P = sp.Symbol("sigma_max_P", nonnegative=True)  # sigma_max_P(gamma) <= gamma_max
+
+#: Where a printed constant below the attained one is shown to be too small (exact point).
+FAIL_POINT = {D: 3, EPS_P: sp.Rational(3, 10**5), GAMMA_MAX: 1, GAMMA_NORM: 1}
+
+
+def bound_verdict(printed: sp.Expr, attained: sp.Expr, tight: sp.Expr) -> tuple[str, str]:
+    """(verdict, reason) of a printed Lipschitz constant against the derived ones.
+
+    ``tight``: the Lipschitz constant as a function of all parameters (may use
+    ``sigma_max_P``); ``attained``: its supremum over the parameters the printed constant
+    is written in (attained by some of them). Equal to ``tight`` -> holds; equal to or
+    provably above ``attained`` -> holds_loose if ``tight`` differs, else holds; provably
+    below ``attained`` at :data:`FAIL_POINT` -> fails.
+    """
+    if sp.simplify(printed - tight) == 0:
+        return "holds", "the printed constant is the tight one"
+    gap = sp.simplify(printed - attained)
+    if gap == 0 or gap.is_nonnegative:
+        if sp.simplify(attained - tight) == 0:
+            return "holds_loose" if gap != 0 else "holds", "attained by the witness"
+        return "holds_loose", "valid, equal to the tight constant only for some parameters"
+    at_point = gap.subs(FAIL_POINT)
+    if at_point.is_number and at_point < 0:
+        return "fails", f"below the attained constant at {FAIL_POINT}: gap {at_point}"
+    from derive.check import UnprovenError
+
+    raise UnprovenError(f"cannot order printed {printed} and attained {attained}")
 
 
 def _definition(c: Claim):
@@ -71,7 +107,7 @@ def _definition(c: Claim):
 
 def _jacobian(c: Claim):
     key = "layernorm_z" if c.id == "layernorm.eq19" else c.key
-    proof = pn.jacobian_proof(key, c.statement_latex)
+    verdict, proof, witness = pn.jacobian_decision(key, c.statement_latex)
     entries = {
         "layernorm": "gamma_i*r*(delta_ij - 1/D - z_i*z_j/D)",
         "layernorm_z": "r*(delta_ij - 1/D - z_i*z_j/D)",
@@ -80,9 +116,10 @@ def _jacobian(c: Claim):
     }
     return _result(
         c,
-        "holds",
+        verdict,
         entries[key],
         proof,
+        witness=witness,
         notes=(
             "value: the entry J_ij = dy_i/dx_j of the derived Jacobian in numerator layout, "
             "with r = 1/sqrt(var + eps) = sqrt(D)/sqrt(|y|^2 + eps_paper) and z = (x - "
@@ -93,9 +130,12 @@ def _jacobian(c: Claim):
 
 def _layernorm_lipschitz(c: Claim):
     proof = pn.row_lipschitz_proof("layernorm")
+    verdict, reason = bound_verdict(
+        c.formal, GAMMA_MAX * sp.sqrt(D) / sp.sqrt(EPS_P), SIGMA_P * sp.sqrt(D) / sp.sqrt(EPS_P)
+    )
     return _result(
         c,
-        "holds_loose",
+        verdict,
         "sqrt(D)*sigma_max_P(gamma)/sqrt(epsilon_p)",
         proof,
         witness={
@@ -110,14 +150,17 @@ def _layernorm_lipschitz(c: Claim):
             "Local constant at x (gamma = c 1, D >= 3): |c|/sqrt(var(x) + eps); D = 2: "
             "|c| eps/(var + eps)^(3/2); for any gamma at most max|gamma|/sqrt(var + eps).",
         ),
+        reason=reason,
     )
 
 
 def _rmsnorm_lipschitz(c: Claim):
     proof = pn.row_lipschitz_proof("rmsnorm")
+    constant = GAMMA_MAX * sp.sqrt(D) / sp.sqrt(EPS_P)
+    verdict, reason = bound_verdict(c.formal, constant, constant)
     return _result(
         c,
-        "holds",
+        verdict,
         "gamma_max*sqrt(D)/sqrt(epsilon_p)",
         proof,
         witness={"x": "0 (any D, any gamma)", "jacobian": "diag(gamma)/sqrt(eps)"},
@@ -126,13 +169,15 @@ def _rmsnorm_lipschitz(c: Claim):
             "Local constant at x (gamma = c 1, D >= 2): |c|/sqrt(mean(x^2) + eps); D = 1: "
             "|c| eps/(x^2 + eps)^(3/2); for any gamma at most max|gamma|/sqrt(mean(x^2) + eps).",
         ),
+        reason=reason,
     )
 
 
 def _centernorm_lipschitz(c: Claim):
+    verdict, reason = bound_verdict(c.formal, D / (D - 1) * GAMMA_MAX, D / (D - 1) * SIGMA_P)
     return _result(
         c,
-        "holds_loose",
+        verdict,
         "D*sigma_max_P(gamma)/(D - 1)",
         pn.centernorm_lipschitz_proof(),
         witness={
@@ -140,13 +185,15 @@ def _centernorm_lipschitz(c: Claim):
             "loose": "D = 3, gamma = (2, 1, 1): tight (3/2) sqrt(3) < printed (3/2) 2",
         },
         notes=(CENTERED_NOTE,),
+        reason=reason,
     )
 
 
 def _weightnorm_lipschitz(c: Claim):
+    verdict, reason = bound_verdict(c.formal, GAMMA_NORM, GAMMA_NORM)
     return _result(
         c,
-        "holds",
+        verdict,
         "sigma_max(W)",
         pn.weightnorm_lipschitz_proof(),
         witness={
@@ -161,6 +208,7 @@ def _weightnorm_lipschitz(c: Claim):
             "by every rank-one W (rows v_i parallel, any signs and lengths); with eps > 0 it "
             "is approached as |v_i| grows and never reached.",
         ),
+        reason=reason,
     )
 
 
@@ -247,9 +295,6 @@ def _a2_bounds(c: Claim):
             "is loose unless the largest |gamma_i| repeats.",
         ),
     )
-
-
-D = sp.Symbol("D", positive=True, integer=True)
 
 
 def _cn_vs_wn_condition() -> Step:

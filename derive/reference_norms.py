@@ -43,9 +43,11 @@ to be rounded by the caller. Gradients of parameters are summed over the rows.
 
 Zero variance. If ``var + eps`` (``ms + eps``, ``|v_i|^2 + eps``) is exactly 0 -- a
 constant row (an all-zero row, a zero ``v_i``) with ``eps = 0`` -- the exact result is
-undefined (0/0): the affected entries are ``mpmath.nan`` (the row of ``y`` and ``dx``, and
-every entry of the parameter gradients the row contributes to, except ``dbeta``). With
-``eps > 0`` a constant LayerNorm row gives ``y = beta`` exactly.
+undefined (0/0), and every entry that depends on it is ``mpmath.nan``: for LayerNorm and
+RMSNorm the row of ``y`` and of ``dx`` and all of ``dgamma`` (``dbeta`` stays the sum of
+``g``); for WeightNorm column ``i`` of ``y``, all of ``dx``, row ``i`` of ``dv`` and
+``dgamma_i``. With ``eps > 0`` a constant LayerNorm row gives ``y = beta`` exactly (and
+``dx = 0`` exactly when ``D = 1``).
 
 Why 50 digits are plenty
 ------------------------
@@ -57,7 +59,8 @@ exactly in integer arithmetic and each ``d_i = (D x_i - sum(x)) / D`` is rounded
 relative to itself. What follows in the forward -- sums of non-negative terms (``var``,
 ``ms``, ``|v_i|^2``; mpmath's ``fsum`` adds exactly and rounds once), products, quotients,
 square roots -- has no cancellation, so every ``y_i`` is correct to a few units of
-``2^-p`` relative to ``|gamma_i xhat_i| + |beta_i|`` (``p = 169`` bits at 50 digits), and
+``2^-p`` relative to ``|gamma_i xhat_i| + |beta_i|`` (``p = 169`` bits at 50 digits; for
+WeightNorm's signed dot product ``x W_i``, relative to ``sum_k |x_k W_ik|``), and
 the 40-digit invariants (``mean(y) = 0``, ``mean(y^2) = var/(var + eps)``) hold with about
 10 digits to spare. The reverse and tangent sweeps add signed terms
 (``sum_i d_i * adjoint_i``, ``-sum_i bar_d_i``); their error is at most about
@@ -164,8 +167,8 @@ def _rows(value: npt.ArrayLike, name: str) -> Rows:
         array = array[np.newaxis, :]
     if array.ndim != 2:
         raise ValueError(f"{name}: expected shape (D,) or (N, D), got {array.shape}")
-    if array.shape[1] == 0:
-        raise ValueError(f"{name}: the last axis is empty (D = 0); a norm needs D >= 1")
+    if array.shape[0] == 0 or array.shape[1] == 0:
+        raise ValueError(f"{name}: expected at least one row and D >= 1, got {array.shape}")
     return [_exact_list(row, name) for row in array]
 
 
@@ -749,13 +752,15 @@ def directional_derivative(
     bounds the truncation error by ``(32 + 8 + 8 + 32) h^5 K5 / (5! * 12 h) = h^4 K5 / 18``,
     ``K5 = max |phi^(5)|`` on ``[-2h, 2h]``. Evaluating ``f`` with absolute error ``delta``
     adds at most ``18 delta / (12 h) = 1.5 delta / h``. For the norms above ``phi`` is
-    analytic in a complex disc of some radius ``rho`` (the distance to the nearest complex
-    zero of ``var + eps``), so Cauchy's estimate gives ``K5 <= 120 M / rho^5`` with ``M`` a
+    analytic in a complex disc of some radius ``rho`` (for LayerNorm the distance to the
+    nearest complex zero of ``var + eps`` along the line; WeightNorm in ``x`` and CenterNorm
+    are linear), so Cauchy's estimate gives ``K5 <= 120 M / rho^5`` with ``M`` a
     bound of ``|phi|`` on that disc. At ``dps = 60`` (``h = 10^-30``, evaluation at 120
     digits, ``delta ~ 10^-120 M``) the truncation error is below ``10^-(dps // 3) =
-    10^-20`` whenever ``rho^5 >= 7 M 10^-100`` -- e.g. any ``rho >= 10^-19`` for
-    ``M <= 10^5`` -- and the rounding error is about ``1.5 * 10^-90 M``: both far below
-    the 30 digits the tests demand, and far below the references' own 50.
+    10^-20`` whenever ``rho^5 >= 7 M 10^-100`` -- e.g. any ``rho >= 10^-18`` for
+    ``M <= 10^5`` -- and the rounding error is about ``1.5 * 10^-90 M`` (plus
+    ``~10^-90 |x| |phi'|`` from rounding the points ``x + t v``): both far below the 30
+    digits the tests demand, and far below the references' own 50.
     """
     _check_dps(dps)
     with mpmath.workdps(2 * dps):

@@ -89,9 +89,41 @@ def _paper_numerator_jacobian(key: str, size: int) -> sp.Matrix:
 
 
 @cache
-def printed_jacobian_matches(key: str, size: int) -> bool:
+def _numerator_jacobian(key: str, size: int) -> sp.Matrix:
+    return _paper_numerator_jacobian(key, size)
+
+
+def printed_jacobian_matches(key: str, size: int, printed=printed_jacobian) -> bool:
     """The printed matrix equals the transpose of dy/dx (the paper's denominator layout)."""
-    return _zero(printed_jacobian(key, size) - _paper_numerator_jacobian(key, size).T)
+    return _zero(printed(key, size) - _numerator_jacobian(key, size).T)
+
+
+def witness_point(size: int) -> dict[sp.Symbol, sp.Rational]:
+    """An exact point: x = (1, 3, 4, ...) (not constant), gamma = (1, 2, ...), eps_p = 1/2."""
+    xs, gammas = vector("x", size), vector("gamma", size)
+    point = {xs[i]: sp.Integer(i * i + 1 if i else 1) + i for i in range(size)}
+    point |= {gammas[i]: sp.Integer(i + 1) for i in range(size)}
+    point[EPS_PAPER] = sp.Rational(1, 2)
+    return point
+
+
+def jacobian_counterexample(key: str, size: int, printed=printed_jacobian) -> dict | None:
+    """An exact point where the printed and derived matrices differ, with both values."""
+    point = witness_point(size)
+    shown = printed(key, size).subs(point)
+    true = _numerator_jacobian(key, size).T.subs(point)
+    for (i, j), value in zip(
+        [(i, j) for i in range(size) for j in range(size)], shown - true, strict=True
+    ):
+        if not is_zero(sp.nsimplify(value)):
+            return {
+                "D": size,
+                "point": {str(k): str(v) for k, v in point.items()},
+                "entry": (i, j),
+                "printed": str(sp.nsimplify(shown[i, j])),
+                "derived": str(sp.nsimplify(true[i, j])),
+            }
+    return None
 
 
 @cache
@@ -102,8 +134,29 @@ def paper_definition_matches(key: str, size: int) -> bool:
     return _zero(printed - torch)
 
 
-def jacobian_proof(key: str, statement: str) -> Proof:
+def jacobian_decision(
+    key: str, statement: str, printed=printed_jacobian
+) -> tuple[str, Proof, dict | None]:
+    """(verdict, proof, witness) of a printed Jacobian: ``holds`` if it equals the
+    transpose of sympy.diff at every D = 1..5 (2..5 for CenterNorm), else ``fails`` with an
+    exact point where an entry differs."""
     sizes = [s for s in PROOF_SIZES if s >= (2 if key == "centernorm" else 1)]
+    for size in sizes:
+        if printed_jacobian_matches(key, size, printed):
+            continue
+        witness = jacobian_counterexample(key, size, printed)
+        if witness is None:
+            break
+        step = Step(
+            statement=(
+                f"D = {size}, at the exact point {witness['point']}: entry {witness['entry']} "
+                f"of the printed matrix is {witness['printed']}, of the transpose of sympy.diff "
+                f"{witness['derived']}"
+            ),
+            method="exact witness",
+            check=lambda s=size, w=witness: jacobian_counterexample(key, s, printed) == w,
+        )
+        return "fails", Proof(claim=statement, steps=(step,)), witness
     steps = tuple(
         Step(
             statement=(
@@ -111,11 +164,11 @@ def jacobian_proof(key: str, statement: str) -> Proof:
                 "paper's forward (denominator layout, eps added to the squared norm)"
             ),
             method="symbolic identity",
-            check=lambda s=size: printed_jacobian_matches(key, s),
+            check=lambda s=size: printed_jacobian_matches(key, s, printed),
         )
         for size in sizes
     )
-    return Proof(claim=statement, steps=steps)
+    return "holds", Proof(claim=statement, steps=steps), None
 
 
 def definition_proof(key: str, statement: str) -> Proof:

@@ -82,10 +82,12 @@ def test_activation_verdicts(results):
 
 
 def test_lipschitz_witness_attains_the_value(results):
+    from derive.check import NORM_KEYS
+    from derive.modules import elementwise
+
     for r in results:
-        if r.claim.kind != "lipschitz":
+        if r.claim.kind != "lipschitz" or r.claim.key in NORM_KEYS:
             continue
-        from derive.modules import elementwise
 
         derivative = elementwise(r.claim.key).derivative
         at = sp.sympify(r.witness["x"])

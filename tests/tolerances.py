@@ -66,3 +66,42 @@ FLOAT16_ULPS = 1.0
 
 #: The VJP multiplies the derivative by g and rounds once more: half an ULP on top.
 VJP_PRODUCT_ULPS = 0.5
+
+
+# --- normalizations (LayerNorm, RMSNorm, CenterNorm, WeightNorm) ------------------------
+#
+# A vector module's outputs are sums of terms that may cancel, so each output is judged by
+# a derived error bound instead of a condition number:
+#
+#     |y - exact| <= NORM_ULPS[dtype] * ulp(exact) + (NORM_ROUNDINGS + n) * 2^-53 * S
+#
+# ``S`` is the sum of the magnitudes of the terms the output is made of (the "scale" of the
+# output; ``tests/test_norms.py`` computes it per quantity, e.g. for LayerNorm's dx_i it is
+# ``r (|a_i| + mean|a| + |z_i| mean|a z|)``), and ``n`` is the length of the longest plain
+# (uncompensated) float64 sum on the way: 0 for float64 row statistics and row means
+# (compensated, double-double), D for the float32/float16 paths' row sums, the number of
+# rows for a parameter gradient summed over rows in plain float64, and D (or O) for a
+# matrix product done by BLAS. Recursive summation of n terms errs by at most
+# n * 2^-53 * (sum of their magnitudes) (Higham, Accuracy and Stability, Eq. 4.4).
+#
+# NORM_ROUNDINGS counts the other roundings, each of relative size 2^-53, in the longest
+# chain: for LayerNorm's dx_i, a_i = gamma_i g_i (1), the scale r through var, +eps, sqrt
+# and 1/. (3), z_i = d_i r (1 + d_i's 1 + r's 3), the products and differences of the closed
+# form (4) and the final product by r (1 + 3): 16 in all; the other quantities need fewer.
+#
+# float64 results carry that error only. float32 and float16 results are float64 values
+# rounded once: half an ULP of the output format plus the float64 error (which can move the
+# rounding to the other neighbour only by that much).
+
+#: The roundings of relative size 2^-53 in the longest chain of a normalization output.
+NORM_ROUNDINGS = 16
+
+#: ULPs of the output format on top of the float64 error: the final rounding.
+NORM_ULPS = {
+    np.dtype(np.float64): 0.0,
+    np.dtype(np.float32): 0.5,
+    np.dtype(np.float16): 0.5,
+}
+
+#: The unit roundoff of the float64 arithmetic every path computes in.
+UNIT_FLOAT64 = 2.0**-53
