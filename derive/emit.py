@@ -354,7 +354,8 @@ def expression_function(
     """Source of one ``@njit`` function ``name(*arguments)`` computing ``expr`` straight-line.
 
     For the per-element stages of the vector modules: no branches, and IEEE arithmetic
-    decides what NaN and inf give. ``f64`` and ``f16s`` modes only (arguments are floats).
+    decides what NaN and inf give (``error_model="numpy"``: 1/0 is inf, not an exception).
+    ``f64`` and ``f16s`` modes only (arguments are floats).
     """
     if mode.pairs:
         raise EmitError("expression_function: double-double arguments are not supported")
@@ -364,7 +365,7 @@ def expression_function(
         raise EmitError(f"{name}: symbols {sorted(map(str, unknown))} are not arguments")
     doc_lines = textwrap.wrap(doc, width=88)
     head = [
-        "@njit(cache=True)",
+        '@njit(cache=True, error_model="numpy")',
         f"def {name}({', '.join(names.values())}):",
         f'    """{doc_lines[0]}' + ('"""' if len(doc_lines) == 1 else ""),
         *(f"    {line}" for line in doc_lines[1:]),

@@ -60,7 +60,7 @@ BLOCK_ROWS = {block}
 REDUCE = '{"reassoc", "contract"}'
 
 ROW_STATISTICS = '''\
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def statistics_f64(row):
     """(center hi, center lo, second moment) of a float64 row, in double-double."""
     size = row.size
@@ -73,7 +73,7 @@ def statistics_f64(row):
     return mh, ml, (hi + lo) / size
 
 
-@njit(cache=True, fastmath={reduce})
+@njit(cache=True, error_model="numpy", fastmath={reduce})
 def _sum_wide(row):
     total = 0.0
     for j in range(row.size):
@@ -81,7 +81,7 @@ def _sum_wide(row):
     return total
 
 
-@njit(cache=True, fastmath={reduce})
+@njit(cache=True, error_model="numpy", fastmath={reduce})
 def _moments_wide(row, m):
     first, second = 0.0, 0.0
     for j in range(row.size):
@@ -91,7 +91,7 @@ def _moments_wide(row, m):
     return first, second
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def statistics_wide(row):
     """(center, correction, second moment) of a float32 row, in float64.
 
@@ -109,7 +109,7 @@ def statistics_wide(row):
     return m, correction, moment
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def statistics_f16s(row):
     """(center, 0, second moment) of a row of halves, every operation rounded to half."""
     size = round_to_half(np.float64(row.size))
@@ -141,7 +141,7 @@ CENTER = {
 }
 
 ROW_LOOPS = '''\
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def forward_{path}(x, gamma, beta, epsilon, out):
     """y = gamma z + beta for every row of x (rows in parallel)."""
     rows, size = x.shape
@@ -154,7 +154,7 @@ def forward_{path}(x, gamma, beta, epsilon, out):
             out[i, j] = output_{mode}(dj, r, np.float64(gamma[j]), np.float64(beta[j]))
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def vjp_{path}(x, g, gamma, epsilon, dx, dgamma_blocks, dbeta_blocks):
     """dx for every row; per block of rows, the partial sums of dgamma and dbeta."""
     rows, size = x.shape
@@ -170,7 +170,7 @@ def vjp_{path}(x, g, gamma, epsilon, dx, dgamma_blocks, dbeta_blocks):
                 dx[i, j] = dx_{mode}(dj, r, np.float64(gamma[j]), gj, ma, maz)
 {accumulate}
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def jacobian_{path}(x, gamma, epsilon, out):
     """J[i, j] = dy_i / dx_j for one sample x (numerator layout)."""
     size = x.size
@@ -232,7 +232,7 @@ ACCUMULATE = {
 }
 
 WIDE_VJP_SUMS = """\
-@njit(cache=True, fastmath={reduce})
+@njit(cache=True, error_model="numpy", fastmath={reduce})
 def _vjp_sums_wide(row, grow, gamma, m, correction, r):
     sum_a, sum_az = 0.0, 0.0
     for j in range(row.size):
@@ -244,7 +244,7 @@ def _vjp_sums_wide(row, grow, gamma, m, correction, r):
 """
 
 COMBINE = '''\
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def combine_blocks_f64(blocks):
     """Sum of the (hi, lo) block partials, block by block, compensated."""
     size = blocks.shape[2]
@@ -258,7 +258,7 @@ def combine_blocks_f64(blocks):
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def combine_blocks_wide(blocks):
     """Sum of the block partials, block by block, in float64."""
     out = np.zeros(blocks.shape[2])
@@ -268,7 +268,7 @@ def combine_blocks_wide(blocks):
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def combine_blocks_f16s(blocks):
     """Sum of the block partials, every addition rounded to half."""
     out = np.zeros(blocks.shape[2])
@@ -378,7 +378,7 @@ def row_norm_source(module: RowNorm) -> str:
 
 
 WEIGHT_LOOPS = '''\
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def weights_{path}(v, gamma, epsilon, out):
     """W_i = gamma_i v_i / sqrt(|v_i|^2 + eps), row by row (rows in parallel)."""
     for i in {range}(v.shape[0]):
@@ -388,7 +388,7 @@ def weights_{path}(v, gamma, epsilon, out):
             out[i, j] = weight_{mode}(gamma_i, np.float64(v[i, j]), r)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def parameter_gradients_{path}(v, gamma, epsilon, dw, dv, dgamma):
     """dv and dgamma from dW = g^T x (float64 or halves), row by row of v."""
     for i in {range}(v.shape[0]):
@@ -401,7 +401,7 @@ def parameter_gradients_{path}(v, gamma, epsilon, dw, dv, dgamma):
 '''
 
 WEIGHT_REDUCTIONS = '''\
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def norm2_f64(row):
     """|row|^2 of a float64 row, compensated."""
     hi, lo = 0.0, 0.0
@@ -411,7 +411,7 @@ def norm2_f64(row):
     return hi + lo
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def dot_f64(a, b):
     """sum a_j b_j of float64 rows, compensated."""
     hi, lo = 0.0, 0.0
@@ -421,7 +421,7 @@ def dot_f64(a, b):
     return hi + lo
 
 
-@njit(cache=True, fastmath={reduce})
+@njit(cache=True, error_model="numpy", fastmath={reduce})
 def norm2_wide(row):
     """|row|^2 of a float32 row in float64 (each square exact)."""
     total = 0.0
@@ -431,7 +431,7 @@ def norm2_wide(row):
     return total
 
 
-@njit(cache=True, fastmath={reduce})
+@njit(cache=True, error_model="numpy", fastmath={reduce})
 def dot_wide(a, b):
     """sum a_j b_j in float64."""
     total = 0.0
@@ -440,7 +440,7 @@ def dot_wide(a, b):
     return total
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def norm2_f16s(row):
     """|row|^2, every product and partial sum rounded to half."""
     acc = 0.0
@@ -449,7 +449,7 @@ def norm2_f16s(row):
     return acc
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def dot_f16s(a, b):
     """sum a_j b_j, every product and partial sum rounded to half."""
     acc = 0.0
@@ -458,7 +458,7 @@ def dot_f16s(a, b):
     return acc
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def matmul_nt_f16s(a, b, out):
     """out = a b^T for halves, every product and partial sum rounded to half."""
     for i in range(a.shape[0]):
@@ -530,7 +530,9 @@ def _serial_strict(text: str) -> str:
     """Strict-half loops run serially (they exist to show rounding, not to be fast); the
     imports are the ones the body uses."""
     text = re.sub(
-        r"@njit\(cache=True, parallel=True\)\n(def \w+_f16s)", r"@njit(cache=True)\n\1", text
+        r"@njit\(cache=True, parallel=True, (error_model=\"numpy\")\)\n(def \w+_f16s)",
+        r"@njit(cache=True, \1)\n\2",
+        text,
     )
     dd = [name for name in ("dd_div", "two_sum") if f"{name}(" in text]
     imports = ("import math\n\n" if "math." in text else "") + (

@@ -72,10 +72,12 @@ def _summary(results: tuple[Result, ...]) -> list[str]:
     ]
     for r in results:
         value = r.value if len(r.value) <= 48 else r.value[:45] + "..."
+        # A pipe ends a table cell in GitHub Markdown, also inside math: escape it.
+        statement = r.claim.statement_latex.replace("|", "\\|")
         number = sp.sympify(r.value)
         decimal = f"{sp.N(number, 12)}" if number.is_number else ""
         lines.append(
-            f"| `{r.claim.id}` | ${r.claim.statement_latex}$ | **{r.verdict}** | "
+            f"| `{r.claim.id}` | ${statement}$ | **{r.verdict}** | "
             f"`{value}` | {decimal} | {'yes' if r.rigorous else 'no (evidence)'} |"
         )
     return [*lines, ""]

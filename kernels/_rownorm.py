@@ -108,7 +108,9 @@ class Prepared:
         return np.empty(shape, np.float64 if self.x.dtype == np.float16 else self.x.dtype)
 
     def finish(self, values: np.ndarray) -> np.ndarray:
-        return values.astype(self.x.dtype, copy=False)
+        """Round once to x's dtype; an overflow to inf is a result, not a warning."""
+        with np.errstate(over="ignore"):
+            return values.astype(self.x.dtype, copy=False)
 
 
 def forward(generated: ModuleType, prepared: Prepared) -> np.ndarray:

@@ -10,14 +10,17 @@ with ``z = (x - mean) r``, ``r = 1/sqrt(var + eps)``, ``a = gamma * g``,
 ``dx = r (a - mean(a) - z mean(a z))``, ``dgamma = sum_rows g z``, ``dbeta = sum_rows g``;
 the Jacobian is ``J = diag(gamma) r (I - 11^T/D - z z^T/D)`` (numerator layout).
 
-Edge cases. D = 1: the centered row is 0, so y = beta and dx = 0. A constant row
+Edge cases. D = 1: the centered row is 0, so y = beta and dx = 0. D = 2: the row
+normalizes to ``+-sqrt(var/(var + eps))`` (a smoothed sign of x_1 - x_2) and the Jacobian's
+2-norm is ``eps/(var + eps)^(3/2)`` for gamma = 1, largest at var = 0. A constant row
 (zero variance) gives y = beta and ``dx = (a - mean(a)) / sqrt(eps)`` -- the Jacobian's
 largest value, ``max|gamma| / sqrt(eps)`` at most; with eps = 0 it is 0/0 = NaN.
 Lipschitz constant: at most ``max|gamma| / sqrt(eps)`` (PyTorch eps; ``max|gamma| sqrt(D) /
 sqrt(eps_paper)`` as Table 2 prints it), attained at constant rows exactly when the
 largest |gamma_i| occurs twice (e.g. gamma = 1); see the report for the tight constant.
 Float64 rows whose deviations from the mean exceed 2^511 overflow the variance (then
-y = beta); float32 and float16 input cannot reach that.
+y = beta), and with eps = 0 rows whose deviations all lie below 2^-537 underflow it to 0
+(then NaN); float32 and float16 input cannot reach either.
 
 >>> import numpy as np
 >>> from kernels import layernorm

@@ -12,8 +12,9 @@ without beta); the Jacobian is ``J = diag(gamma) r (I - z z^T/D)`` (numerator la
 Edge cases. The zero row gives y = beta and the largest Jacobian, ``diag(gamma)/sqrt(eps)``;
 with eps = 0 it is 0/0 = NaN. Lipschitz constant: exactly ``max|gamma| / sqrt(eps)``
 (PyTorch eps; ``max|gamma| sqrt(D) / sqrt(eps_paper)`` as Table 2 prints it), attained at
-x = 0. Float64 rows with entries beyond 2^511 overflow the mean square (then y = beta);
-float32 and float16 input cannot reach that.
+x = 0. Float64 rows with entries beyond 2^511 overflow the mean square (then y = beta),
+and with eps = 0 rows whose entries all lie below 2^-537 underflow it to 0 (then NaN);
+float32 and float16 input cannot reach either.
 
 >>> import numpy as np
 >>> from kernels import rmsnorm

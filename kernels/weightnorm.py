@@ -39,6 +39,8 @@ class _Prepared:
         x = float_array(x, "x")
         if x.ndim == 0:
             raise ValueError("x: expected shape (..., D), got a 0-d array")
+        if x.shape[-1] == 0:
+            raise ValueError("x: WeightNorm needs D >= 1 on the last axis, got D = 0")
         v = float_array(v, "v")
         if v.ndim != 2 or v.shape[1] != x.shape[-1]:
             raise ValueError(
@@ -91,7 +93,9 @@ class _Prepared:
         return a @ b.T
 
     def finish(self, values: np.ndarray) -> np.ndarray:
-        return values.astype(self.x.dtype)
+        """Round once to x's dtype; an overflow to inf is a result, not a warning."""
+        with np.errstate(over="ignore"):
+            return values.astype(self.x.dtype)
 
 
 def forward(

@@ -77,11 +77,13 @@ VJP_PRODUCT_ULPS = 0.5
 #
 # ``S`` is the sum of the magnitudes of the terms the output is made of (the "scale" of the
 # output; ``tests/test_norms.py`` computes it per quantity, e.g. for LayerNorm's dx_i it is
-# ``r (|a_i| + mean|a| + |z_i| mean|a z|)``), and ``n`` is the length of the longest plain
-# (uncompensated) float64 sum on the way: 0 for float64 row statistics and row means
-# (compensated, double-double), D for the float32/float16 paths' row sums, the number of
-# rows for a parameter gradient summed over rows in plain float64, and D (or O) for a
-# matrix product done by BLAS. Recursive summation of n terms errs by at most
+# ``r (|a_i| + mean|a| + |z_i| mean|a z| + mean|z| (mean|a z| + |z_i| mean|a|))``, the last
+# terms carrying the error of the row mean, which moves every z_j by up to n u mean|z|),
+# and ``n`` is the length of the longest plain (uncompensated) float64 sum on the way: 0
+# for float64 row statistics and row means (compensated, double-double), D for the
+# float32/float16 paths' row sums, N + D for dgamma there (N rows of products whose z
+# carries a length-D sum's error), N for dbeta, and D (or O) for a matrix product done by
+# BLAS. Recursive summation of n terms errs by at most
 # n * 2^-53 * (sum of their magnitudes) (Higham, Accuracy and Stability, Eq. 4.4).
 #
 # NORM_ROUNDINGS counts the other roundings, each of relative size 2^-53, in the longest

@@ -25,7 +25,7 @@ _F64_0 = np.float64(1.0)  # 1
 _F16S_1 = np.float64(1.0)  # 1
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def scale_f64(s, epsilon, D):
     """CenterNorm scale, mode f64: the row's scale r = D/(D - 1)."""
     t0 = D - _F64_0
@@ -33,7 +33,7 @@ def scale_f64(s, epsilon, D):
     return t1
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def output_f64(d, r, gamma_i, beta_i):
     """CenterNorm output, mode f64: y_i = beta_i + d*gamma_i*r."""
     t0 = d * gamma_i
@@ -42,7 +42,7 @@ def output_f64(d, r, gamma_i, beta_i):
     return t2
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def dx_f64(d, r, gamma_i, g_i, m_a, m_az):
     """CenterNorm dx, mode f64: dL/dx_i from the row means m_a = mean(gamma g), m_az =
     mean(gamma g z) = r*(g_i*gamma_i - m_a).
@@ -53,7 +53,7 @@ def dx_f64(d, r, gamma_i, g_i, m_a, m_az):
     return t2
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def entry_f64(d, d_j, r, gamma_i, D, delta):
     """CenterNorm entry, mode f64: J_ij (numerator layout); delta is 1 on the diagonal =
     gamma_i*r*(delta - 1/D).
@@ -65,14 +65,14 @@ def entry_f64(d, d_j, r, gamma_i, D, delta):
     return t3
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def summand_a_f64(gamma_i, g_i):
     """CenterNorm summand_a, mode f64: a summand of m_a = g_i*gamma_i."""
     t0 = g_i * gamma_i
     return t0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def summand_az_f64(d, r, gamma_i, g_i):
     """CenterNorm summand_az, mode f64: a summand of m_az = d*g_i*gamma_i*r."""
     t0 = d * g_i
@@ -81,7 +81,7 @@ def summand_az_f64(d, r, gamma_i, g_i):
     return t2
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def summand_gz_f64(d, r, g_i):
     """CenterNorm summand_gz, mode f64: a summand of dgamma = d*g_i*r."""
     t0 = d * g_i
@@ -89,7 +89,7 @@ def summand_gz_f64(d, r, g_i):
     return t1
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def scale_f16s(s, epsilon, D):
     """CenterNorm scale, mode f16s: the row's scale r = D/(D - 1)."""
     t0 = round_to_half(D - _F16S_1)
@@ -97,7 +97,7 @@ def scale_f16s(s, epsilon, D):
     return t1
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def output_f16s(d, r, gamma_i, beta_i):
     """CenterNorm output, mode f16s: y_i = beta_i + d*gamma_i*r."""
     t0 = round_to_half(d * gamma_i)
@@ -106,7 +106,7 @@ def output_f16s(d, r, gamma_i, beta_i):
     return t2
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def dx_f16s(d, r, gamma_i, g_i, m_a, m_az):
     """CenterNorm dx, mode f16s: dL/dx_i from the row means m_a = mean(gamma g), m_az =
     mean(gamma g z) = r*(g_i*gamma_i - m_a).
@@ -117,7 +117,7 @@ def dx_f16s(d, r, gamma_i, g_i, m_a, m_az):
     return t2
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def entry_f16s(d, d_j, r, gamma_i, D, delta):
     """CenterNorm entry, mode f16s: J_ij (numerator layout); delta is 1 on the diagonal =
     gamma_i*r*(delta - 1/D).
@@ -129,14 +129,14 @@ def entry_f16s(d, d_j, r, gamma_i, D, delta):
     return t3
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def summand_a_f16s(gamma_i, g_i):
     """CenterNorm summand_a, mode f16s: a summand of m_a = g_i*gamma_i."""
     t0 = round_to_half(g_i * gamma_i)
     return t0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def summand_az_f16s(d, r, gamma_i, g_i):
     """CenterNorm summand_az, mode f16s: a summand of m_az = d*g_i*gamma_i*r."""
     t0 = round_to_half(d * g_i)
@@ -145,7 +145,7 @@ def summand_az_f16s(d, r, gamma_i, g_i):
     return t2
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def summand_gz_f16s(d, r, g_i):
     """CenterNorm summand_gz, mode f16s: a summand of dgamma = d*g_i*r."""
     t0 = round_to_half(d * g_i)
@@ -153,7 +153,7 @@ def summand_gz_f16s(d, r, g_i):
     return t1
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def statistics_f64(row):
     """(center hi, center lo, second moment) of a float64 row, in double-double."""
     size = row.size
@@ -171,7 +171,7 @@ def statistics_f64(row):
     return mh, ml, (hi + lo) / size
 
 
-@njit(cache=True, fastmath={"reassoc", "contract"})
+@njit(cache=True, error_model="numpy", fastmath={"reassoc", "contract"})
 def _sum_wide(row):
     total = 0.0
     for j in range(row.size):
@@ -179,7 +179,7 @@ def _sum_wide(row):
     return total
 
 
-@njit(cache=True, fastmath={"reassoc", "contract"})
+@njit(cache=True, error_model="numpy", fastmath={"reassoc", "contract"})
 def _moments_wide(row, m):
     first, second = 0.0, 0.0
     for j in range(row.size):
@@ -189,7 +189,7 @@ def _moments_wide(row, m):
     return first, second
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def statistics_wide(row):
     """(center, correction, second moment) of a float32 row, in float64.
 
@@ -208,7 +208,7 @@ def statistics_wide(row):
     return m, correction, moment
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def statistics_f16s(row):
     """(center, 0, second moment) of a row of halves, every operation rounded to half."""
     size = round_to_half(np.float64(row.size))
@@ -224,7 +224,7 @@ def statistics_f16s(row):
     return m, 0.0, round_to_half(acc / size)
 
 
-@njit(cache=True, fastmath={"reassoc", "contract"})
+@njit(cache=True, error_model="numpy", fastmath={"reassoc", "contract"})
 def _vjp_sums_wide(row, grow, gamma, m, correction, r):
     sum_a, sum_az = 0.0, 0.0
     for j in range(row.size):
@@ -235,7 +235,7 @@ def _vjp_sums_wide(row, grow, gamma, m, correction, r):
     return sum_a, sum_az
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def forward_f64(x, gamma, beta, epsilon, out):
     """y = gamma z + beta for every row of x (rows in parallel)."""
     rows, size = x.shape
@@ -248,7 +248,7 @@ def forward_f64(x, gamma, beta, epsilon, out):
             out[i, j] = output_f64(dj, r, np.float64(gamma[j]), np.float64(beta[j]))
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def vjp_f64(x, g, gamma, epsilon, dx, dgamma_blocks, dbeta_blocks):
     """dx for every row; per block of rows, the partial sums of dgamma and dbeta."""
     rows, size = x.shape
@@ -278,7 +278,7 @@ def vjp_f64(x, g, gamma, epsilon, dx, dgamma_blocks, dbeta_blocks):
                 dbeta_blocks[b, 1, j] += e
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def jacobian_f64(x, gamma, epsilon, out):
     """J[i, j] = dy_i / dx_j for one sample x (numerator layout)."""
     size = x.size
@@ -293,7 +293,7 @@ def jacobian_f64(x, gamma, epsilon, out):
             out[i, j] = entry_f64(di, dj, r, np.float64(gamma[i]), n, kronecker)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def forward_wide(x, gamma, beta, epsilon, out):
     """y = gamma z + beta for every row of x (rows in parallel)."""
     rows, size = x.shape
@@ -306,7 +306,7 @@ def forward_wide(x, gamma, beta, epsilon, out):
             out[i, j] = output_f64(dj, r, np.float64(gamma[j]), np.float64(beta[j]))
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def vjp_wide(x, g, gamma, epsilon, dx, dgamma_blocks, dbeta_blocks):
     """dx for every row; per block of rows, the partial sums of dgamma and dbeta."""
     rows, size = x.shape
@@ -326,7 +326,7 @@ def vjp_wide(x, g, gamma, epsilon, dx, dgamma_blocks, dbeta_blocks):
                 dbeta_blocks[b, 0, j] += gj
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def jacobian_wide(x, gamma, epsilon, out):
     """J[i, j] = dy_i / dx_j for one sample x (numerator layout)."""
     size = x.size
@@ -341,7 +341,7 @@ def jacobian_wide(x, gamma, epsilon, out):
             out[i, j] = entry_f64(di, dj, r, np.float64(gamma[i]), n, kronecker)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def forward_f16s(x, gamma, beta, epsilon, out):
     """y = gamma z + beta for every row of x (rows in parallel)."""
     rows, size = x.shape
@@ -354,7 +354,7 @@ def forward_f16s(x, gamma, beta, epsilon, out):
             out[i, j] = output_f16s(dj, r, np.float64(gamma[j]), np.float64(beta[j]))
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def vjp_f16s(x, g, gamma, epsilon, dx, dgamma_blocks, dbeta_blocks):
     """dx for every row; per block of rows, the partial sums of dgamma and dbeta."""
     rows, size = x.shape
@@ -380,7 +380,7 @@ def vjp_f16s(x, g, gamma, epsilon, dx, dgamma_blocks, dbeta_blocks):
                 dbeta_blocks[b, 0, j] = round_to_half(dbeta_blocks[b, 0, j] + gj)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def jacobian_f16s(x, gamma, epsilon, out):
     """J[i, j] = dy_i / dx_j for one sample x (numerator layout)."""
     size = x.size
@@ -395,7 +395,7 @@ def jacobian_f16s(x, gamma, epsilon, out):
             out[i, j] = entry_f16s(di, dj, r, np.float64(gamma[i]), n, kronecker)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def combine_blocks_f64(blocks):
     """Sum of the (hi, lo) block partials, block by block, compensated."""
     size = blocks.shape[2]
@@ -409,7 +409,7 @@ def combine_blocks_f64(blocks):
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def combine_blocks_wide(blocks):
     """Sum of the block partials, block by block, in float64."""
     out = np.zeros(blocks.shape[2])
@@ -419,7 +419,7 @@ def combine_blocks_wide(blocks):
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def combine_blocks_f16s(blocks):
     """Sum of the block partials, every addition rounded to half."""
     out = np.zeros(blocks.shape[2])

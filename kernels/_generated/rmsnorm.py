@@ -27,7 +27,7 @@ _F64_0 = np.float64(1.0)  # 1
 _F16S_1 = np.float64(1.0)  # 1
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def scale_f64(s, epsilon, D):
     """RMSNorm scale, mode f64: the row's scale r = 1/sqrt(epsilon + s)."""
     t0 = epsilon + s
@@ -36,7 +36,7 @@ def scale_f64(s, epsilon, D):
     return t2
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def output_f64(d, r, gamma_i, beta_i):
     """RMSNorm output, mode f64: y_i = beta_i + d*gamma_i*r."""
     t0 = d * gamma_i
@@ -45,7 +45,7 @@ def output_f64(d, r, gamma_i, beta_i):
     return t2
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def dx_f64(d, r, gamma_i, g_i, m_a, m_az):
     """RMSNorm dx, mode f64: dL/dx_i from the row means m_a = mean(gamma g), m_az = mean(gamma
     g z) = r*(-d*m_az*r + g_i*gamma_i).
@@ -58,7 +58,7 @@ def dx_f64(d, r, gamma_i, g_i, m_a, m_az):
     return t4
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def entry_f64(d, d_j, r, gamma_i, D, delta):
     """RMSNorm entry, mode f64: J_ij (numerator layout); delta is 1 on the diagonal =
     gamma_i*r*(delta - d*d_j*r**2/D).
@@ -73,14 +73,14 @@ def entry_f64(d, d_j, r, gamma_i, D, delta):
     return t6
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def summand_a_f64(gamma_i, g_i):
     """RMSNorm summand_a, mode f64: a summand of m_a = g_i*gamma_i."""
     t0 = g_i * gamma_i
     return t0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def summand_az_f64(d, r, gamma_i, g_i):
     """RMSNorm summand_az, mode f64: a summand of m_az = d*g_i*gamma_i*r."""
     t0 = d * g_i
@@ -89,7 +89,7 @@ def summand_az_f64(d, r, gamma_i, g_i):
     return t2
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def summand_gz_f64(d, r, g_i):
     """RMSNorm summand_gz, mode f64: a summand of dgamma = d*g_i*r."""
     t0 = d * g_i
@@ -97,7 +97,7 @@ def summand_gz_f64(d, r, g_i):
     return t1
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def scale_f16s(s, epsilon, D):
     """RMSNorm scale, mode f16s: the row's scale r = 1/sqrt(epsilon + s)."""
     t0 = round_to_half(epsilon + s)
@@ -106,7 +106,7 @@ def scale_f16s(s, epsilon, D):
     return t2
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def output_f16s(d, r, gamma_i, beta_i):
     """RMSNorm output, mode f16s: y_i = beta_i + d*gamma_i*r."""
     t0 = round_to_half(d * gamma_i)
@@ -115,7 +115,7 @@ def output_f16s(d, r, gamma_i, beta_i):
     return t2
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def dx_f16s(d, r, gamma_i, g_i, m_a, m_az):
     """RMSNorm dx, mode f16s: dL/dx_i from the row means m_a = mean(gamma g), m_az = mean(gamma
     g z) = r*(-d*m_az*r + g_i*gamma_i).
@@ -128,7 +128,7 @@ def dx_f16s(d, r, gamma_i, g_i, m_a, m_az):
     return t4
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def entry_f16s(d, d_j, r, gamma_i, D, delta):
     """RMSNorm entry, mode f16s: J_ij (numerator layout); delta is 1 on the diagonal =
     gamma_i*r*(delta - d*d_j*r**2/D).
@@ -143,14 +143,14 @@ def entry_f16s(d, d_j, r, gamma_i, D, delta):
     return t6
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def summand_a_f16s(gamma_i, g_i):
     """RMSNorm summand_a, mode f16s: a summand of m_a = g_i*gamma_i."""
     t0 = round_to_half(g_i * gamma_i)
     return t0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def summand_az_f16s(d, r, gamma_i, g_i):
     """RMSNorm summand_az, mode f16s: a summand of m_az = d*g_i*gamma_i*r."""
     t0 = round_to_half(d * g_i)
@@ -159,7 +159,7 @@ def summand_az_f16s(d, r, gamma_i, g_i):
     return t2
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def summand_gz_f16s(d, r, g_i):
     """RMSNorm summand_gz, mode f16s: a summand of dgamma = d*g_i*r."""
     t0 = round_to_half(d * g_i)
@@ -167,7 +167,7 @@ def summand_gz_f16s(d, r, g_i):
     return t1
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def statistics_f64(row):
     """(center hi, center lo, second moment) of a float64 row, in double-double."""
     size = row.size
@@ -180,7 +180,7 @@ def statistics_f64(row):
     return mh, ml, (hi + lo) / size
 
 
-@njit(cache=True, fastmath={"reassoc", "contract"})
+@njit(cache=True, error_model="numpy", fastmath={"reassoc", "contract"})
 def _sum_wide(row):
     total = 0.0
     for j in range(row.size):
@@ -188,7 +188,7 @@ def _sum_wide(row):
     return total
 
 
-@njit(cache=True, fastmath={"reassoc", "contract"})
+@njit(cache=True, error_model="numpy", fastmath={"reassoc", "contract"})
 def _moments_wide(row, m):
     first, second = 0.0, 0.0
     for j in range(row.size):
@@ -198,7 +198,7 @@ def _moments_wide(row, m):
     return first, second
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def statistics_wide(row):
     """(center, correction, second moment) of a float32 row, in float64.
 
@@ -216,7 +216,7 @@ def statistics_wide(row):
     return m, correction, moment
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def statistics_f16s(row):
     """(center, 0, second moment) of a row of halves, every operation rounded to half."""
     size = round_to_half(np.float64(row.size))
@@ -228,7 +228,7 @@ def statistics_f16s(row):
     return m, 0.0, round_to_half(acc / size)
 
 
-@njit(cache=True, fastmath={"reassoc", "contract"})
+@njit(cache=True, error_model="numpy", fastmath={"reassoc", "contract"})
 def _vjp_sums_wide(row, grow, gamma, m, correction, r):
     sum_a, sum_az = 0.0, 0.0
     for j in range(row.size):
@@ -239,7 +239,7 @@ def _vjp_sums_wide(row, grow, gamma, m, correction, r):
     return sum_a, sum_az
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def forward_f64(x, gamma, beta, epsilon, out):
     """y = gamma z + beta for every row of x (rows in parallel)."""
     rows, size = x.shape
@@ -252,7 +252,7 @@ def forward_f64(x, gamma, beta, epsilon, out):
             out[i, j] = output_f64(dj, r, np.float64(gamma[j]), np.float64(beta[j]))
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def vjp_f64(x, g, gamma, epsilon, dx, dgamma_blocks, dbeta_blocks):
     """dx for every row; per block of rows, the partial sums of dgamma and dbeta."""
     rows, size = x.shape
@@ -282,7 +282,7 @@ def vjp_f64(x, g, gamma, epsilon, dx, dgamma_blocks, dbeta_blocks):
                 dbeta_blocks[b, 1, j] += e
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def jacobian_f64(x, gamma, epsilon, out):
     """J[i, j] = dy_i / dx_j for one sample x (numerator layout)."""
     size = x.size
@@ -297,7 +297,7 @@ def jacobian_f64(x, gamma, epsilon, out):
             out[i, j] = entry_f64(di, dj, r, np.float64(gamma[i]), n, kronecker)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def forward_wide(x, gamma, beta, epsilon, out):
     """y = gamma z + beta for every row of x (rows in parallel)."""
     rows, size = x.shape
@@ -310,7 +310,7 @@ def forward_wide(x, gamma, beta, epsilon, out):
             out[i, j] = output_f64(dj, r, np.float64(gamma[j]), np.float64(beta[j]))
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def vjp_wide(x, g, gamma, epsilon, dx, dgamma_blocks, dbeta_blocks):
     """dx for every row; per block of rows, the partial sums of dgamma and dbeta."""
     rows, size = x.shape
@@ -330,7 +330,7 @@ def vjp_wide(x, g, gamma, epsilon, dx, dgamma_blocks, dbeta_blocks):
                 dbeta_blocks[b, 0, j] += gj
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def jacobian_wide(x, gamma, epsilon, out):
     """J[i, j] = dy_i / dx_j for one sample x (numerator layout)."""
     size = x.size
@@ -345,7 +345,7 @@ def jacobian_wide(x, gamma, epsilon, out):
             out[i, j] = entry_f64(di, dj, r, np.float64(gamma[i]), n, kronecker)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def forward_f16s(x, gamma, beta, epsilon, out):
     """y = gamma z + beta for every row of x (rows in parallel)."""
     rows, size = x.shape
@@ -358,7 +358,7 @@ def forward_f16s(x, gamma, beta, epsilon, out):
             out[i, j] = output_f16s(dj, r, np.float64(gamma[j]), np.float64(beta[j]))
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def vjp_f16s(x, g, gamma, epsilon, dx, dgamma_blocks, dbeta_blocks):
     """dx for every row; per block of rows, the partial sums of dgamma and dbeta."""
     rows, size = x.shape
@@ -384,7 +384,7 @@ def vjp_f16s(x, g, gamma, epsilon, dx, dgamma_blocks, dbeta_blocks):
                 dbeta_blocks[b, 0, j] = round_to_half(dbeta_blocks[b, 0, j] + gj)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def jacobian_f16s(x, gamma, epsilon, out):
     """J[i, j] = dy_i / dx_j for one sample x (numerator layout)."""
     size = x.size
@@ -399,7 +399,7 @@ def jacobian_f16s(x, gamma, epsilon, out):
             out[i, j] = entry_f16s(di, dj, r, np.float64(gamma[i]), n, kronecker)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def combine_blocks_f64(blocks):
     """Sum of the (hi, lo) block partials, block by block, compensated."""
     size = blocks.shape[2]
@@ -413,7 +413,7 @@ def combine_blocks_f64(blocks):
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def combine_blocks_wide(blocks):
     """Sum of the block partials, block by block, in float64."""
     out = np.zeros(blocks.shape[2])
@@ -423,7 +423,7 @@ def combine_blocks_wide(blocks):
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def combine_blocks_f16s(blocks):
     """Sum of the block partials, every addition rounded to half."""
     out = np.zeros(blocks.shape[2])

@@ -28,7 +28,7 @@ _F64_0 = np.float64(1.0)  # 1
 _F16S_1 = np.float64(1.0)  # 1
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def scale_f64(q, epsilon):
     """WeightNorm scale, mode f64: 1/sqrt(|v_i|^2 + eps) = 1/sqrt(epsilon + q)."""
     t0 = epsilon + q
@@ -37,7 +37,7 @@ def scale_f64(q, epsilon):
     return t2
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def weight_f64(gamma_o, v_ij, r):
     """WeightNorm weight, mode f64: W_ij = gamma_o*r*v_ij."""
     t0 = gamma_o * r
@@ -45,7 +45,7 @@ def weight_f64(gamma_o, v_ij, r):
     return t1
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def dv_f64(gamma_o, r, dW_ij, v_ij, p):
     """WeightNorm dv, mode f64: dL/dv_ij, with p = sum_j dW_ij v_ij = gamma_o*r*(dW_ij -
     p*r**2*v_ij).
@@ -59,14 +59,14 @@ def dv_f64(gamma_o, r, dW_ij, v_ij, p):
     return t5
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def dgamma_f64(r, p):
     """WeightNorm dgamma, mode f64: dL/dgamma_i = p*r."""
     t0 = p * r
     return t0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def scale_f16s(q, epsilon):
     """WeightNorm scale, mode f16s: 1/sqrt(|v_i|^2 + eps) = 1/sqrt(epsilon + q)."""
     t0 = round_to_half(epsilon + q)
@@ -75,7 +75,7 @@ def scale_f16s(q, epsilon):
     return t2
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def weight_f16s(gamma_o, v_ij, r):
     """WeightNorm weight, mode f16s: W_ij = gamma_o*r*v_ij."""
     t0 = round_to_half(gamma_o * r)
@@ -83,7 +83,7 @@ def weight_f16s(gamma_o, v_ij, r):
     return t1
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def dv_f16s(gamma_o, r, dW_ij, v_ij, p):
     """WeightNorm dv, mode f16s: dL/dv_ij, with p = sum_j dW_ij v_ij = gamma_o*r*(dW_ij -
     p*r**2*v_ij).
@@ -97,14 +97,14 @@ def dv_f16s(gamma_o, r, dW_ij, v_ij, p):
     return t5
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def dgamma_f16s(r, p):
     """WeightNorm dgamma, mode f16s: dL/dgamma_i = p*r."""
     t0 = round_to_half(p * r)
     return t0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def norm2_f64(row):
     """|row|^2 of a float64 row, compensated."""
     hi, lo = 0.0, 0.0
@@ -114,7 +114,7 @@ def norm2_f64(row):
     return hi + lo
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def dot_f64(a, b):
     """sum a_j b_j of float64 rows, compensated."""
     hi, lo = 0.0, 0.0
@@ -124,7 +124,7 @@ def dot_f64(a, b):
     return hi + lo
 
 
-@njit(cache=True, fastmath={"reassoc", "contract"})
+@njit(cache=True, error_model="numpy", fastmath={"reassoc", "contract"})
 def norm2_wide(row):
     """|row|^2 of a float32 row in float64 (each square exact)."""
     total = 0.0
@@ -134,7 +134,7 @@ def norm2_wide(row):
     return total
 
 
-@njit(cache=True, fastmath={"reassoc", "contract"})
+@njit(cache=True, error_model="numpy", fastmath={"reassoc", "contract"})
 def dot_wide(a, b):
     """sum a_j b_j in float64."""
     total = 0.0
@@ -143,7 +143,7 @@ def dot_wide(a, b):
     return total
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def norm2_f16s(row):
     """|row|^2, every product and partial sum rounded to half."""
     acc = 0.0
@@ -152,7 +152,7 @@ def norm2_f16s(row):
     return acc
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def dot_f16s(a, b):
     """sum a_j b_j, every product and partial sum rounded to half."""
     acc = 0.0
@@ -161,7 +161,7 @@ def dot_f16s(a, b):
     return acc
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def matmul_nt_f16s(a, b, out):
     """out = a b^T for halves, every product and partial sum rounded to half."""
     for i in range(a.shape[0]):
@@ -169,7 +169,7 @@ def matmul_nt_f16s(a, b, out):
             out[i, k] = dot_f16s(a[i], b[k])
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def weights_f64(v, gamma, epsilon, out):
     """W_i = gamma_i v_i / sqrt(|v_i|^2 + eps), row by row (rows in parallel)."""
     for i in prange(v.shape[0]):
@@ -179,7 +179,7 @@ def weights_f64(v, gamma, epsilon, out):
             out[i, j] = weight_f64(gamma_i, np.float64(v[i, j]), r)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def parameter_gradients_f64(v, gamma, epsilon, dw, dv, dgamma):
     """dv and dgamma from dW = g^T x (float64 or halves), row by row of v."""
     for i in prange(v.shape[0]):
@@ -191,7 +191,7 @@ def parameter_gradients_f64(v, gamma, epsilon, dw, dv, dgamma):
             dv[i, j] = dv_f64(gamma_i, r, dw[i, j], np.float64(v[i, j]), p)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def weights_wide(v, gamma, epsilon, out):
     """W_i = gamma_i v_i / sqrt(|v_i|^2 + eps), row by row (rows in parallel)."""
     for i in prange(v.shape[0]):
@@ -201,7 +201,7 @@ def weights_wide(v, gamma, epsilon, out):
             out[i, j] = weight_f64(gamma_i, np.float64(v[i, j]), r)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def parameter_gradients_wide(v, gamma, epsilon, dw, dv, dgamma):
     """dv and dgamma from dW = g^T x (float64 or halves), row by row of v."""
     for i in prange(v.shape[0]):
@@ -213,7 +213,7 @@ def parameter_gradients_wide(v, gamma, epsilon, dw, dv, dgamma):
             dv[i, j] = dv_f64(gamma_i, r, dw[i, j], np.float64(v[i, j]), p)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def weights_f16s(v, gamma, epsilon, out):
     """W_i = gamma_i v_i / sqrt(|v_i|^2 + eps), row by row (rows in parallel)."""
     for i in range(v.shape[0]):
@@ -223,7 +223,7 @@ def weights_f16s(v, gamma, epsilon, out):
             out[i, j] = weight_f16s(gamma_i, np.float64(v[i, j]), r)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def parameter_gradients_f16s(v, gamma, epsilon, dw, dv, dgamma):
     """dv and dgamma from dW = g^T x (float64 or halves), row by row of v."""
     for i in range(v.shape[0]):
