@@ -305,10 +305,15 @@ def _stage_functions(module: RowNorm, constants: Constants) -> list[str]:
         ),
         ("summand_gz", module.dgamma_term, (norms.d, norms.r, norms.g_i), "a summand of dgamma"),
     ]
+    return _emit_stages(module.title, stages, constants)
+
+
+def _emit_stages(title: str, stages: list, constants: Constants) -> list[str]:
+    """Each stage ``(name, expr, arguments, what)`` as a function per mode (f64, f16s)."""
     functions = []
     for mode in (MODES["f64"], MODES["f16s"]):
         for name, expr, arguments, what in stages:
-            doc = f"{module.title} {name}, mode {mode.name}: {what} = {sp.sstr(expr)}."
+            doc = f"{title} {name}, mode {mode.name}: {what} = {sp.sstr(expr)}."
             functions.append(
                 expression_function(f"{name}_{mode.name}", expr, arguments, mode, constants, doc)
             )
@@ -480,14 +485,7 @@ def _weight_stage_functions(constants: Constants) -> list[str]:
         ),
         ("dgamma", module.dgamma, (norms.r, norms.p), "dL/dgamma_i"),
     ]
-    functions = []
-    for mode in (MODES["f64"], MODES["f16s"]):
-        for name, expr, arguments, what in stages:
-            doc = f"WeightNorm {name}, mode {mode.name}: {what} = {sp.sstr(expr)}."
-            functions.append(
-                expression_function(f"{name}_{mode.name}", expr, arguments, mode, constants, doc)
-            )
-    return functions
+    return _emit_stages(module.title, stages, constants)
 
 
 def weightnorm_source() -> str:
