@@ -1,7 +1,8 @@
 """Writes the generated kernel files, ``kernels/_generated/<key>.py``, from the definitions.
 
 Run ``liptable generate`` after changing ``derive/modules.py``, ``derive/numerics.py`` or
-``derive/norms.py`` (the normalizations' templates are in :mod:`derive.generate_norms`).
+``derive/norms.py`` or ``derive/batchnorm.py`` (the normalizations' templates are in
+:mod:`derive.generate_norms` and :mod:`derive.generate_batchnorm`).
 ``tests/test_drift.py`` regenerates every file in memory and compares it byte for byte
 with the committed one, so a stale or hand-edited file fails the suite.
 """
@@ -168,10 +169,12 @@ def generate_source(module: Elementwise) -> str:
 
 def generated_files() -> dict[Path, str]:
     """Every generated file: path -> text (elementwise modules, then normalizations)."""
+    from derive.generate_batchnorm import batchnorm_source
     from derive.generate_norms import generated_files as norm_files
 
     files = {GENERATED_DIR / f"{m.key}.py": generate_source(m) for m in ELEMENTWISE}
     files |= {GENERATED_DIR / name: text for name, text in norm_files().items()}
+    files[GENERATED_DIR / "batchnorm.py"] = batchnorm_source()
     return files
 
 

@@ -10,6 +10,7 @@ cached on disk by Numba).
 array([0., 3.])
 """
 
+from kernels import batchnorm as batchnorm
 from kernels import centernorm as centernorm
 from kernels import gelu as gelu
 from kernels import layernorm as layernorm
@@ -20,6 +21,7 @@ from kernels import swish as swish
 from kernels import weightnorm as weightnorm
 
 __all__ = [
+    "batchnorm",
     "centernorm",
     "gelu",
     "layernorm",

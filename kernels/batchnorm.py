@@ -1,0 +1,271 @@
+"""BatchNorm over the batch: (N, D) inputs per feature D, (N, C, H, W) per channel C.
+
+Training mode (``training=True``) normalizes each feature by the statistics of its batch
+values (M = N, or N*H*W): ``mu = mean``, ``var = mean((x - mu)^2)`` (biased), and
+
+- ``denom="sqrt_var_eps"`` (PyTorch; 001_76ce3a8a4b6079c3.txt Eq. 15):
+  ``y = gamma (x - mu) / sqrt(var + eps) + beta``;
+- ``denom="std_plus_eps"`` (004_a581282367ea7257.txt Definition 17):
+  ``y = gamma (x - mu) / (sqrt(var) + eps) + beta``.
+
+Inference mode (``training=False``) uses ``running_mean`` and ``running_var`` instead: an
+affine map, Jacobian ``diag(gamma r)``. ``momentum`` is accepted for PyTorch's signature
+and used by :func:`running_update` only; no kernel writes into its inputs, so the running
+statistics are returned by :func:`running_update`, not updated in place.
+
+Backward (proven equal to sympy.diff of the forward, M = 1..5, ``derive/batchnorm.py``):
+with d = x - mu, r the scale, a = gamma g, ``dx = r (a - mean(a) - d w mean(a d))``,
+``w = r^2`` (sqrt_var_eps) or ``r / sqrt(var)`` (std_plus_eps), ``dgamma = sum g d r``,
+``dbeta = sum g`` (sums over the batch). The Jacobian of one feature is
+``gamma r (I - 11^T/M - d d^T w / M)``; :func:`jacobian` returns one (M, M) block per
+feature.
+
+Edge cases. N = 1 (M = 1): the centered batch is 0, so y = beta and dx = 0. A constant
+feature (zero variance) gives y = beta and the largest Jacobian, ``gamma (I - 11^T/M) /
+sqrt(eps)`` (or ``/ eps`` for std_plus_eps, where the sigma path vanishes: y is
+differentiable there although sqrt(var) is not); with eps = 0 it is 0/0 = NaN.
+
+>>> import numpy as np
+>>> from kernels import batchnorm
+>>> x = np.array([[1.0], [2.0], [3.0]])
+>>> batchnorm.forward(x, np.ones(1), np.zeros(1), eps=0.0)
+array([[-1.22474487],
+       [ 0.        ],
+       [ 1.22474487]])
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from kernels._generated import batchnorm as _generated
+from kernels._rownorm import check_eps
+from kernels._validate import float_array
+
+#: denom -> suffix of the generated loops.
+DENOMS = {"sqrt_var_eps": "sqrt", "std_plus_eps": "std"}
+
+
+class _Prepared:
+    """Checked arguments, x laid out as (features, batch) rows, and the loop path."""
+
+    def __init__(self, x, gamma, beta, eps, training, running_mean, running_var, denom, strict):
+        x = float_array(x, "x")
+        if x.ndim not in (2, 4):
+            raise ValueError(f"x: expected shape (N, D) or (N, C, H, W), got {x.shape}")
+        if denom not in DENOMS:
+            raise ValueError(f"denom: expected one of {list(DENOMS)}, got {denom!r}")
+        if strict and x.dtype != np.float16:
+            raise ValueError(f"strict_fp16: applies to float16 input only, got dtype {x.dtype}")
+        features = x.shape[1]
+        self.x, self.strict, self.training, self.denom = x, strict, bool(training), denom
+        self.gamma = self._parameter(gamma, "gamma", features)
+        self.beta = self._parameter(beta, "beta", features)
+        self.eps = check_eps(eps)
+        if training:
+            if x.size == 0 and features:
+                raise ValueError("x: BatchNorm in training mode needs a non-empty batch")
+        else:
+            if running_mean is None or running_var is None:
+                raise ValueError(
+                    "running_mean, running_var: required in inference mode (training=False)"
+                )
+            self.mean = self._statistic(running_mean, "running_mean", features)
+            self.var = self._statistic(running_var, "running_var", features)
+        self.rows = np.ascontiguousarray(
+            np.moveaxis(x, 1, 0).reshape(features, -1), dtype=self._compute
+        )
+
+    def _parameter(self, value, name, features):
+        array = float_array(value, name)
+        if array.shape != (features,):
+            raise ValueError(
+                f"{name}: expected shape ({features},) (axis 1 of x), got {array.shape}"
+            )
+        if array.dtype != self.x.dtype:
+            raise TypeError(
+                f"{name}: expected dtype {self.x.dtype} (the dtype of x), got {array.dtype}"
+            )
+        return np.ascontiguousarray(array, dtype=self._compute)
+
+    def _statistic(self, value, name, features):
+        array = float_array(value, name)
+        if array.shape != (features,):
+            raise ValueError(
+                f"{name}: expected shape ({features},) (axis 1 of x), got {array.shape}"
+            )
+        if np.any(array < 0) and name == "running_var":
+            raise ValueError(f"{name}: a variance must be >= 0")
+        values = np.ascontiguousarray(array, dtype=np.float64)
+        return values.astype(np.float16).astype(np.float64) if self.strict else values
+
+    @property
+    def _compute(self) -> np.dtype:
+        if self.x.dtype == np.float16:
+            return np.dtype(np.float64 if self.strict else np.float32)
+        return self.x.dtype
+
+    @property
+    def path(self) -> str:
+        if self.x.dtype == np.float64:
+            return "f64"
+        return "f16s" if self.strict else "wide"
+
+    def loop(self, name: str):
+        mode = "" if self.training else "inference_"
+        return getattr(_generated, f"{name}_{mode}{self.path}_{DENOMS[self.denom]}")
+
+    def loop_eps(self) -> float:
+        return float(np.float16(self.eps)) if self.strict else self.eps
+
+    def buffer(self, shape) -> np.ndarray:
+        return np.empty(shape, np.float64 if self.x.dtype == np.float16 else self.x.dtype)
+
+    def finish(self, values: np.ndarray) -> np.ndarray:
+        """Round once to x's dtype; an overflow to inf is a result, not a warning."""
+        with np.errstate(over="ignore"):
+            return values.astype(self.x.dtype, copy=False)
+
+    def unrows(self, rows: np.ndarray) -> np.ndarray:
+        """(features, batch) rows back to the layout of x."""
+        shape = (self.x.shape[1], self.x.shape[0], *self.x.shape[2:])
+        return np.ascontiguousarray(np.moveaxis(rows.reshape(shape), 0, 1))
+
+
+def _prepare(x, gamma, beta, eps, training, running_mean, running_var, denom, strict):
+    return _Prepared(x, gamma, beta, eps, training, running_mean, running_var, denom, strict)
+
+
+def forward(
+    x: ArrayLike,
+    gamma: ArrayLike,
+    beta: ArrayLike,
+    eps: float = 1e-5,
+    training: bool = True,
+    running_mean: ArrayLike | None = None,
+    running_var: ArrayLike | None = None,
+    momentum: float = 0.1,
+    denom: str = "sqrt_var_eps",
+    *,
+    strict_fp16: bool = False,
+) -> np.ndarray:
+    """BatchNorm of ``x``; same shape and dtype as ``x``."""
+    p = _prepare(x, gamma, beta, eps, training, running_mean, running_var, denom, strict_fp16)
+    out = p.buffer(p.rows.shape)
+    if p.training:
+        p.loop("forward")(p.rows, p.gamma, p.beta, p.loop_eps(), out)
+    else:
+        p.loop("forward")(p.rows, p.gamma, p.beta, p.mean, p.var, p.loop_eps(), out)
+    return p.unrows(p.finish(out))
+
+
+def vjp(
+    x: ArrayLike,
+    g: ArrayLike,
+    gamma: ArrayLike,
+    beta: ArrayLike,
+    eps: float = 1e-5,
+    training: bool = True,
+    running_mean: ArrayLike | None = None,
+    running_var: ArrayLike | None = None,
+    momentum: float = 0.1,
+    denom: str = "sqrt_var_eps",
+    *,
+    strict_fp16: bool = False,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(dx, dgamma, dbeta)`` for the upstream gradient ``g`` (shape of ``x``)."""
+    p = _prepare(x, gamma, beta, eps, training, running_mean, running_var, denom, strict_fp16)
+    g = float_array(g, "g")
+    if g.shape != p.x.shape:
+        raise ValueError(f"g: expected shape {p.x.shape} (the shape of x), got {g.shape}")
+    if g.dtype != p.x.dtype:
+        raise TypeError(f"g: expected dtype {p.x.dtype} (the dtype of x), got {g.dtype}")
+    grows = np.ascontiguousarray(np.moveaxis(g, 1, 0).reshape(p.rows.shape), dtype=p.rows.dtype)
+    features = p.rows.shape[0]
+    dx = p.buffer(p.rows.shape)
+    dgamma, dbeta = np.empty(features), np.empty(features)
+    if p.training:
+        p.loop("vjp")(p.rows, grows, p.gamma, p.loop_eps(), dx, dgamma, dbeta)
+    else:
+        p.loop("vjp")(p.rows, grows, p.gamma, p.mean, p.var, p.loop_eps(), dx, dgamma, dbeta)
+    return p.unrows(p.finish(dx)), p.finish(dgamma), p.finish(dbeta)
+
+
+def jacobian(
+    x: ArrayLike,
+    gamma: ArrayLike,
+    beta: ArrayLike,
+    eps: float = 1e-5,
+    training: bool = True,
+    running_mean: ArrayLike | None = None,
+    running_var: ArrayLike | None = None,
+    momentum: float = 0.1,
+    denom: str = "sqrt_var_eps",
+    *,
+    strict_fp16: bool = False,
+) -> np.ndarray:
+    """One (M, M) block per feature, shape (features, M, M): ``J[j, k, l] = dy_kj / dx_lj``
+    with the batch positions k, l in C order over (N, H, W). Numerator layout."""
+    p = _prepare(x, gamma, beta, eps, training, running_mean, running_var, denom, strict_fp16)
+    features, size = p.rows.shape
+    out = p.buffer((features, size, size))
+    for j in range(features):
+        if p.training:
+            loop = getattr(_generated, f"jacobian_{p.path}_{DENOMS[denom]}")
+            loop(p.rows[j], p.gamma[j], p.loop_eps(), out[j])
+        else:
+            scale = _inference_scale(p, j)
+            out[j] = np.diag(np.full(size, scale))
+    return p.finish(out)
+
+
+def _inference_scale(p: _Prepared, j: int) -> float:
+    """gamma_j r_j in inference mode, by the generated stages of the mode's arithmetic."""
+    suffix = DENOMS[p.denom]
+    mode = "f16s" if p.strict else "f64"
+    r = getattr(_generated, f"scale_{suffix}_{mode}")(float(p.var[j]), p.loop_eps())
+    return getattr(_generated, f"dx_inference_{mode}")(r, float(p.gamma[j]), 1.0)
+
+
+def running_update(
+    x: ArrayLike, running_mean: ArrayLike, running_var: ArrayLike, momentum: float = 0.1
+) -> tuple[np.ndarray, np.ndarray]:
+    """PyTorch's update of the running statistics after one training batch ``x``:
+    ``(1 - momentum) running + momentum batch``, the batch variance unbiased (M/(M-1)).
+
+    The notes (003_54d3154625e0c3ca.txt) write ``m running + (1 - m) batch``: their m is
+    ``1 - momentum``, and their batch variance is the biased one. M = 1 gives NaN variance
+    (the unbiased variance of one value is undefined). Returns new arrays in the dtypes
+    of ``running_mean`` and ``running_var``.
+    """
+    x = float_array(x, "x")
+    if x.ndim not in (2, 4):
+        raise ValueError(f"x: expected shape (N, D) or (N, C, H, W), got {x.shape}")
+    features = x.shape[1]
+    mean_in = float_array(running_mean, "running_mean")
+    var_in = float_array(running_var, "running_var")
+    for name, array in (("running_mean", mean_in), ("running_var", var_in)):
+        if array.shape != (features,):
+            raise ValueError(
+                f"{name}: expected shape ({features},) (axis 1 of x), got {array.shape}"
+            )
+    momentum = float(momentum)
+    if not 0.0 <= momentum <= 1.0:
+        raise ValueError(f"momentum: expected a number in [0, 1], got {momentum!r}")
+    rows = np.moveaxis(x, 1, 0).reshape(features, -1)
+    size = rows.shape[1]
+    if size == 0:
+        raise ValueError("x: the running statistics need a non-empty batch")
+    path = "f64" if x.dtype == np.float64 else "wide"
+    compute = np.float64 if x.dtype == np.float64 else np.float32
+    mean, var = np.empty(features), np.empty(features)
+    getattr(_generated, f"statistics_rows_{path}")(
+        np.ascontiguousarray(rows, dtype=compute), mean, var
+    )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        unbiased = var * size / (size - 1) if size > 1 else np.full(features, np.nan)
+    keep = 1.0 - momentum
+    new_mean = keep * mean_in.astype(np.float64) + momentum * mean
+    new_var = keep * var_in.astype(np.float64) + momentum * unbiased
+    return new_mean.astype(mean_in.dtype), new_var.astype(var_in.dtype)
