@@ -176,6 +176,14 @@ def batchnorm_checks(denom: str, size: int) -> dict[str, bool]:
     }
 
 
+@cache
+def output_matches(denom: str, size: int) -> bool:
+    """The kernel's output stage equals the forward, one feature, batch ``size``."""
+    f = form(denom)
+    _, _, _, y = f.forward(size)
+    return _zero(f.closed_forms(size, vector("g", size))["output"] - y)
+
+
 def closed_form_proof(denom: str) -> Proof:
     """The kernel's closed forms of one denominator, proven equal to sympy.diff, M = 1..5."""
     steps = []

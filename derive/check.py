@@ -217,6 +217,10 @@ NORM_KEYS = ("layernorm", "rmsnorm", "centernorm", "weightnorm", "normalization"
 @cache
 def check(c: Claim) -> Result:
     """The verdict of one claim, with its evidence (steps are run before returning)."""
+    if c.key == "batchnorm":
+        from derive.check_batchnorm import check_batchnorm
+
+        return check_batchnorm(c)
     if c.key in NORM_KEYS:
         from derive.check_norms import check_norm
 

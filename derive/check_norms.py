@@ -53,6 +53,7 @@ def _result(c: Claim, verdict: str, value: str, proof: Proof, **extra):
         witness=extra.get("witness"),
         notes=tuple(extra.get("notes", ()))
         + ((f"Verdict: {extra['reason']}.",) if extra.get("reason") else ()),
+        relative_error=extra.get("relative_error"),
     )
 
 

@@ -40,7 +40,8 @@ class Claim:
     jacobian or equation, the constant for a Lipschitz claim. ``approximate`` marks a
     printed "≈"; ``exact_for`` names the catalog entry the printed expression is meant to
     be exactly (GeLU's printed sigmoid form), checked as an identity of its own.
-    ``printed_value`` is a printed constant as the source writes it.
+    ``printed_value`` is a printed constant as the source writes it. ``intended`` is the
+    evident intent of a formula the extraction garbled or the source misprinted.
     """
 
     id: str
@@ -53,6 +54,7 @@ class Claim:
     exact_for: str | None = None
     printed_value: str | None = None
     notes: str = ""
+    intended: sp.Basic | None = None
 
     @property
     def module(self) -> str:
@@ -449,8 +451,276 @@ NORM_CLAIMS: tuple[Claim, ...] = (
     ),
 )
 
+# --- BatchNorm -------------------------------------------------------------------------
+#
+# Printed formulas in the generic symbols of derive/batchnorm.py, for one feature: x_k and
+# x_j (004: Z_ik and Z_ij; 001: X_{j,i} and X_{j,l}), mu, sigma (biased std) or sigma^2,
+# the batch size M (004: K; 001: N) and delta_jk.
+
+_XK, _XJ, _MU = sp.symbols("x_k x_j mu", real=True)
+_SIG = sp.Symbol("sigma", positive=True)
+_SIG2 = sp.Symbol("sigma^2", positive=True)
+_M = sp.Symbol("M", positive=True, integer=True)
+_DELTA = sp.Symbol("delta_jk", nonnegative=True)
+_EPS = sp.Symbol("epsilon", nonnegative=True)
+_ROOT = sp.sqrt(_SIG2 + _EPS)
+_STD = _SIG + _EPS
+_B004 = "004_a581282367ea7257.txt, {}"
+_MAPPING_004 = (
+    "Notation: Z is features x data points (our x transposed), Z_ik -> x_k, Z_ij -> x_j, "
+    "K -> M, mu_i and sigma_i the feature's mean and biased std (B.49 uses 1/K)."
+)
+
+
+def _bn(id_: str, kind: str, source: str, latex: str, formal, notes: str = "", **extra):
+    return Claim(
+        id=f"batchnorm.{id_}",
+        key="batchnorm",
+        kind=kind,
+        source=source,
+        statement_latex=latex,
+        formal=formal,
+        notes=notes,
+        **extra,
+    )
+
+
+BATCHNORM_CLAIMS: tuple[Claim, ...] = (
+    _bn(
+        "eq15",
+        "definition",
+        "001_76ce3a8a4b6079c3.txt, Eq. 15",
+        r"\mu = \frac1N\sum_i X_{:,i},\ \sigma^2 = \frac1N\sum_i (X_{:,i}-\mu)^2,\ "
+        r"\widehat X_{:,i} = (X_{:,i} - \mu) \oslash \sqrt{\sigma^2+\epsilon},\ "
+        r"\mathrm{BN}(X_{:,i}) = \gamma \odot \widehat X_{:,i} + \beta",
+        (_XK - _MU) / _ROOT,
+        notes="001 lays X out as D x N (features x samples); ours is (N, D).",
+    ),
+    _bn(
+        "eq16",
+        "equation",
+        "001_76ce3a8a4b6079c3.txt, Eq. 16",
+        r"\frac{\partial \widehat X_{j,i}}{\partial X_{j,i}} = \frac{(1 - \frac1N)"
+        r"\sqrt{\sigma_j^2+\epsilon} - \frac{(X_{j,i}-\mu_j)^2}{N\sqrt{\sigma_j^2+\epsilon}}}"
+        r"{\sigma_j^2+\epsilon}",
+        ((1 - 1 / _M) * _ROOT - (_XK - _MU) ** 2 / (_M * _ROOT)) / (_SIG2 + _EPS),
+        notes="The diagonal entry (x_j = x_k, delta = 1); of xhat, before gamma.",
+    ),
+    _bn(
+        "eq17",
+        "equation",
+        "001_76ce3a8a4b6079c3.txt, Eq. 17",
+        r"\frac{\partial \widehat X_{j,i}}{\partial X_{j,l}} = \frac{(0 - \frac1N)"
+        r"\sqrt{\sigma_j^2+\epsilon} - \frac{(X_{j,i}-\mu_j)(X_{j,l}-\mu_j)}"
+        r"{N\sqrt{\sigma_j^2+\epsilon}}}{\sigma_j^2+\epsilon}",
+        ((0 - 1 / _M) * _ROOT - (_XK - _MU) * (_XJ - _MU) / (_M * _ROOT)) / (_SIG2 + _EPS),
+        notes="The off-diagonal entry (l != i, delta = 0).",
+    ),
+    _bn(
+        "jacobian",
+        "jacobian",
+        TABLE2.format("BatchNorm"),
+        r"\text{see Equation 16 and 17}",
+        None,
+        notes="Entries of different features are 0 (001: 'When k != j, its value is 0').",
+    ),
+    _bn(
+        "lipschitz",
+        "lipschitz",
+        TABLE2.format("BatchNorm") + "; Appendix A.2",
+        r"\approx \max_D \frac{|\gamma_D|}{\sqrt{\sigma_D^2 + \epsilon}}",
+        None,
+        approximate=True,
+        printed_value="Max(Abs(gamma_j)/sqrt(sigma_j**2 + epsilon))",
+    ),
+    _bn(
+        "a2_definition",
+        "definition",
+        "001_76ce3a8a4b6079c3.txt, Appendix A.2 (BatchNorm)",
+        r"\widehat X_{:,i} = (X_{:,i} - \mu) \odot \sqrt{\sigma^2 + \epsilon}",
+        (_XK - _MU) * _ROOT,
+        intended=(_XK - _MU) / _ROOT,
+        notes="A.2 repeats Eq. 15 with the elementwise division printed as a product.",
+    ),
+    _bn(
+        "a2_jacobian",
+        "equation",
+        "001_76ce3a8a4b6079c3.txt, Appendix A.2 (BatchNorm)",
+        r"\frac{\partial \widehat X_{:,i}}{\partial X_{:,i}} \approx \mathrm{diag}(\gamma)"
+        r"\mathrm{diag}(\frac{1}{\sqrt{\sigma^2+\epsilon}})",
+        _DELTA / _ROOT,
+        approximate=True,
+        notes="For large N, per feature; gamma taken out (it multiplies both sides).",
+    ),
+    _bn(
+        "definition_004",
+        "definition",
+        _B004.format("Definition 17"),
+        r"\overline Z_{ij} = \frac{Z_{ij}-\mu_i}{\sigma_i+\varepsilon},\ "
+        r"\widehat Z_{ik} = G_i * \overline Z_{ii} + B_i",
+        sp.Symbol("G") * sp.Symbol("Zbar_ii") + sp.Symbol("B"),
+        intended=sp.Symbol("G") * sp.Symbol("Zbar_ik") + sp.Symbol("B"),
+        notes="The second line indexes Zbar_ii where Zbar_ik is meant (B.40 has Zbar_ik). "
+        + _MAPPING_004,
+    ),
+    _bn(
+        "B42",
+        "equation",
+        _B004.format("B.42"),
+        r"\frac{\partial \widehat Z_{ik}}{\partial \overline Z_{ik}} = G_i",
+        sp.Symbol("G"),
+    ),
+    _bn(
+        "B46",
+        "equation",
+        _B004.format("B.46"),
+        r"\frac{\partial \overline Z_{ik}}{\partial Z_{ik}} = \frac{1}{\sigma_i+\varepsilon},\ "
+        r"\frac{\partial \overline Z_{ik}}{\partial \mu_i} = \frac{-1}{\sigma_i+\varepsilon},\ "
+        r"\frac{\partial \overline Z_{ik}}{\partial \sigma_i} = "
+        r"-\frac{Z_{ik}-\mu_i}{(\sigma_i+\varepsilon)^2}",
+        sp.Tuple(1 / _STD, -1 / _STD, -(_XK - _MU) / _STD**2),
+        notes="The first partial is printed with an underlined Z (an extraction artifact).",
+    ),
+    _bn(
+        "B47",
+        "equation",
+        _B004.format("B.47"),
+        r"\frac{\partial Z_{ik}}{\partial Z_{ij}} = \delta_{jk}",
+        _DELTA,
+    ),
+    _bn(
+        "B48",
+        "equation",
+        _B004.format("B.48"),
+        r"\frac{\partial \mu_i}{\partial Z_{ij}} = \frac1K",
+        1 / _M,
+    ),
+    _bn(
+        "B49",
+        "equation",
+        _B004.format("B.49"),
+        r"\frac{\partial \sigma_i}{\partial Z_{ij}} = \frac{Z_{ij}-\mu_i}{K\sigma_i}",
+        (_XJ - _MU) / (_M * _SIG),
+        notes="The premise is extracted as 'sigma_i^2/sigma_i^2 = ...' where "
+        "'sigma_i^2 = (1/K) sum (Z_ij - mu_i)^2' is meant. Undefined at sigma_i = 0.",
+    ),
+    _bn(
+        "B50",
+        "equation",
+        _B004.format("B.50"),
+        r"\frac{\partial \overline Z_{ik}}{\partial Z_{ij}} = \frac{\partial \overline Z_{ik}}"
+        r"{\partial Z_{ik}}\frac{dZ_{ik}}{dZ_{ij}} + \frac{\partial \overline Z_{ik}}"
+        r"{\partial \mu_i}\frac{d\mu_i}{dZ_{ij}} + \frac{\partial \overline Z_{ik}}"
+        r"{\partial \sigma_i}\frac{d\sigma_i}{dZ_{ij}}",
+        None,
+        notes="The multivariable chain rule through Z_ik, mu_i and sigma_i.",
+    ),
+    _bn(
+        "B51",
+        "equation",
+        _B004.format("B.51"),
+        r"\frac{\partial \overline Z_{ik}}{\partial Z_{ij}} = \left(\frac{1}{\sigma_i+\epsilon}"
+        r"\right)\cdot\frac{d\frac{Z_{ik}}{dZ_{ij}}}{dZ_{ij}} - \left(\frac{1}{\sigma_i+"
+        r"\epsilon}\right)\frac{d\mu_i}{dZ_{ij}} - \left(\frac{Z_{ik}-\mu_i}{(\sigma_i+"
+        r"\epsilon)^2}\right)\frac{d\sigma_i}{dZ_{ij}}",
+        None,
+        intended=_DELTA / _STD
+        - 1 / (_STD * _M)
+        - (_XK - _MU) / _STD**2 * (_XJ - _MU) / (_M * _SIG),
+        notes="The first term is garbled ('d (Z_ik/dZ_ij) / dZ_ij'); its intent is "
+        "dZ_ik/dZ_ij. The intended line is B.50 with the partials of B.46 and B.47-B.49 "
+        "substituted.",
+    ),
+    _bn(
+        "B52",
+        "equation",
+        _B004.format("B.52"),
+        r"\frac{\partial \overline Z_{ik}}{\partial Z_{ij}} = \frac{\delta_{jk}}{\sigma_i+"
+        r"\epsilon} - \frac{1}{(\sigma_i+\epsilon)K} - \frac{Z_{ik}-\mu_i}{(\sigma_i+"
+        r"\epsilon)^2}\cdot\frac{Z_{ij}-\mu_i}{K\sigma_i}",
+        _DELTA / _STD - 1 / (_STD * _M) - (_XK - _MU) / _STD**2 * (_XJ - _MU) / (_M * _SIG),
+    ),
+    _bn(
+        "KE21",
+        "equation",
+        _B004.format("Key Equation 21"),
+        r"\frac{\partial \overline Z_{ik}}{\partial Z_{ij}} = \frac{1}{K(\sigma_i+\varepsilon)}"
+        r"\Big(K\delta_{jk} - 1 - \frac{(Z_{ik}-\mu_i)(Z_{ij}-\mu_i)}{\sigma_i(\sigma_i+"
+        r"\varepsilon)}\Big)",
+        1 / (_M * _STD) * (_M * _DELTA - 1 - (_XK - _MU) * (_XJ - _MU) / (_SIG * _STD)),
+        notes="Together with dZhat/dZbar = G_i. Like B.49 it divides by sigma_i; at sigma_i "
+        "= 0 the deviations vanish and the derivative is (K delta - 1)/(K eps).",
+    ),
+    _bn(
+        "B53",
+        "equation",
+        _B004.format("B.53"),
+        r"\frac{\partial L}{\partial Z_{ij}} = \sum_{k=1}^K \frac{\partial L}{\partial "
+        r"\widehat Z_{ik}}\frac{\partial \widehat Z_{ik}}{\partial Z_{ij}}",
+        None,
+    ),
+    _bn(
+        "B55",
+        "equation",
+        _B004.format("B.55"),
+        r"\frac{\partial L}{\partial B_i} = \sum_{k=1}^K \frac{\partial L}{\partial "
+        r"\widehat Z_{ik}}",
+        None,
+    ),
+    _bn(
+        "B57",
+        "equation",
+        _B004.format("B.57"),
+        r"\frac{\partial L}{\partial G_i} = \sum_{k=1}^K \frac{\partial L}{\partial "
+        r"\widehat Z_{ik}}\overline Z_{ik}",
+        None,
+    ),
+    _bn(
+        "KE22",
+        "equation",
+        _B004.format("Key Equation 22"),
+        r"\frac{\partial L}{\partial B_i} = \sum_{k=1}^K \frac{\partial L}{\partial "
+        r"\widehat Z_{ik}}",
+        None,
+        notes="The extracted text ends after dL/dB_i; dL/dG_i is B.57.",
+    ),
+    _bn(
+        "moments_000",
+        "equation",
+        "000_fd3535166428b448.txt, Algorithm (Batch Normalization)",
+        r"\mathcal{B}_N \text{ will have } \beta \text{ mean and } \gamma^2 \text{ variance}",
+        sp.Tuple(sp.Symbol("beta"), sp.Symbol("gamma") ** 2),
+    ),
+    _bn(
+        "identity_000",
+        "equation",
+        "000_fd3535166428b448.txt, Batch Normalization (second slide)",
+        r"\beta = \mu_{\mathcal B},\ \gamma = \sigma_{\mathcal B} \Rightarrow h_i = x_i",
+        None,
+    ),
+    _bn(
+        "moments_002",
+        "equation",
+        "002_665588f2644db48a.txt, MiniBatch normalization",
+        r"\hat x_i \leftarrow \frac{x_i - \mu_\beta}{\sqrt{\delta_\beta^2 + \epsilon}}\ "
+        r"(\text{data has mean of 0 and std of 1})",
+        sp.Tuple(0, 1),
+        notes="002 writes the batch variance delta_beta^2 and the batch mean mu_beta.",
+    ),
+    _bn(
+        "test_002",
+        "definition",
+        "002_665588f2644db48a.txt, During test",
+        r"\hat x \leftarrow \frac{x - E[x]}{\sqrt{\mathrm{Var}[x] + \epsilon}}",
+        (_XK - sp.Symbol("E_x")) / sp.sqrt(sp.Symbol("Var_x", nonnegative=True) + _EPS),
+        notes="Inference mode: E[x] and Var[x] are the running statistics (PyTorch keeps "
+        "the running variance unbiased).",
+    ),
+)
+
+
 #: Every claim: the activation rows, then the normalizations.
-CLAIMS: tuple[Claim, ...] = ACTIVATION_CLAIMS + NORM_CLAIMS
+CLAIMS: tuple[Claim, ...] = ACTIVATION_CLAIMS + NORM_CLAIMS + BATCHNORM_CLAIMS
 
 
 def claim(claim_id: str) -> Claim:

@@ -1,0 +1,203 @@
+r"""Proofs for the BatchNorm statements of the sources.
+
+Printed formulas are SymPy expressions in the generic symbols of
+:mod:`derive.batchnorm` (one feature: entries ``x_k``, ``x_j``, mean ``mu``, biased
+``sigma`` or ``sigma^2``, batch size ``M``, ``delta_jk``); the notes' ``Z_ik, Z_ij, K,
+\mu_i, \sigma_i`` and 001's ``X_{j,i}, N`` map onto them. A printed formula is compared
+with the derived one (the chain rule of :func:`derive.batchnorm.derivation`, itself
+proven equal to ``sympy.diff`` of the forward at M = 1..5): equal is a symbolic identity;
+different is shown by an exact point where they differ.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import sympy as sp
+
+from derive import batchnorm as bn
+from derive.norms import PROOF_SIZES, eps, vector
+from proofs.core import Proof, Step, is_zero
+
+#: The exact point where printed and derived formulas are compared when they differ.
+PROBE = {
+    bn.x_k: sp.Integer(1),
+    bn.x_j: sp.Integer(3),
+    bn.mu: sp.Rational(1, 2),
+    bn.sigma: sp.Integer(2),
+    bn.sigma2: sp.Integer(4),
+    eps: sp.Rational(1, 10),
+    bn.m: sp.Integer(3),
+}
+
+
+def derivation_step(denom: str) -> Step:
+    return Step(
+        statement=(
+            "the chain rule through xhat, mu and "
+            + ("sigma^2" if denom == "sqrt_var_eps" else "sigma")
+            + " assembles to sympy.diff of the forward at every entry, M = 1..4"
+        ),
+        method="symbolic identity",
+        check=lambda: all(bn.derivation_matches(denom, s) for s in PROOF_SIZES[:4]),
+    )
+
+
+def _point(delta: int) -> dict:
+    return {**PROBE, bn.delta_jk: sp.Integer(delta)}
+
+
+def compare(printed: sp.Basic, derived: sp.Basic, what: str, deltas=(0, 1)) -> tuple[bool, dict]:
+    """(equal, witness): equal by a symbolic identity, else an exact point that differs."""
+    if isinstance(printed, sp.Tuple):
+        pairs = list(zip(printed.args, sp.Tuple(*derived).args, strict=True))
+    else:
+        pairs = [(printed, derived)]
+    if all(is_zero(p - d) for p, d in pairs):
+        return True, {}
+    for delta in deltas:
+        for index, (p, d) in enumerate(pairs):
+            point = _point(delta)
+            shown, true = sp.nsimplify(p.subs(point)), sp.nsimplify(d.subs(point))
+            if not is_zero(shown - true):
+                return False, {
+                    "point": {str(k): str(v) for k, v in point.items()},
+                    "component": index,
+                    "printed": str(shown),
+                    "derived": str(true),
+                }
+    raise ValueError(f"{what}: neither an identity nor a counterexample at the probe point")
+
+
+def formula_proof(
+    statement: str, printed: sp.Basic, derived: sp.Basic, denom: str, what: str
+) -> tuple[bool, Proof, dict]:
+    """(holds, proof, witness) of a printed formula against the derived one."""
+    equal, witness = compare(printed, derived, what)
+    if equal:
+        step = Step(
+            statement=f"the printed {what} minus the derived one simplifies to 0",
+            method="symbolic identity",
+            check=lambda: compare(printed, derived, what)[0],
+        )
+    else:
+        step = Step(
+            statement=(
+                f"at the exact point {witness['point']} the printed {what} is "
+                f"{witness['printed']}, the derived one {witness['derived']}"
+            ),
+            method="exact witness",
+            check=lambda: compare(printed, derived, what)[1] == witness,
+        )
+    return equal, Proof(claim=statement, steps=(step, derivation_step(denom))), witness
+
+
+# --- gradients of the loss (B.53, B.55, B.57): sympy.diff of sum_k g_k y_k ---------------
+
+
+@cache
+def gradient_matches(which: str, size: int) -> bool:
+    """B.53 (dx), B.55 (dbeta) and B.57 (dgamma) of the std + eps form at K = ``size``."""
+    f = bn.form("std_plus_eps")
+    xs, gamma, beta, y = f.forward(size)
+    g = vector("g", size)
+    loss = (g.T * y)[0]
+    _, var, xhat = f.normalize(xs)
+    if which == "dbeta":
+        return is_zero(sp.diff(loss, beta) - sum(g))
+    if which == "dgamma":
+        return is_zero(sp.diff(loss, gamma) - sum(g[k] * xhat[k] for k in range(size)))
+    if var == 0:
+        return is_zero(sp.diff(loss, xs[0]))
+    steps = bn.derivation("std_plus_eps")
+    for j in range(size):
+        printed = sum(g[k] * gamma * steps.substitute(xs, k, j) for k in range(size))
+        if not is_zero(printed - sp.diff(loss, xs[j])):
+            return False
+    return True
+
+
+def gradient_proof(statement: str, which: str) -> Proof:
+    sizes = PROOF_SIZES[:4]
+    return Proof(
+        claim=statement,
+        steps=(
+            Step(
+                statement=(
+                    f"K = 1..4: the printed sum equals sympy.diff of the loss sum_k g_k y_k "
+                    f"with respect to {'Z_ij' if which == 'dx' else which[1:]}"
+                ),
+                method="symbolic identity",
+                check=lambda: all(gradient_matches(which, s) for s in sizes),
+            ),
+        ),
+    )
+
+
+# --- statistics of the output (000, 002) ----------------------------------------------------
+
+
+@cache
+def output_moments(size: int) -> tuple[sp.Expr, sp.Expr, sp.Expr]:
+    """(mean of y, variance of y, variance of x) over a batch of ``size`` (sqrt form)."""
+    f = bn.form("sqrt_var_eps")
+    xs, _, _, y = f.forward(size)
+    mean = sum(y) / size
+    variance = sum((v - mean) ** 2 for v in y) / size
+    _, var_x, _ = f.normalize(xs)
+    return mean, variance, var_x
+
+
+def moments_hold(size: int) -> bool:
+    """mean(y) = beta and var(y) = gamma^2 var/(var + eps), exactly."""
+    gamma, beta = sp.Symbol("gamma", real=True), sp.Symbol("beta", real=True)
+    mean, variance, var_x = output_moments(size)
+    return is_zero(mean - beta) and is_zero(variance - gamma**2 * var_x / (var_x + eps))
+
+
+#: The batch where the printed moments fail: x = (0, 2), eps = 1, gamma = 1, beta = 0.
+MOMENT_POINT = {"x": (0, 2), "eps": 1, "gamma": 1, "beta": 0}
+
+
+def moment_counterexample() -> tuple[sp.Expr, sp.Expr]:
+    """(mean, variance) of y at :data:`MOMENT_POINT`: (0, 1/2)."""
+    mean, variance, _ = output_moments(2)
+    values = {
+        sp.Symbol("x1", real=True): 0,
+        sp.Symbol("x2", real=True): 2,
+        eps: 1,
+        sp.Symbol("gamma", real=True): 1,
+        sp.Symbol("beta", real=True): 0,
+    }
+    return sp.nsimplify(mean.subs(values)), sp.nsimplify(variance.subs(values))
+
+
+def identity_counterexample() -> sp.Matrix:
+    """y - x at x = (0, 2), eps = 1 with gamma = sigma_B = 1, beta = mu_B = 1."""
+    f = bn.form("sqrt_var_eps")
+    xs, gamma, beta, y = f.forward(2)
+    values = {xs[0]: 0, xs[1]: 2, eps: 1, gamma: 1, beta: 1}
+    return sp.simplify((y - xs).subs(values))
+
+
+def corrected_identity(size: int) -> bool:
+    """gamma = sqrt(var + eps), beta = mean gives y = x exactly."""
+    f = bn.form("sqrt_var_eps")
+    xs, gamma, beta, y = f.forward(size)
+    mean, var, _ = f.normalize(xs)
+    return all(is_zero(e) for e in (y - xs).subs({gamma: sp.sqrt(var + eps), beta: mean}))
+
+
+# --- Lipschitz: block structure and the spectrum of one feature's block ---------------------
+
+
+def block_norm_witness() -> tuple[sp.Expr, sp.Expr]:
+    """M = 3, x = (0, 1, 5), gamma = 2, eps = 1/2: (||J||_2 exactly, 2/sqrt(var + eps))."""
+    f = bn.form("sqrt_var_eps")
+    xs, gamma, beta, y = f.forward(3)
+    point = {xs[0]: 0, xs[1]: 1, xs[2]: 5, gamma: 2, beta: 0, eps: sp.Rational(1, 2)}
+    jacobian = y.jacobian(xs).subs(point)
+    eigenvalues = (jacobian.T * jacobian).eigenvals()
+    norm = sp.sqrt(max(eigenvalues, key=lambda e: sp.N(e, 50)))
+    _, var, _ = f.normalize(xs)
+    return sp.nsimplify(norm), 2 / sp.sqrt(var.subs(point) + sp.Rational(1, 2))
