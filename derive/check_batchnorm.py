@@ -33,6 +33,10 @@ def _decide_formula(c: Claim, derived: sp.Basic, denom: str, what: str, extra_no
         holds, proof, witness = pb.formula_proof(c.statement_latex, c.formal, derived, denom, what)
         if holds:
             return _result(c, "holds", _text(derived), proof, notes=extra_notes)
+    elif c.intended is None:
+        from derive.check import UnprovenError
+
+        raise UnprovenError(f"{c.id}: neither a printed formula nor its intent to check")
     else:
         holds, proof, witness = False, None, {"printed": "not a formula (garbled)"}
     if c.intended is not None:
@@ -127,7 +131,7 @@ def _table_jacobian(c):
     return _result(
         c,
         "holds",
-        "gamma*r*(delta_jk - 1/M - d_k*d_j*r**2/M)",
+        "gamma_j*r*(delta_jk - 1/M - d_k*d_j*r**2/M)",
         Proof(
             claim="Table 2: the BatchNorm Jacobian is given by Eq. 16 and 17", steps=tuple(steps)
         ),
@@ -407,7 +411,7 @@ def _moments_000(c):
     return _result(
         c,
         "fails",
-        "Tuple(beta, gamma**2*sigma**2/(sigma**2 + epsilon))",
+        "Tuple(beta_j, gamma_j**2*sigma**2/(sigma**2 + epsilon))",
         Proof(claim=c.statement_latex, steps=steps),
         witness={
             **{k: str(v) for k, v in pb.MOMENT_POINT.items()},

@@ -60,8 +60,9 @@ def compare(printed: sp.Basic, derived: sp.Basic, what: str, deltas=(0, 1)) -> t
             point = _point(delta)
             shown, true = sp.nsimplify(p.subs(point)), sp.nsimplify(d.subs(point))
             if not is_zero(shown - true):
+                used = p.free_symbols | d.free_symbols
                 return False, {
-                    "point": {str(k): str(v) for k, v in point.items()},
+                    "point": {str(k): str(v) for k, v in point.items() if k in used},
                     "component": index,
                     "printed": str(shown),
                     "derived": str(true),
