@@ -3,9 +3,9 @@
 Not a test: it prints numbers for the machine it runs on. For ``n`` float32 elements it
 times forward + VJP of each activation kernel (best of 3, after a warm-up call that
 compiles) against the equivalent vectorized NumPy expressions; then forward + VJP of the
-row normalizations on (4096, 1024) float32 against NumPy; then the time from a fresh
-interpreter to the first finished call of every activation kernel with a cold and a warm
-Numba cache.
+row normalizations and BatchNorm (training mode) on (4096, 1024) float32 against NumPy;
+then the time from a fresh interpreter to the first finished call of every activation
+kernel with a cold and a warm Numba cache.
 """
 
 from __future__ import annotations
@@ -88,8 +88,18 @@ def _numpy_centernorm(x, g, gamma, beta):
     return c * gamma * d + beta, c * (a - a.mean(-1, keepdims=True)), (g * c * d).sum(0), g.sum(0)
 
 
+def _numpy_batchnorm(x, g, gamma, beta, eps=1e-5):
+    mean = x.mean(0)
+    d = x - mean
+    r = 1 / np.sqrt((d * d).mean(0) + np.float32(eps))
+    z = d * r
+    a = gamma * g
+    dx = r * (a - a.mean(0) - z * (a * z).mean(0))
+    return gamma * z + beta, dx, (g * z).sum(0), g.sum(0)
+
+
 def _norm_cases() -> list[tuple[str, Callable, Callable]]:
-    from kernels import centernorm, layernorm, rmsnorm
+    from kernels import batchnorm, centernorm, layernorm, rmsnorm
 
     def pair(module):
         return lambda x, g, gamma, beta: (
@@ -101,6 +111,7 @@ def _norm_cases() -> list[tuple[str, Callable, Callable]]:
         ("layernorm", pair(layernorm), _numpy_layernorm),
         ("rmsnorm", pair(rmsnorm), _numpy_rmsnorm),
         ("centernorm", pair(centernorm), _numpy_centernorm),
+        ("batchnorm", pair(batchnorm), _numpy_batchnorm),
     ]
 
 

@@ -48,7 +48,7 @@ DENOMS = {"sqrt_var_eps": "sqrt", "std_plus_eps": "std"}
 
 
 class _Prepared:
-    """Checked arguments, x laid out as (features, batch) rows, and the loop path."""
+    """Checked arguments, x laid out as (N, C, L) columns, and the loop path."""
 
     def __init__(self, x, gamma, beta, eps, training, running_mean, running_var, denom, strict):
         x = float_array(x, "x")
@@ -73,9 +73,15 @@ class _Prepared:
                 )
             self.mean = self._statistic(running_mean, "running_mean", features)
             self.var = self._statistic(running_var, "running_var", features)
-        self.rows = np.ascontiguousarray(
-            np.moveaxis(x, 1, 0).reshape(features, -1), dtype=self._compute
-        )
+        self.columns = self.layout(x)
+        # Features per parallel block: enough blocks for the threads, contiguous runs of
+        # features for the inner loops; results do not depend on it.
+        self.block = max(1, min(256, features // 8))
+
+    def layout(self, array: np.ndarray) -> np.ndarray:
+        """``array`` as (N, L, C), features last, in the compute dtype: an (N, D) input is
+        a view (N, 1, D); an (N, C, H, W) input is copied to (N, H*W, C)."""
+        return _features_last(array, self._compute)
 
     def _parameter(self, value, name, features):
         array = float_array(value, name)
@@ -127,10 +133,25 @@ class _Prepared:
         with np.errstate(over="ignore"):
             return values.astype(self.x.dtype, copy=False)
 
-    def unrows(self, rows: np.ndarray) -> np.ndarray:
-        """(features, batch) rows back to the layout of x."""
-        shape = (self.x.shape[1], self.x.shape[0], *self.x.shape[2:])
-        return np.ascontiguousarray(np.moveaxis(rows.reshape(shape), 0, 1))
+    def feature_row(self, j: int) -> np.ndarray:
+        """Feature j's batch values, C order over (N, H, W)."""
+        return np.ascontiguousarray(self.columns[:, :, j]).reshape(-1)
+
+    def restore(self, values: np.ndarray) -> np.ndarray:
+        """(N, L, C) results back to the layout of x."""
+        if self.x.ndim == 2:
+            return values.reshape(self.x.shape)
+        n, c, h, w = self.x.shape
+        return np.ascontiguousarray(np.moveaxis(values.reshape(n, h, w, c), -1, 1))
+
+
+def _features_last(array: np.ndarray, dtype) -> np.ndarray:
+    """(N, D) -> (N, 1, D) (a view when already contiguous in ``dtype``);
+    (N, C, H, W) -> (N, H*W, C)."""
+    if array.ndim == 2:
+        return np.ascontiguousarray(array, dtype=dtype).reshape(array.shape[0], 1, array.shape[1])
+    n, c, h, w = array.shape
+    return np.ascontiguousarray(np.moveaxis(array, 1, -1), dtype=dtype).reshape(n, h * w, c)
 
 
 def _prepare(x, gamma, beta, eps, training, running_mean, running_var, denom, strict):
@@ -152,12 +173,12 @@ def forward(
 ) -> np.ndarray:
     """BatchNorm of ``x``; same shape and dtype as ``x``."""
     p = _prepare(x, gamma, beta, eps, training, running_mean, running_var, denom, strict_fp16)
-    out = p.buffer(p.rows.shape)
+    out = p.buffer(p.columns.shape)
     if p.training:
-        p.loop("forward")(p.rows, p.gamma, p.beta, p.loop_eps(), out)
+        p.loop("forward")(p.columns, p.gamma, p.beta, p.loop_eps(), p.block, out)
     else:
-        p.loop("forward")(p.rows, p.gamma, p.beta, p.mean, p.var, p.loop_eps(), out)
-    return p.unrows(p.finish(out))
+        p.loop("forward")(p.columns, p.gamma, p.beta, p.mean, p.var, p.loop_eps(), p.block, out)
+    return p.restore(p.finish(out))
 
 
 def vjp(
@@ -181,15 +202,16 @@ def vjp(
         raise ValueError(f"g: expected shape {p.x.shape} (the shape of x), got {g.shape}")
     if g.dtype != p.x.dtype:
         raise TypeError(f"g: expected dtype {p.x.dtype} (the dtype of x), got {g.dtype}")
-    grows = np.ascontiguousarray(np.moveaxis(g, 1, 0).reshape(p.rows.shape), dtype=p.rows.dtype)
-    features = p.rows.shape[0]
-    dx = p.buffer(p.rows.shape)
+    gcols = p.layout(g)
+    features = p.columns.shape[2]
+    dx = p.buffer(p.columns.shape)
     dgamma, dbeta = np.empty(features), np.empty(features)
+    eps_ = p.loop_eps()
     if p.training:
-        p.loop("vjp")(p.rows, grows, p.gamma, p.loop_eps(), dx, dgamma, dbeta)
+        p.loop("vjp")(p.columns, gcols, p.gamma, eps_, p.block, dx, dgamma, dbeta)
     else:
-        p.loop("vjp")(p.rows, grows, p.gamma, p.mean, p.var, p.loop_eps(), dx, dgamma, dbeta)
-    return p.unrows(p.finish(dx)), p.finish(dgamma), p.finish(dbeta)
+        p.loop("vjp")(p.columns, gcols, p.gamma, p.mean, p.var, eps_, p.block, dx, dgamma, dbeta)
+    return p.restore(p.finish(dx)), p.finish(dgamma), p.finish(dbeta)
 
 
 def jacobian(
@@ -208,12 +230,13 @@ def jacobian(
     """One (M, M) block per feature, shape (features, M, M): ``J[j, k, l] = dy_kj / dx_lj``
     with the batch positions k, l in C order over (N, H, W). Numerator layout."""
     p = _prepare(x, gamma, beta, eps, training, running_mean, running_var, denom, strict_fp16)
-    features, size = p.rows.shape
+    features = p.columns.shape[2]
+    size = p.columns.shape[0] * p.columns.shape[1]
     out = p.buffer((features, size, size))
     for j in range(features):
         if p.training:
             loop = getattr(_generated, f"jacobian_{p.path}_{DENOMS[denom]}")
-            loop(p.rows[j], p.gamma[j], p.loop_eps(), out[j])
+            loop(p.feature_row(j), p.gamma[j], p.loop_eps(), out[j])
         else:
             scale = _inference_scale(p, j)
             out[j] = np.diag(np.full(size, scale))
@@ -253,16 +276,13 @@ def running_update(
     momentum = float(momentum)
     if not 0.0 <= momentum <= 1.0:
         raise ValueError(f"momentum: expected a number in [0, 1], got {momentum!r}")
-    rows = np.moveaxis(x, 1, 0).reshape(features, -1)
-    size = rows.shape[1]
+    columns = _features_last(x, np.float64 if x.dtype == np.float64 else np.float32)
+    size = columns.shape[0] * columns.shape[1]
     if size == 0:
         raise ValueError("x: the running statistics need a non-empty batch")
     path = "f64" if x.dtype == np.float64 else "wide"
-    compute = np.float64 if x.dtype == np.float64 else np.float32
-    mean, var = np.empty(features), np.empty(features)
-    getattr(_generated, f"statistics_rows_{path}")(
-        np.ascontiguousarray(rows, dtype=compute), mean, var
-    )
+    center, correction, var = getattr(_generated, f"column_statistics_{path}")(columns, 0, features)
+    mean = center + correction
     with np.errstate(divide="ignore", invalid="ignore"):
         unbiased = var * size / (size - 1) if size > 1 else np.full(features, np.nan)
     keep = 1.0 - momentum

@@ -18,7 +18,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from kernels._dd import two_sum
+from kernels._dd import dd_div, two_sum
 from kernels._f16 import round_to_half
 from kernels._generated.layernorm import statistics_f16s, statistics_f64, statistics_wide
 
@@ -243,67 +243,165 @@ def weight_std_f16s(s, epsilon, r):
 
 
 @njit(cache=True, error_model="numpy", fastmath={"reassoc", "contract"})
-def _sums_wide(row, grow, gamma_i, m, correction, r):
-    """The four row sums of the VJP, in float64."""
-    sum_a, sum_ad, sum_gz, sum_g = 0.0, 0.0, 0.0, 0.0
-    for j in range(row.size):
-        dj = (np.float64(row[j]) - m) - correction
-        g_j = np.float64(grow[j])
-        sum_a += summand_a_f64(gamma_i, g_j)
-        sum_ad += summand_ad_f64(dj, gamma_i, g_j)
-        sum_gz += summand_gz_f64(dj, r, g_j)
-        sum_g += g_j
+def _column_sums_wide(x, g, c0, c1, gammas, m, correction, r):
+    """The four per-feature sums of the VJP, in float64."""
+    width = c1 - c0
+    sum_a, sum_ad = np.zeros(width), np.zeros(width)
+    sum_gz, sum_g = np.zeros(width), np.zeros(width)
+    for a in range(x.shape[0]):
+        for p in range(x.shape[1]):
+            for c in range(c0, c1):
+                k = c - c0
+                dk = (np.float64(x[a, p, c]) - m[k]) - correction[k]
+                gk = np.float64(g[a, p, c])
+                sum_a[k] += summand_a_f64(gammas[k], gk)
+                sum_ad[k] += summand_ad_f64(dk, gammas[k], gk)
+                sum_gz[k] += summand_gz_f64(dk, r[k], gk)
+                sum_g[k] += gk
     return sum_a, sum_ad, sum_gz, sum_g
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
-def forward_f64_sqrt(x, gamma, beta, epsilon, out):
-    """Training mode: each row (one feature's batch) normalized by its own statistics."""
-    features, size = x.shape
-    for i in prange(features):
-        mh, ml, s = statistics_f64(x[i])
-        r = scale_sqrt_f64(s, epsilon)
-        gamma_i, beta_i = np.float64(gamma[i]), np.float64(beta[i])
-        for j in range(size):
-            dj = (np.float64(x[i, j]) - mh) - ml
-            out[i, j] = output_f64(dj, r, gamma_i, beta_i)
+@njit(cache=True, error_model="numpy")
+def column_statistics_f64(x, c0, c1):
+    """(mean hi, mean lo, biased variance) of features c0..c1 of x (A, L, C), compensated."""
+    width, count = c1 - c0, x.shape[0] * x.shape[1]
+    hi, lo = np.zeros(width), np.zeros(width)
+    for a in range(x.shape[0]):
+        for p in range(x.shape[1]):
+            for c in range(c0, c1):
+                t, e = two_sum(hi[c - c0], x[a, p, c])
+                hi[c - c0] = t
+                lo[c - c0] += e
+    mh, ml = np.empty(width), np.empty(width)
+    for k in range(width):
+        mh[k], ml[k] = dd_div(hi[k], lo[k], np.float64(count), 0.0)
+    hi[:] = 0.0
+    lo[:] = 0.0
+    for a in range(x.shape[0]):
+        for p in range(x.shape[1]):
+            for c in range(c0, c1):
+                d = (x[a, p, c] - mh[c - c0]) - ml[c - c0]
+                t, e = two_sum(hi[c - c0], d * d)
+                hi[c - c0] = t
+                lo[c - c0] += e
+    return mh, ml, (hi + lo) / count
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def vjp_f64_sqrt(x, g, gamma, epsilon, dx, dgamma, dbeta):
-    """Training mode: dx for every row, and each feature's dgamma and dbeta."""
-    features, size = x.shape
-    n = np.float64(size)
-    for i in prange(features):
-        mh, ml, s = statistics_f64(x[i])
-        r = scale_sqrt_f64(s, epsilon)
-        # The sigma path vanishes with the deviations: w = 0 at zero variance (its limit).
-        w = weight_sqrt_f64(s, epsilon, r) if s > 0.0 else 0.0
-        gamma_i = np.float64(gamma[i])
-        sa, la, sd, ld, sz, lz, sg, lg = 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
-        for j in range(size):
-            dj = (x[i, j] - mh) - ml
-            sa, e = two_sum(sa, summand_a_f64(gamma_i, g[i, j]))
-            la += e
-            sd, e = two_sum(sd, summand_ad_f64(dj, gamma_i, g[i, j]))
-            ld += e
-            sz, e = two_sum(sz, summand_gz_f64(dj, r, g[i, j]))
-            lz += e
-            sg, e = two_sum(sg, g[i, j])
-            lg += e
-        sum_a, sum_ad, sum_gz, sum_g = sa + la, sd + ld, sz + lz, sg + lg
-        ma = sum_a / n
-        mad = sum_ad / n
-        for j in range(size):
-            dj = (np.float64(x[i, j]) - mh) - ml
-            dx[i, j] = dx_f64(dj, r, gamma_i, np.float64(g[i, j]), ma, mad, w)
-        dgamma[i] = sum_gz
-        dbeta[i] = sum_g
+def forward_f64_sqrt(x, gamma, beta, epsilon, block, out):
+    """Training mode on x (A, L, C): features c (the last axis) normalized over (a, p),
+    blocks of features in parallel."""
+    A, L, C = x.shape
+    for b in prange((C + block - 1) // block):
+        c0, c1 = b * block, min(C, (b + 1) * block)
+        mh, ml, s = column_statistics_f64(x, c0, c1)
+        r = np.empty(c1 - c0)
+        for k in range(c1 - c0):
+            r[k] = scale_sqrt_f64(s[k], epsilon)
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    k = c - c0
+                    dk = (np.float64(x[a, p, c]) - mh[k]) - ml[k]
+                    gamma_k, beta_k = np.float64(gamma[c]), np.float64(beta[c])
+                    out[a, p, c] = output_f64(dk, r[k], gamma_k, beta_k)
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def vjp_f64_sqrt(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
+    """Training mode on x (A, L, C): dx, and each feature's dgamma and dbeta."""
+    A, L, C = x.shape
+    n = np.float64(A * L)
+    for b in prange((C + block - 1) // block):
+        c0, c1 = b * block, min(C, (b + 1) * block)
+        width = c1 - c0
+        mh, ml, s = column_statistics_f64(x, c0, c1)
+        r, w, gammas = np.empty(width), np.empty(width), np.empty(width)
+        for k in range(width):
+            r[k] = scale_sqrt_f64(s[k], epsilon)
+            # The sigma path vanishes with the deviations: w = 0 at zero variance (its limit).
+            w[k] = weight_sqrt_f64(s[k], epsilon, r[k]) if s[k] > 0.0 else 0.0
+            gammas[k] = np.float64(gamma[c0 + k])
+        sums = np.zeros((8, width))
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    k = c - c0
+                    dk = (x[a, p, c] - mh[k]) - ml[k]
+                    gk = g[a, p, c]
+                    t, e = two_sum(sums[0, k], summand_a_f64(gammas[k], gk))
+                    sums[0, k] = t
+                    sums[1, k] += e
+                    t, e = two_sum(sums[2, k], summand_ad_f64(dk, gammas[k], gk))
+                    sums[2, k] = t
+                    sums[3, k] += e
+                    t, e = two_sum(sums[4, k], summand_gz_f64(dk, r[k], gk))
+                    sums[4, k] = t
+                    sums[5, k] += e
+                    t, e = two_sum(sums[6, k], gk)
+                    sums[6, k] = t
+                    sums[7, k] += e
+        sum_a, sum_ad = sums[0] + sums[1], sums[2] + sums[3]
+        sum_gz, sum_g = sums[4] + sums[5], sums[6] + sums[7]
+        ma, mad = np.empty(width), np.empty(width)
+        for k in range(width):
+            ma[k] = sum_a[k] / n
+            mad[k] = sum_ad[k] / n
+            dgamma[c0 + k] = sum_gz[k]
+            dbeta[c0 + k] = sum_g[k]
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    k = c - c0
+                    dk = (np.float64(x[a, p, c]) - mh[k]) - ml[k]
+                    gk = np.float64(g[a, p, c])
+                    dx[a, p, c] = dx_f64(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k])
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def forward_inference_f64_sqrt(x, gamma, beta, mean, var, epsilon, block, out):
+    """Inference mode: the affine map with the running statistics."""
+    A, L, C = x.shape
+    for b in prange((C + block - 1) // block):
+        c0, c1 = b * block, min(C, (b + 1) * block)
+        r = np.empty(c1 - c0)
+        for k in range(c1 - c0):
+            r[k] = scale_sqrt_f64(np.float64(var[c0 + k]), epsilon)
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    dk = np.float64(x[a, p, c]) - np.float64(mean[c])
+                    gamma_c, beta_c = np.float64(gamma[c]), np.float64(beta[c])
+                    out[a, p, c] = output_f64(dk, r[c - c0], gamma_c, beta_c)
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def vjp_inference_f64_sqrt(x, g, gamma, mean, var, epsilon, block, dx, dgamma, dbeta):
+    """Inference mode: dx = gamma r g, dgamma = sum g (x - mean) r, dbeta = sum g."""
+    A, L, C = x.shape
+    for b in prange((C + block - 1) // block):
+        c0, c1 = b * block, min(C, (b + 1) * block)
+        r = np.empty(c1 - c0)
+        sum_gz, sum_g = np.zeros(c1 - c0), np.zeros(c1 - c0)
+        for k in range(c1 - c0):
+            r[k] = scale_sqrt_f64(np.float64(var[c0 + k]), epsilon)
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    k = c - c0
+                    dk = np.float64(x[a, p, c]) - np.float64(mean[c])
+                    gk = np.float64(g[a, p, c])
+                    dx[a, p, c] = dx_inference_f64(r[k], np.float64(gamma[c]), gk)
+                    sum_gz[k] = sum_gz[k] + summand_gz_f64(dk, r[k], gk)
+                    sum_g[k] = sum_g[k] + gk
+        for k in range(c1 - c0):
+            dgamma[c0 + k] = sum_gz[k]
+            dbeta[c0 + k] = sum_g[k]
 
 
 @njit(cache=True, error_model="numpy")
 def jacobian_f64_sqrt(x, gamma_i, epsilon, out):
-    """Training mode: the (M, M) block J[k, l] = dy_k / dx_l of one feature."""
+    """Training mode: the (M, M) block J[k, p] = dy_k / dx_l of one feature."""
     size = x.size
     n = np.float64(size)
     mh, ml, s = statistics_f64(x)
@@ -318,85 +416,120 @@ def jacobian_f64_sqrt(x, gamma_i, epsilon, out):
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def forward_inference_f64_sqrt(x, gamma, beta, mean, var, epsilon, out):
+def forward_f64_std(x, gamma, beta, epsilon, block, out):
+    """Training mode on x (A, L, C): features c (the last axis) normalized over (a, p),
+    blocks of features in parallel."""
+    A, L, C = x.shape
+    for b in prange((C + block - 1) // block):
+        c0, c1 = b * block, min(C, (b + 1) * block)
+        mh, ml, s = column_statistics_f64(x, c0, c1)
+        r = np.empty(c1 - c0)
+        for k in range(c1 - c0):
+            r[k] = scale_std_f64(s[k], epsilon)
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    k = c - c0
+                    dk = (np.float64(x[a, p, c]) - mh[k]) - ml[k]
+                    gamma_k, beta_k = np.float64(gamma[c]), np.float64(beta[c])
+                    out[a, p, c] = output_f64(dk, r[k], gamma_k, beta_k)
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def vjp_f64_std(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
+    """Training mode on x (A, L, C): dx, and each feature's dgamma and dbeta."""
+    A, L, C = x.shape
+    n = np.float64(A * L)
+    for b in prange((C + block - 1) // block):
+        c0, c1 = b * block, min(C, (b + 1) * block)
+        width = c1 - c0
+        mh, ml, s = column_statistics_f64(x, c0, c1)
+        r, w, gammas = np.empty(width), np.empty(width), np.empty(width)
+        for k in range(width):
+            r[k] = scale_std_f64(s[k], epsilon)
+            # The sigma path vanishes with the deviations: w = 0 at zero variance (its limit).
+            w[k] = weight_std_f64(s[k], epsilon, r[k]) if s[k] > 0.0 else 0.0
+            gammas[k] = np.float64(gamma[c0 + k])
+        sums = np.zeros((8, width))
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    k = c - c0
+                    dk = (x[a, p, c] - mh[k]) - ml[k]
+                    gk = g[a, p, c]
+                    t, e = two_sum(sums[0, k], summand_a_f64(gammas[k], gk))
+                    sums[0, k] = t
+                    sums[1, k] += e
+                    t, e = two_sum(sums[2, k], summand_ad_f64(dk, gammas[k], gk))
+                    sums[2, k] = t
+                    sums[3, k] += e
+                    t, e = two_sum(sums[4, k], summand_gz_f64(dk, r[k], gk))
+                    sums[4, k] = t
+                    sums[5, k] += e
+                    t, e = two_sum(sums[6, k], gk)
+                    sums[6, k] = t
+                    sums[7, k] += e
+        sum_a, sum_ad = sums[0] + sums[1], sums[2] + sums[3]
+        sum_gz, sum_g = sums[4] + sums[5], sums[6] + sums[7]
+        ma, mad = np.empty(width), np.empty(width)
+        for k in range(width):
+            ma[k] = sum_a[k] / n
+            mad[k] = sum_ad[k] / n
+            dgamma[c0 + k] = sum_gz[k]
+            dbeta[c0 + k] = sum_g[k]
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    k = c - c0
+                    dk = (np.float64(x[a, p, c]) - mh[k]) - ml[k]
+                    gk = np.float64(g[a, p, c])
+                    dx[a, p, c] = dx_f64(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k])
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def forward_inference_f64_std(x, gamma, beta, mean, var, epsilon, block, out):
     """Inference mode: the affine map with the running statistics."""
-    features, size = x.shape
-    for i in prange(features):
-        r = scale_sqrt_f64(np.float64(var[i]), epsilon)
-        m = np.float64(mean[i])
-        gamma_i, beta_i = np.float64(gamma[i]), np.float64(beta[i])
-        for j in range(size):
-            dj = np.float64(x[i, j]) - m
-            out[i, j] = output_f64(dj, r, gamma_i, beta_i)
+    A, L, C = x.shape
+    for b in prange((C + block - 1) // block):
+        c0, c1 = b * block, min(C, (b + 1) * block)
+        r = np.empty(c1 - c0)
+        for k in range(c1 - c0):
+            r[k] = scale_std_f64(np.float64(var[c0 + k]), epsilon)
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    dk = np.float64(x[a, p, c]) - np.float64(mean[c])
+                    gamma_c, beta_c = np.float64(gamma[c]), np.float64(beta[c])
+                    out[a, p, c] = output_f64(dk, r[c - c0], gamma_c, beta_c)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def vjp_inference_f64_sqrt(x, g, gamma, mean, var, epsilon, dx, dgamma, dbeta):
+def vjp_inference_f64_std(x, g, gamma, mean, var, epsilon, block, dx, dgamma, dbeta):
     """Inference mode: dx = gamma r g, dgamma = sum g (x - mean) r, dbeta = sum g."""
-    features, size = x.shape
-    for i in prange(features):
-        r = scale_sqrt_f64(np.float64(var[i]), epsilon)
-        m = np.float64(mean[i])
-        gamma_i = np.float64(gamma[i])
-        sum_gz, sum_g = 0.0, 0.0
-        for j in range(size):
-            dj = np.float64(x[i, j]) - m
-            gj = np.float64(g[i, j])
-            dx[i, j] = dx_inference_f64(r, gamma_i, gj)
-            sum_gz = sum_gz + summand_gz_f64(dj, r, gj)
-            sum_g = sum_g + gj
-        dgamma[i] = sum_gz
-        dbeta[i] = sum_g
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def forward_f64_std(x, gamma, beta, epsilon, out):
-    """Training mode: each row (one feature's batch) normalized by its own statistics."""
-    features, size = x.shape
-    for i in prange(features):
-        mh, ml, s = statistics_f64(x[i])
-        r = scale_std_f64(s, epsilon)
-        gamma_i, beta_i = np.float64(gamma[i]), np.float64(beta[i])
-        for j in range(size):
-            dj = (np.float64(x[i, j]) - mh) - ml
-            out[i, j] = output_f64(dj, r, gamma_i, beta_i)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def vjp_f64_std(x, g, gamma, epsilon, dx, dgamma, dbeta):
-    """Training mode: dx for every row, and each feature's dgamma and dbeta."""
-    features, size = x.shape
-    n = np.float64(size)
-    for i in prange(features):
-        mh, ml, s = statistics_f64(x[i])
-        r = scale_std_f64(s, epsilon)
-        # The sigma path vanishes with the deviations: w = 0 at zero variance (its limit).
-        w = weight_std_f64(s, epsilon, r) if s > 0.0 else 0.0
-        gamma_i = np.float64(gamma[i])
-        sa, la, sd, ld, sz, lz, sg, lg = 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
-        for j in range(size):
-            dj = (x[i, j] - mh) - ml
-            sa, e = two_sum(sa, summand_a_f64(gamma_i, g[i, j]))
-            la += e
-            sd, e = two_sum(sd, summand_ad_f64(dj, gamma_i, g[i, j]))
-            ld += e
-            sz, e = two_sum(sz, summand_gz_f64(dj, r, g[i, j]))
-            lz += e
-            sg, e = two_sum(sg, g[i, j])
-            lg += e
-        sum_a, sum_ad, sum_gz, sum_g = sa + la, sd + ld, sz + lz, sg + lg
-        ma = sum_a / n
-        mad = sum_ad / n
-        for j in range(size):
-            dj = (np.float64(x[i, j]) - mh) - ml
-            dx[i, j] = dx_f64(dj, r, gamma_i, np.float64(g[i, j]), ma, mad, w)
-        dgamma[i] = sum_gz
-        dbeta[i] = sum_g
+    A, L, C = x.shape
+    for b in prange((C + block - 1) // block):
+        c0, c1 = b * block, min(C, (b + 1) * block)
+        r = np.empty(c1 - c0)
+        sum_gz, sum_g = np.zeros(c1 - c0), np.zeros(c1 - c0)
+        for k in range(c1 - c0):
+            r[k] = scale_std_f64(np.float64(var[c0 + k]), epsilon)
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    k = c - c0
+                    dk = np.float64(x[a, p, c]) - np.float64(mean[c])
+                    gk = np.float64(g[a, p, c])
+                    dx[a, p, c] = dx_inference_f64(r[k], np.float64(gamma[c]), gk)
+                    sum_gz[k] = sum_gz[k] + summand_gz_f64(dk, r[k], gk)
+                    sum_g[k] = sum_g[k] + gk
+        for k in range(c1 - c0):
+            dgamma[c0 + k] = sum_gz[k]
+            dbeta[c0 + k] = sum_g[k]
 
 
 @njit(cache=True, error_model="numpy")
 def jacobian_f64_std(x, gamma_i, epsilon, out):
-    """Training mode: the (M, M) block J[k, l] = dy_k / dx_l of one feature."""
+    """Training mode: the (M, M) block J[k, p] = dy_k / dx_l of one feature."""
     size = x.size
     n = np.float64(size)
     mh, ml, s = statistics_f64(x)
@@ -410,84 +543,128 @@ def jacobian_f64_std(x, gamma_i, epsilon, out):
             out[k, j] = entry_f64(dk, dj, r, np.float64(gamma_i), n, w, kronecker)
 
 
+@njit(cache=True, error_model="numpy", fastmath={"reassoc", "contract"})
+def column_statistics_wide(x, c0, c1):
+    """(mean, correction, biased variance) of features c0..c1 of x (A, L, C), float64,
+    corrected two-pass."""
+    width, count = c1 - c0, x.shape[0] * x.shape[1]
+    first = np.zeros(width)
+    for a in range(x.shape[0]):
+        for p in range(x.shape[1]):
+            for c in range(c0, c1):
+                first[c - c0] += np.float64(x[a, p, c])
+    m = first / count
+    first[:] = 0.0
+    second = np.zeros(width)
+    for a in range(x.shape[0]):
+        for p in range(x.shape[1]):
+            for c in range(c0, c1):
+                d = np.float64(x[a, p, c]) - m[c - c0]
+                first[c - c0] += d
+                second[c - c0] += d * d
+    correction = first / count
+    moment = second / count - correction * correction
+    for k in range(width):
+        if moment[k] < 0.0:
+            moment[k] = 0.0
+    return m, correction, moment
+
+
 @njit(cache=True, parallel=True, error_model="numpy")
-def forward_inference_f64_std(x, gamma, beta, mean, var, epsilon, out):
+def forward_wide_sqrt(x, gamma, beta, epsilon, block, out):
+    """Training mode on x (A, L, C): features c (the last axis) normalized over (a, p),
+    blocks of features in parallel."""
+    A, L, C = x.shape
+    for b in prange((C + block - 1) // block):
+        c0, c1 = b * block, min(C, (b + 1) * block)
+        mh, ml, s = column_statistics_wide(x, c0, c1)
+        r = np.empty(c1 - c0)
+        for k in range(c1 - c0):
+            r[k] = scale_sqrt_f64(s[k], epsilon)
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    k = c - c0
+                    dk = (np.float64(x[a, p, c]) - mh[k]) - ml[k]
+                    gamma_k, beta_k = np.float64(gamma[c]), np.float64(beta[c])
+                    out[a, p, c] = output_f64(dk, r[k], gamma_k, beta_k)
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def vjp_wide_sqrt(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
+    """Training mode on x (A, L, C): dx, and each feature's dgamma and dbeta."""
+    A, L, C = x.shape
+    n = np.float64(A * L)
+    for b in prange((C + block - 1) // block):
+        c0, c1 = b * block, min(C, (b + 1) * block)
+        width = c1 - c0
+        mh, ml, s = column_statistics_wide(x, c0, c1)
+        r, w, gammas = np.empty(width), np.empty(width), np.empty(width)
+        for k in range(width):
+            r[k] = scale_sqrt_f64(s[k], epsilon)
+            # The sigma path vanishes with the deviations: w = 0 at zero variance (its limit).
+            w[k] = weight_sqrt_f64(s[k], epsilon, r[k]) if s[k] > 0.0 else 0.0
+            gammas[k] = np.float64(gamma[c0 + k])
+        sum_a, sum_ad, sum_gz, sum_g = _column_sums_wide(x, g, c0, c1, gammas, mh, ml, r)
+        ma, mad = np.empty(width), np.empty(width)
+        for k in range(width):
+            ma[k] = sum_a[k] / n
+            mad[k] = sum_ad[k] / n
+            dgamma[c0 + k] = sum_gz[k]
+            dbeta[c0 + k] = sum_g[k]
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    k = c - c0
+                    dk = (np.float64(x[a, p, c]) - mh[k]) - ml[k]
+                    gk = np.float64(g[a, p, c])
+                    dx[a, p, c] = dx_f64(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k])
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def forward_inference_wide_sqrt(x, gamma, beta, mean, var, epsilon, block, out):
     """Inference mode: the affine map with the running statistics."""
-    features, size = x.shape
-    for i in prange(features):
-        r = scale_std_f64(np.float64(var[i]), epsilon)
-        m = np.float64(mean[i])
-        gamma_i, beta_i = np.float64(gamma[i]), np.float64(beta[i])
-        for j in range(size):
-            dj = np.float64(x[i, j]) - m
-            out[i, j] = output_f64(dj, r, gamma_i, beta_i)
+    A, L, C = x.shape
+    for b in prange((C + block - 1) // block):
+        c0, c1 = b * block, min(C, (b + 1) * block)
+        r = np.empty(c1 - c0)
+        for k in range(c1 - c0):
+            r[k] = scale_sqrt_f64(np.float64(var[c0 + k]), epsilon)
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    dk = np.float64(x[a, p, c]) - np.float64(mean[c])
+                    gamma_c, beta_c = np.float64(gamma[c]), np.float64(beta[c])
+                    out[a, p, c] = output_f64(dk, r[c - c0], gamma_c, beta_c)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def vjp_inference_f64_std(x, g, gamma, mean, var, epsilon, dx, dgamma, dbeta):
+def vjp_inference_wide_sqrt(x, g, gamma, mean, var, epsilon, block, dx, dgamma, dbeta):
     """Inference mode: dx = gamma r g, dgamma = sum g (x - mean) r, dbeta = sum g."""
-    features, size = x.shape
-    for i in prange(features):
-        r = scale_std_f64(np.float64(var[i]), epsilon)
-        m = np.float64(mean[i])
-        gamma_i = np.float64(gamma[i])
-        sum_gz, sum_g = 0.0, 0.0
-        for j in range(size):
-            dj = np.float64(x[i, j]) - m
-            gj = np.float64(g[i, j])
-            dx[i, j] = dx_inference_f64(r, gamma_i, gj)
-            sum_gz = sum_gz + summand_gz_f64(dj, r, gj)
-            sum_g = sum_g + gj
-        dgamma[i] = sum_gz
-        dbeta[i] = sum_g
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def statistics_rows_f64(x, mean, var):
-    """Each row's mean and biased variance (float64), for the running statistics."""
-    for i in prange(x.shape[0]):
-        mh, ml, s = statistics_f64(x[i])
-        mean[i] = mh + ml
-        var[i] = s
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def forward_wide_sqrt(x, gamma, beta, epsilon, out):
-    """Training mode: each row (one feature's batch) normalized by its own statistics."""
-    features, size = x.shape
-    for i in prange(features):
-        mh, ml, s = statistics_wide(x[i])
-        r = scale_sqrt_f64(s, epsilon)
-        gamma_i, beta_i = np.float64(gamma[i]), np.float64(beta[i])
-        for j in range(size):
-            dj = (np.float64(x[i, j]) - mh) - ml
-            out[i, j] = output_f64(dj, r, gamma_i, beta_i)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def vjp_wide_sqrt(x, g, gamma, epsilon, dx, dgamma, dbeta):
-    """Training mode: dx for every row, and each feature's dgamma and dbeta."""
-    features, size = x.shape
-    n = np.float64(size)
-    for i in prange(features):
-        mh, ml, s = statistics_wide(x[i])
-        r = scale_sqrt_f64(s, epsilon)
-        # The sigma path vanishes with the deviations: w = 0 at zero variance (its limit).
-        w = weight_sqrt_f64(s, epsilon, r) if s > 0.0 else 0.0
-        gamma_i = np.float64(gamma[i])
-        sum_a, sum_ad, sum_gz, sum_g = _sums_wide(x[i], g[i], gamma_i, mh, ml, r)
-        ma = sum_a / n
-        mad = sum_ad / n
-        for j in range(size):
-            dj = (np.float64(x[i, j]) - mh) - ml
-            dx[i, j] = dx_f64(dj, r, gamma_i, np.float64(g[i, j]), ma, mad, w)
-        dgamma[i] = sum_gz
-        dbeta[i] = sum_g
+    A, L, C = x.shape
+    for b in prange((C + block - 1) // block):
+        c0, c1 = b * block, min(C, (b + 1) * block)
+        r = np.empty(c1 - c0)
+        sum_gz, sum_g = np.zeros(c1 - c0), np.zeros(c1 - c0)
+        for k in range(c1 - c0):
+            r[k] = scale_sqrt_f64(np.float64(var[c0 + k]), epsilon)
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    k = c - c0
+                    dk = np.float64(x[a, p, c]) - np.float64(mean[c])
+                    gk = np.float64(g[a, p, c])
+                    dx[a, p, c] = dx_inference_f64(r[k], np.float64(gamma[c]), gk)
+                    sum_gz[k] = sum_gz[k] + summand_gz_f64(dk, r[k], gk)
+                    sum_g[k] = sum_g[k] + gk
+        for k in range(c1 - c0):
+            dgamma[c0 + k] = sum_gz[k]
+            dbeta[c0 + k] = sum_g[k]
 
 
 @njit(cache=True, error_model="numpy")
 def jacobian_wide_sqrt(x, gamma_i, epsilon, out):
-    """Training mode: the (M, M) block J[k, l] = dy_k / dx_l of one feature."""
+    """Training mode: the (M, M) block J[k, p] = dy_k / dx_l of one feature."""
     size = x.size
     n = np.float64(size)
     mh, ml, s = statistics_wide(x)
@@ -502,74 +679,100 @@ def jacobian_wide_sqrt(x, gamma_i, epsilon, out):
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def forward_inference_wide_sqrt(x, gamma, beta, mean, var, epsilon, out):
+def forward_wide_std(x, gamma, beta, epsilon, block, out):
+    """Training mode on x (A, L, C): features c (the last axis) normalized over (a, p),
+    blocks of features in parallel."""
+    A, L, C = x.shape
+    for b in prange((C + block - 1) // block):
+        c0, c1 = b * block, min(C, (b + 1) * block)
+        mh, ml, s = column_statistics_wide(x, c0, c1)
+        r = np.empty(c1 - c0)
+        for k in range(c1 - c0):
+            r[k] = scale_std_f64(s[k], epsilon)
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    k = c - c0
+                    dk = (np.float64(x[a, p, c]) - mh[k]) - ml[k]
+                    gamma_k, beta_k = np.float64(gamma[c]), np.float64(beta[c])
+                    out[a, p, c] = output_f64(dk, r[k], gamma_k, beta_k)
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def vjp_wide_std(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
+    """Training mode on x (A, L, C): dx, and each feature's dgamma and dbeta."""
+    A, L, C = x.shape
+    n = np.float64(A * L)
+    for b in prange((C + block - 1) // block):
+        c0, c1 = b * block, min(C, (b + 1) * block)
+        width = c1 - c0
+        mh, ml, s = column_statistics_wide(x, c0, c1)
+        r, w, gammas = np.empty(width), np.empty(width), np.empty(width)
+        for k in range(width):
+            r[k] = scale_std_f64(s[k], epsilon)
+            # The sigma path vanishes with the deviations: w = 0 at zero variance (its limit).
+            w[k] = weight_std_f64(s[k], epsilon, r[k]) if s[k] > 0.0 else 0.0
+            gammas[k] = np.float64(gamma[c0 + k])
+        sum_a, sum_ad, sum_gz, sum_g = _column_sums_wide(x, g, c0, c1, gammas, mh, ml, r)
+        ma, mad = np.empty(width), np.empty(width)
+        for k in range(width):
+            ma[k] = sum_a[k] / n
+            mad[k] = sum_ad[k] / n
+            dgamma[c0 + k] = sum_gz[k]
+            dbeta[c0 + k] = sum_g[k]
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    k = c - c0
+                    dk = (np.float64(x[a, p, c]) - mh[k]) - ml[k]
+                    gk = np.float64(g[a, p, c])
+                    dx[a, p, c] = dx_f64(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k])
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def forward_inference_wide_std(x, gamma, beta, mean, var, epsilon, block, out):
     """Inference mode: the affine map with the running statistics."""
-    features, size = x.shape
-    for i in prange(features):
-        r = scale_sqrt_f64(np.float64(var[i]), epsilon)
-        m = np.float64(mean[i])
-        gamma_i, beta_i = np.float64(gamma[i]), np.float64(beta[i])
-        for j in range(size):
-            dj = np.float64(x[i, j]) - m
-            out[i, j] = output_f64(dj, r, gamma_i, beta_i)
+    A, L, C = x.shape
+    for b in prange((C + block - 1) // block):
+        c0, c1 = b * block, min(C, (b + 1) * block)
+        r = np.empty(c1 - c0)
+        for k in range(c1 - c0):
+            r[k] = scale_std_f64(np.float64(var[c0 + k]), epsilon)
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    dk = np.float64(x[a, p, c]) - np.float64(mean[c])
+                    gamma_c, beta_c = np.float64(gamma[c]), np.float64(beta[c])
+                    out[a, p, c] = output_f64(dk, r[c - c0], gamma_c, beta_c)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def vjp_inference_wide_sqrt(x, g, gamma, mean, var, epsilon, dx, dgamma, dbeta):
+def vjp_inference_wide_std(x, g, gamma, mean, var, epsilon, block, dx, dgamma, dbeta):
     """Inference mode: dx = gamma r g, dgamma = sum g (x - mean) r, dbeta = sum g."""
-    features, size = x.shape
-    for i in prange(features):
-        r = scale_sqrt_f64(np.float64(var[i]), epsilon)
-        m = np.float64(mean[i])
-        gamma_i = np.float64(gamma[i])
-        sum_gz, sum_g = 0.0, 0.0
-        for j in range(size):
-            dj = np.float64(x[i, j]) - m
-            gj = np.float64(g[i, j])
-            dx[i, j] = dx_inference_f64(r, gamma_i, gj)
-            sum_gz = sum_gz + summand_gz_f64(dj, r, gj)
-            sum_g = sum_g + gj
-        dgamma[i] = sum_gz
-        dbeta[i] = sum_g
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def forward_wide_std(x, gamma, beta, epsilon, out):
-    """Training mode: each row (one feature's batch) normalized by its own statistics."""
-    features, size = x.shape
-    for i in prange(features):
-        mh, ml, s = statistics_wide(x[i])
-        r = scale_std_f64(s, epsilon)
-        gamma_i, beta_i = np.float64(gamma[i]), np.float64(beta[i])
-        for j in range(size):
-            dj = (np.float64(x[i, j]) - mh) - ml
-            out[i, j] = output_f64(dj, r, gamma_i, beta_i)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def vjp_wide_std(x, g, gamma, epsilon, dx, dgamma, dbeta):
-    """Training mode: dx for every row, and each feature's dgamma and dbeta."""
-    features, size = x.shape
-    n = np.float64(size)
-    for i in prange(features):
-        mh, ml, s = statistics_wide(x[i])
-        r = scale_std_f64(s, epsilon)
-        # The sigma path vanishes with the deviations: w = 0 at zero variance (its limit).
-        w = weight_std_f64(s, epsilon, r) if s > 0.0 else 0.0
-        gamma_i = np.float64(gamma[i])
-        sum_a, sum_ad, sum_gz, sum_g = _sums_wide(x[i], g[i], gamma_i, mh, ml, r)
-        ma = sum_a / n
-        mad = sum_ad / n
-        for j in range(size):
-            dj = (np.float64(x[i, j]) - mh) - ml
-            dx[i, j] = dx_f64(dj, r, gamma_i, np.float64(g[i, j]), ma, mad, w)
-        dgamma[i] = sum_gz
-        dbeta[i] = sum_g
+    A, L, C = x.shape
+    for b in prange((C + block - 1) // block):
+        c0, c1 = b * block, min(C, (b + 1) * block)
+        r = np.empty(c1 - c0)
+        sum_gz, sum_g = np.zeros(c1 - c0), np.zeros(c1 - c0)
+        for k in range(c1 - c0):
+            r[k] = scale_std_f64(np.float64(var[c0 + k]), epsilon)
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    k = c - c0
+                    dk = np.float64(x[a, p, c]) - np.float64(mean[c])
+                    gk = np.float64(g[a, p, c])
+                    dx[a, p, c] = dx_inference_f64(r[k], np.float64(gamma[c]), gk)
+                    sum_gz[k] = sum_gz[k] + summand_gz_f64(dk, r[k], gk)
+                    sum_g[k] = sum_g[k] + gk
+        for k in range(c1 - c0):
+            dgamma[c0 + k] = sum_gz[k]
+            dbeta[c0 + k] = sum_g[k]
 
 
 @njit(cache=True, error_model="numpy")
 def jacobian_wide_std(x, gamma_i, epsilon, out):
-    """Training mode: the (M, M) block J[k, l] = dy_k / dx_l of one feature."""
+    """Training mode: the (M, M) block J[k, p] = dy_k / dx_l of one feature."""
     size = x.size
     n = np.float64(size)
     mh, ml, s = statistics_wide(x)
@@ -583,90 +786,137 @@ def jacobian_wide_std(x, gamma_i, epsilon, out):
             out[k, j] = entry_f64(dk, dj, r, np.float64(gamma_i), n, w, kronecker)
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
-def forward_inference_wide_std(x, gamma, beta, mean, var, epsilon, out):
+@njit(cache=True, error_model="numpy")
+def column_statistics_f16s(x, c0, c1):
+    """(mean, 0, biased variance) of features c0..c1, every operation rounded to half."""
+    width = c1 - c0
+    count = round_to_half(np.float64(x.shape[0] * x.shape[1]))
+    acc = np.zeros(width)
+    for a in range(x.shape[0]):
+        for p in range(x.shape[1]):
+            for c in range(c0, c1):
+                acc[c - c0] = round_to_half(acc[c - c0] + x[a, p, c])
+    m = np.empty(width)
+    for k in range(width):
+        m[k] = round_to_half(acc[k] / count)
+    acc[:] = 0.0
+    for a in range(x.shape[0]):
+        for p in range(x.shape[1]):
+            for c in range(c0, c1):
+                d = round_to_half(x[a, p, c] - m[c - c0])
+                acc[c - c0] = round_to_half(acc[c - c0] + round_to_half(d * d))
+    moment = np.empty(width)
+    for k in range(width):
+        moment[k] = round_to_half(acc[k] / count)
+    return m, np.zeros(width), moment
+
+
+@njit(cache=True, error_model="numpy")
+def forward_f16s_sqrt(x, gamma, beta, epsilon, block, out):
+    """Training mode on x (A, L, C): features c (the last axis) normalized over (a, p),
+    blocks of features in parallel."""
+    A, L, C = x.shape
+    for b in range((C + block - 1) // block):
+        c0, c1 = b * block, min(C, (b + 1) * block)
+        mh, ml, s = column_statistics_f16s(x, c0, c1)
+        r = np.empty(c1 - c0)
+        for k in range(c1 - c0):
+            r[k] = scale_sqrt_f16s(s[k], epsilon)
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    k = c - c0
+                    dk = round_to_half((np.float64(x[a, p, c]) - mh[k]) - ml[k])
+                    gamma_k, beta_k = np.float64(gamma[c]), np.float64(beta[c])
+                    out[a, p, c] = output_f16s(dk, r[k], gamma_k, beta_k)
+
+
+@njit(cache=True, error_model="numpy")
+def vjp_f16s_sqrt(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
+    """Training mode on x (A, L, C): dx, and each feature's dgamma and dbeta."""
+    A, L, C = x.shape
+    n = round_to_half(np.float64(A * L))
+    for b in range((C + block - 1) // block):
+        c0, c1 = b * block, min(C, (b + 1) * block)
+        width = c1 - c0
+        mh, ml, s = column_statistics_f16s(x, c0, c1)
+        r, w, gammas = np.empty(width), np.empty(width), np.empty(width)
+        for k in range(width):
+            r[k] = scale_sqrt_f16s(s[k], epsilon)
+            # The sigma path vanishes with the deviations: w = 0 at zero variance (its limit).
+            w[k] = weight_sqrt_f16s(s[k], epsilon, r[k]) if s[k] > 0.0 else 0.0
+            gammas[k] = np.float64(gamma[c0 + k])
+        sum_a, sum_ad = np.zeros(width), np.zeros(width)
+        sum_gz, sum_g = np.zeros(width), np.zeros(width)
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    k = c - c0
+                    dk = round_to_half((x[a, p, c] - mh[k]) - ml[k])
+                    gk = g[a, p, c]
+                    sum_a[k] = round_to_half(sum_a[k] + summand_a_f16s(gammas[k], gk))
+                    sum_ad[k] = round_to_half(sum_ad[k] + summand_ad_f16s(dk, gammas[k], gk))
+                    sum_gz[k] = round_to_half(sum_gz[k] + summand_gz_f16s(dk, r[k], gk))
+                    sum_g[k] = round_to_half(sum_g[k] + gk)
+        ma, mad = np.empty(width), np.empty(width)
+        for k in range(width):
+            ma[k] = round_to_half(sum_a[k] / n)
+            mad[k] = round_to_half(sum_ad[k] / n)
+            dgamma[c0 + k] = sum_gz[k]
+            dbeta[c0 + k] = sum_g[k]
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    k = c - c0
+                    dk = round_to_half((np.float64(x[a, p, c]) - mh[k]) - ml[k])
+                    gk = np.float64(g[a, p, c])
+                    dx[a, p, c] = dx_f16s(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k])
+
+
+@njit(cache=True, error_model="numpy")
+def forward_inference_f16s_sqrt(x, gamma, beta, mean, var, epsilon, block, out):
     """Inference mode: the affine map with the running statistics."""
-    features, size = x.shape
-    for i in prange(features):
-        r = scale_std_f64(np.float64(var[i]), epsilon)
-        m = np.float64(mean[i])
-        gamma_i, beta_i = np.float64(gamma[i]), np.float64(beta[i])
-        for j in range(size):
-            dj = np.float64(x[i, j]) - m
-            out[i, j] = output_f64(dj, r, gamma_i, beta_i)
+    A, L, C = x.shape
+    for b in range((C + block - 1) // block):
+        c0, c1 = b * block, min(C, (b + 1) * block)
+        r = np.empty(c1 - c0)
+        for k in range(c1 - c0):
+            r[k] = scale_sqrt_f16s(np.float64(var[c0 + k]), epsilon)
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    dk = round_to_half(np.float64(x[a, p, c]) - np.float64(mean[c]))
+                    gamma_c, beta_c = np.float64(gamma[c]), np.float64(beta[c])
+                    out[a, p, c] = output_f16s(dk, r[c - c0], gamma_c, beta_c)
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
-def vjp_inference_wide_std(x, g, gamma, mean, var, epsilon, dx, dgamma, dbeta):
+@njit(cache=True, error_model="numpy")
+def vjp_inference_f16s_sqrt(x, g, gamma, mean, var, epsilon, block, dx, dgamma, dbeta):
     """Inference mode: dx = gamma r g, dgamma = sum g (x - mean) r, dbeta = sum g."""
-    features, size = x.shape
-    for i in prange(features):
-        r = scale_std_f64(np.float64(var[i]), epsilon)
-        m = np.float64(mean[i])
-        gamma_i = np.float64(gamma[i])
-        sum_gz, sum_g = 0.0, 0.0
-        for j in range(size):
-            dj = np.float64(x[i, j]) - m
-            gj = np.float64(g[i, j])
-            dx[i, j] = dx_inference_f64(r, gamma_i, gj)
-            sum_gz = sum_gz + summand_gz_f64(dj, r, gj)
-            sum_g = sum_g + gj
-        dgamma[i] = sum_gz
-        dbeta[i] = sum_g
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def statistics_rows_wide(x, mean, var):
-    """Each row's mean and biased variance (float64), for the running statistics."""
-    for i in prange(x.shape[0]):
-        mh, ml, s = statistics_wide(x[i])
-        mean[i] = mh + ml
-        var[i] = s
-
-
-@njit(cache=True, error_model="numpy")
-def forward_f16s_sqrt(x, gamma, beta, epsilon, out):
-    """Training mode: each row (one feature's batch) normalized by its own statistics."""
-    features, size = x.shape
-    for i in range(features):
-        mh, ml, s = statistics_f16s(x[i])
-        r = scale_sqrt_f16s(s, epsilon)
-        gamma_i, beta_i = np.float64(gamma[i]), np.float64(beta[i])
-        for j in range(size):
-            dj = round_to_half((np.float64(x[i, j]) - mh) - ml)
-            out[i, j] = output_f16s(dj, r, gamma_i, beta_i)
-
-
-@njit(cache=True, error_model="numpy")
-def vjp_f16s_sqrt(x, g, gamma, epsilon, dx, dgamma, dbeta):
-    """Training mode: dx for every row, and each feature's dgamma and dbeta."""
-    features, size = x.shape
-    n = round_to_half(np.float64(size))
-    for i in range(features):
-        mh, ml, s = statistics_f16s(x[i])
-        r = scale_sqrt_f16s(s, epsilon)
-        # The sigma path vanishes with the deviations: w = 0 at zero variance (its limit).
-        w = weight_sqrt_f16s(s, epsilon, r) if s > 0.0 else 0.0
-        gamma_i = np.float64(gamma[i])
-        sum_a, sum_ad, sum_gz, sum_g = 0.0, 0.0, 0.0, 0.0
-        for j in range(size):
-            dj = round_to_half((x[i, j] - mh) - ml)
-            sum_a = round_to_half(sum_a + summand_a_f16s(gamma_i, g[i, j]))
-            sum_ad = round_to_half(sum_ad + summand_ad_f16s(dj, gamma_i, g[i, j]))
-            sum_gz = round_to_half(sum_gz + summand_gz_f16s(dj, r, g[i, j]))
-            sum_g = round_to_half(sum_g + g[i, j])
-        ma = round_to_half(sum_a / n)
-        mad = round_to_half(sum_ad / n)
-        for j in range(size):
-            dj = round_to_half((np.float64(x[i, j]) - mh) - ml)
-            dx[i, j] = dx_f16s(dj, r, gamma_i, np.float64(g[i, j]), ma, mad, w)
-        dgamma[i] = sum_gz
-        dbeta[i] = sum_g
+    A, L, C = x.shape
+    for b in range((C + block - 1) // block):
+        c0, c1 = b * block, min(C, (b + 1) * block)
+        r = np.empty(c1 - c0)
+        sum_gz, sum_g = np.zeros(c1 - c0), np.zeros(c1 - c0)
+        for k in range(c1 - c0):
+            r[k] = scale_sqrt_f16s(np.float64(var[c0 + k]), epsilon)
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    k = c - c0
+                    dk = round_to_half(np.float64(x[a, p, c]) - np.float64(mean[c]))
+                    gk = np.float64(g[a, p, c])
+                    dx[a, p, c] = dx_inference_f16s(r[k], np.float64(gamma[c]), gk)
+                    sum_gz[k] = round_to_half(sum_gz[k] + summand_gz_f16s(dk, r[k], gk))
+                    sum_g[k] = round_to_half(sum_g[k] + gk)
+        for k in range(c1 - c0):
+            dgamma[c0 + k] = sum_gz[k]
+            dbeta[c0 + k] = sum_g[k]
 
 
 @njit(cache=True, error_model="numpy")
 def jacobian_f16s_sqrt(x, gamma_i, epsilon, out):
-    """Training mode: the (M, M) block J[k, l] = dy_k / dx_l of one feature."""
+    """Training mode: the (M, M) block J[k, p] = dy_k / dx_l of one feature."""
     size = x.size
     n = round_to_half(np.float64(size))
     mh, ml, s = statistics_f16s(x)
@@ -681,80 +931,111 @@ def jacobian_f16s_sqrt(x, gamma_i, epsilon, out):
 
 
 @njit(cache=True, error_model="numpy")
-def forward_inference_f16s_sqrt(x, gamma, beta, mean, var, epsilon, out):
+def forward_f16s_std(x, gamma, beta, epsilon, block, out):
+    """Training mode on x (A, L, C): features c (the last axis) normalized over (a, p),
+    blocks of features in parallel."""
+    A, L, C = x.shape
+    for b in range((C + block - 1) // block):
+        c0, c1 = b * block, min(C, (b + 1) * block)
+        mh, ml, s = column_statistics_f16s(x, c0, c1)
+        r = np.empty(c1 - c0)
+        for k in range(c1 - c0):
+            r[k] = scale_std_f16s(s[k], epsilon)
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    k = c - c0
+                    dk = round_to_half((np.float64(x[a, p, c]) - mh[k]) - ml[k])
+                    gamma_k, beta_k = np.float64(gamma[c]), np.float64(beta[c])
+                    out[a, p, c] = output_f16s(dk, r[k], gamma_k, beta_k)
+
+
+@njit(cache=True, error_model="numpy")
+def vjp_f16s_std(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
+    """Training mode on x (A, L, C): dx, and each feature's dgamma and dbeta."""
+    A, L, C = x.shape
+    n = round_to_half(np.float64(A * L))
+    for b in range((C + block - 1) // block):
+        c0, c1 = b * block, min(C, (b + 1) * block)
+        width = c1 - c0
+        mh, ml, s = column_statistics_f16s(x, c0, c1)
+        r, w, gammas = np.empty(width), np.empty(width), np.empty(width)
+        for k in range(width):
+            r[k] = scale_std_f16s(s[k], epsilon)
+            # The sigma path vanishes with the deviations: w = 0 at zero variance (its limit).
+            w[k] = weight_std_f16s(s[k], epsilon, r[k]) if s[k] > 0.0 else 0.0
+            gammas[k] = np.float64(gamma[c0 + k])
+        sum_a, sum_ad = np.zeros(width), np.zeros(width)
+        sum_gz, sum_g = np.zeros(width), np.zeros(width)
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    k = c - c0
+                    dk = round_to_half((x[a, p, c] - mh[k]) - ml[k])
+                    gk = g[a, p, c]
+                    sum_a[k] = round_to_half(sum_a[k] + summand_a_f16s(gammas[k], gk))
+                    sum_ad[k] = round_to_half(sum_ad[k] + summand_ad_f16s(dk, gammas[k], gk))
+                    sum_gz[k] = round_to_half(sum_gz[k] + summand_gz_f16s(dk, r[k], gk))
+                    sum_g[k] = round_to_half(sum_g[k] + gk)
+        ma, mad = np.empty(width), np.empty(width)
+        for k in range(width):
+            ma[k] = round_to_half(sum_a[k] / n)
+            mad[k] = round_to_half(sum_ad[k] / n)
+            dgamma[c0 + k] = sum_gz[k]
+            dbeta[c0 + k] = sum_g[k]
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    k = c - c0
+                    dk = round_to_half((np.float64(x[a, p, c]) - mh[k]) - ml[k])
+                    gk = np.float64(g[a, p, c])
+                    dx[a, p, c] = dx_f16s(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k])
+
+
+@njit(cache=True, error_model="numpy")
+def forward_inference_f16s_std(x, gamma, beta, mean, var, epsilon, block, out):
     """Inference mode: the affine map with the running statistics."""
-    features, size = x.shape
-    for i in range(features):
-        r = scale_sqrt_f16s(np.float64(var[i]), epsilon)
-        m = np.float64(mean[i])
-        gamma_i, beta_i = np.float64(gamma[i]), np.float64(beta[i])
-        for j in range(size):
-            dj = round_to_half(np.float64(x[i, j]) - m)
-            out[i, j] = output_f16s(dj, r, gamma_i, beta_i)
+    A, L, C = x.shape
+    for b in range((C + block - 1) // block):
+        c0, c1 = b * block, min(C, (b + 1) * block)
+        r = np.empty(c1 - c0)
+        for k in range(c1 - c0):
+            r[k] = scale_std_f16s(np.float64(var[c0 + k]), epsilon)
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    dk = round_to_half(np.float64(x[a, p, c]) - np.float64(mean[c]))
+                    gamma_c, beta_c = np.float64(gamma[c]), np.float64(beta[c])
+                    out[a, p, c] = output_f16s(dk, r[c - c0], gamma_c, beta_c)
 
 
 @njit(cache=True, error_model="numpy")
-def vjp_inference_f16s_sqrt(x, g, gamma, mean, var, epsilon, dx, dgamma, dbeta):
+def vjp_inference_f16s_std(x, g, gamma, mean, var, epsilon, block, dx, dgamma, dbeta):
     """Inference mode: dx = gamma r g, dgamma = sum g (x - mean) r, dbeta = sum g."""
-    features, size = x.shape
-    for i in range(features):
-        r = scale_sqrt_f16s(np.float64(var[i]), epsilon)
-        m = np.float64(mean[i])
-        gamma_i = np.float64(gamma[i])
-        sum_gz, sum_g = 0.0, 0.0
-        for j in range(size):
-            dj = round_to_half(np.float64(x[i, j]) - m)
-            gj = np.float64(g[i, j])
-            dx[i, j] = dx_inference_f16s(r, gamma_i, gj)
-            sum_gz = round_to_half(sum_gz + summand_gz_f16s(dj, r, gj))
-            sum_g = round_to_half(sum_g + gj)
-        dgamma[i] = sum_gz
-        dbeta[i] = sum_g
-
-
-@njit(cache=True, error_model="numpy")
-def forward_f16s_std(x, gamma, beta, epsilon, out):
-    """Training mode: each row (one feature's batch) normalized by its own statistics."""
-    features, size = x.shape
-    for i in range(features):
-        mh, ml, s = statistics_f16s(x[i])
-        r = scale_std_f16s(s, epsilon)
-        gamma_i, beta_i = np.float64(gamma[i]), np.float64(beta[i])
-        for j in range(size):
-            dj = round_to_half((np.float64(x[i, j]) - mh) - ml)
-            out[i, j] = output_f16s(dj, r, gamma_i, beta_i)
-
-
-@njit(cache=True, error_model="numpy")
-def vjp_f16s_std(x, g, gamma, epsilon, dx, dgamma, dbeta):
-    """Training mode: dx for every row, and each feature's dgamma and dbeta."""
-    features, size = x.shape
-    n = round_to_half(np.float64(size))
-    for i in range(features):
-        mh, ml, s = statistics_f16s(x[i])
-        r = scale_std_f16s(s, epsilon)
-        # The sigma path vanishes with the deviations: w = 0 at zero variance (its limit).
-        w = weight_std_f16s(s, epsilon, r) if s > 0.0 else 0.0
-        gamma_i = np.float64(gamma[i])
-        sum_a, sum_ad, sum_gz, sum_g = 0.0, 0.0, 0.0, 0.0
-        for j in range(size):
-            dj = round_to_half((x[i, j] - mh) - ml)
-            sum_a = round_to_half(sum_a + summand_a_f16s(gamma_i, g[i, j]))
-            sum_ad = round_to_half(sum_ad + summand_ad_f16s(dj, gamma_i, g[i, j]))
-            sum_gz = round_to_half(sum_gz + summand_gz_f16s(dj, r, g[i, j]))
-            sum_g = round_to_half(sum_g + g[i, j])
-        ma = round_to_half(sum_a / n)
-        mad = round_to_half(sum_ad / n)
-        for j in range(size):
-            dj = round_to_half((np.float64(x[i, j]) - mh) - ml)
-            dx[i, j] = dx_f16s(dj, r, gamma_i, np.float64(g[i, j]), ma, mad, w)
-        dgamma[i] = sum_gz
-        dbeta[i] = sum_g
+    A, L, C = x.shape
+    for b in range((C + block - 1) // block):
+        c0, c1 = b * block, min(C, (b + 1) * block)
+        r = np.empty(c1 - c0)
+        sum_gz, sum_g = np.zeros(c1 - c0), np.zeros(c1 - c0)
+        for k in range(c1 - c0):
+            r[k] = scale_std_f16s(np.float64(var[c0 + k]), epsilon)
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    k = c - c0
+                    dk = round_to_half(np.float64(x[a, p, c]) - np.float64(mean[c]))
+                    gk = np.float64(g[a, p, c])
+                    dx[a, p, c] = dx_inference_f16s(r[k], np.float64(gamma[c]), gk)
+                    sum_gz[k] = round_to_half(sum_gz[k] + summand_gz_f16s(dk, r[k], gk))
+                    sum_g[k] = round_to_half(sum_g[k] + gk)
+        for k in range(c1 - c0):
+            dgamma[c0 + k] = sum_gz[k]
+            dbeta[c0 + k] = sum_g[k]
 
 
 @njit(cache=True, error_model="numpy")
 def jacobian_f16s_std(x, gamma_i, epsilon, out):
-    """Training mode: the (M, M) block J[k, l] = dy_k / dx_l of one feature."""
+    """Training mode: the (M, M) block J[k, p] = dy_k / dx_l of one feature."""
     size = x.size
     n = round_to_half(np.float64(size))
     mh, ml, s = statistics_f16s(x)
@@ -766,44 +1047,3 @@ def jacobian_f16s_std(x, gamma_i, epsilon, out):
             dj = round_to_half((np.float64(x[j]) - mh) - ml)
             kronecker = 1.0 if k == j else 0.0
             out[k, j] = entry_f16s(dk, dj, r, np.float64(gamma_i), n, w, kronecker)
-
-
-@njit(cache=True, error_model="numpy")
-def forward_inference_f16s_std(x, gamma, beta, mean, var, epsilon, out):
-    """Inference mode: the affine map with the running statistics."""
-    features, size = x.shape
-    for i in range(features):
-        r = scale_std_f16s(np.float64(var[i]), epsilon)
-        m = np.float64(mean[i])
-        gamma_i, beta_i = np.float64(gamma[i]), np.float64(beta[i])
-        for j in range(size):
-            dj = round_to_half(np.float64(x[i, j]) - m)
-            out[i, j] = output_f16s(dj, r, gamma_i, beta_i)
-
-
-@njit(cache=True, error_model="numpy")
-def vjp_inference_f16s_std(x, g, gamma, mean, var, epsilon, dx, dgamma, dbeta):
-    """Inference mode: dx = gamma r g, dgamma = sum g (x - mean) r, dbeta = sum g."""
-    features, size = x.shape
-    for i in range(features):
-        r = scale_std_f16s(np.float64(var[i]), epsilon)
-        m = np.float64(mean[i])
-        gamma_i = np.float64(gamma[i])
-        sum_gz, sum_g = 0.0, 0.0
-        for j in range(size):
-            dj = round_to_half(np.float64(x[i, j]) - m)
-            gj = np.float64(g[i, j])
-            dx[i, j] = dx_inference_f16s(r, gamma_i, gj)
-            sum_gz = round_to_half(sum_gz + summand_gz_f16s(dj, r, gj))
-            sum_g = round_to_half(sum_g + gj)
-        dgamma[i] = sum_gz
-        dbeta[i] = sum_g
-
-
-@njit(cache=True, error_model="numpy")
-def statistics_rows_f16s(x, mean, var):
-    """Each row's mean and biased variance (float64), for the running statistics."""
-    for i in range(x.shape[0]):
-        mh, ml, s = statistics_f16s(x[i])
-        mean[i] = mh + ml
-        var[i] = s
