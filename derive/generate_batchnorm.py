@@ -34,7 +34,7 @@ def jacobian_{path}_{denom}(x, gamma_i, epsilon, out):
     n = {size_n}
     mh, ml, s = statistics_{path}(x)
     r = scale_{denom}_{mode}(s, epsilon)
-    w = weight_{denom}_{mode}(s, epsilon, r) if s > 0.0 else 0.0
+    w = weight_{denom}_{mode}(s, epsilon, r) if s > 0.0 else 0.0 * r * r
     for k in range(size):
         dk = {dev_k}
         for j in range(size):
@@ -217,8 +217,9 @@ def vjp_{path}_{denom}(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
         r, w, gammas = np.empty(width), np.empty(width), np.empty(width)
         for k in range(width):
             r[k] = scale_{denom}_{mode}(s[k], epsilon)
-            # The sigma path vanishes with the deviations: w = 0 at zero variance (its limit).
-            w[k] = weight_{denom}_{mode}(s[k], epsilon, r[k]) if s[k] > 0.0 else 0.0
+            # The sigma path vanishes with the deviations: w = 0 at zero variance (its limit),
+            # NaN when r is inf there (eps = 0: 0/0).
+            w[k] = weight_{denom}_{mode}(s[k], epsilon, r[k]) if s[k] > 0.0 else 0.0 * r[k] * r[k]
             gammas[k] = np.float64(gamma[c0 + k])
 {sums}
         ma, mad = np.empty(width), np.empty(width)

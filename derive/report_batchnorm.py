@@ -202,7 +202,9 @@ def batchnorm_section() -> list[str]:
         *_eps_facts(),
         "",
         f"(The std + eps form adds eps = {sp.latex(eps)} to sigma, not to the variance: with "
-        "eps rounded to 0 a constant feature is 0/0 as well.)",
+        "eps rounded to 0 a constant feature is 0/0 as well; and at a constant feature its "
+        "scale is 1/eps, which overflows half once eps rounds to 2^-16 = 1.53e-5 or less, so "
+        "with the default eps = 1e-5 strict mode gives NaN on every constant feature.)",
         "",
     ]
     return lines

@@ -319,8 +319,9 @@ def vjp_f64_sqrt(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
         r, w, gammas = np.empty(width), np.empty(width), np.empty(width)
         for k in range(width):
             r[k] = scale_sqrt_f64(s[k], epsilon)
-            # The sigma path vanishes with the deviations: w = 0 at zero variance (its limit).
-            w[k] = weight_sqrt_f64(s[k], epsilon, r[k]) if s[k] > 0.0 else 0.0
+            # The sigma path vanishes with the deviations: w = 0 at zero variance (its limit),
+            # NaN when r is inf there (eps = 0: 0/0).
+            w[k] = weight_sqrt_f64(s[k], epsilon, r[k]) if s[k] > 0.0 else 0.0 * r[k] * r[k]
             gammas[k] = np.float64(gamma[c0 + k])
         sums = np.zeros((8, width))
         for a in range(A):
@@ -406,7 +407,7 @@ def jacobian_f64_sqrt(x, gamma_i, epsilon, out):
     n = np.float64(size)
     mh, ml, s = statistics_f64(x)
     r = scale_sqrt_f64(s, epsilon)
-    w = weight_sqrt_f64(s, epsilon, r) if s > 0.0 else 0.0
+    w = weight_sqrt_f64(s, epsilon, r) if s > 0.0 else 0.0 * r * r
     for k in range(size):
         dk = (np.float64(x[k]) - mh) - ml
         for j in range(size):
@@ -447,8 +448,9 @@ def vjp_f64_std(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
         r, w, gammas = np.empty(width), np.empty(width), np.empty(width)
         for k in range(width):
             r[k] = scale_std_f64(s[k], epsilon)
-            # The sigma path vanishes with the deviations: w = 0 at zero variance (its limit).
-            w[k] = weight_std_f64(s[k], epsilon, r[k]) if s[k] > 0.0 else 0.0
+            # The sigma path vanishes with the deviations: w = 0 at zero variance (its limit),
+            # NaN when r is inf there (eps = 0: 0/0).
+            w[k] = weight_std_f64(s[k], epsilon, r[k]) if s[k] > 0.0 else 0.0 * r[k] * r[k]
             gammas[k] = np.float64(gamma[c0 + k])
         sums = np.zeros((8, width))
         for a in range(A):
@@ -534,7 +536,7 @@ def jacobian_f64_std(x, gamma_i, epsilon, out):
     n = np.float64(size)
     mh, ml, s = statistics_f64(x)
     r = scale_std_f64(s, epsilon)
-    w = weight_std_f64(s, epsilon, r) if s > 0.0 else 0.0
+    w = weight_std_f64(s, epsilon, r) if s > 0.0 else 0.0 * r * r
     for k in range(size):
         dk = (np.float64(x[k]) - mh) - ml
         for j in range(size):
@@ -602,8 +604,9 @@ def vjp_wide_sqrt(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
         r, w, gammas = np.empty(width), np.empty(width), np.empty(width)
         for k in range(width):
             r[k] = scale_sqrt_f64(s[k], epsilon)
-            # The sigma path vanishes with the deviations: w = 0 at zero variance (its limit).
-            w[k] = weight_sqrt_f64(s[k], epsilon, r[k]) if s[k] > 0.0 else 0.0
+            # The sigma path vanishes with the deviations: w = 0 at zero variance (its limit),
+            # NaN when r is inf there (eps = 0: 0/0).
+            w[k] = weight_sqrt_f64(s[k], epsilon, r[k]) if s[k] > 0.0 else 0.0 * r[k] * r[k]
             gammas[k] = np.float64(gamma[c0 + k])
         sum_a, sum_ad, sum_gz, sum_g = _column_sums_wide(x, g, c0, c1, gammas, mh, ml, r)
         ma, mad = np.empty(width), np.empty(width)
@@ -669,7 +672,7 @@ def jacobian_wide_sqrt(x, gamma_i, epsilon, out):
     n = np.float64(size)
     mh, ml, s = statistics_wide(x)
     r = scale_sqrt_f64(s, epsilon)
-    w = weight_sqrt_f64(s, epsilon, r) if s > 0.0 else 0.0
+    w = weight_sqrt_f64(s, epsilon, r) if s > 0.0 else 0.0 * r * r
     for k in range(size):
         dk = (np.float64(x[k]) - mh) - ml
         for j in range(size):
@@ -710,8 +713,9 @@ def vjp_wide_std(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
         r, w, gammas = np.empty(width), np.empty(width), np.empty(width)
         for k in range(width):
             r[k] = scale_std_f64(s[k], epsilon)
-            # The sigma path vanishes with the deviations: w = 0 at zero variance (its limit).
-            w[k] = weight_std_f64(s[k], epsilon, r[k]) if s[k] > 0.0 else 0.0
+            # The sigma path vanishes with the deviations: w = 0 at zero variance (its limit),
+            # NaN when r is inf there (eps = 0: 0/0).
+            w[k] = weight_std_f64(s[k], epsilon, r[k]) if s[k] > 0.0 else 0.0 * r[k] * r[k]
             gammas[k] = np.float64(gamma[c0 + k])
         sum_a, sum_ad, sum_gz, sum_g = _column_sums_wide(x, g, c0, c1, gammas, mh, ml, r)
         ma, mad = np.empty(width), np.empty(width)
@@ -777,7 +781,7 @@ def jacobian_wide_std(x, gamma_i, epsilon, out):
     n = np.float64(size)
     mh, ml, s = statistics_wide(x)
     r = scale_std_f64(s, epsilon)
-    w = weight_std_f64(s, epsilon, r) if s > 0.0 else 0.0
+    w = weight_std_f64(s, epsilon, r) if s > 0.0 else 0.0 * r * r
     for k in range(size):
         dk = (np.float64(x[k]) - mh) - ml
         for j in range(size):
@@ -843,8 +847,9 @@ def vjp_f16s_sqrt(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
         r, w, gammas = np.empty(width), np.empty(width), np.empty(width)
         for k in range(width):
             r[k] = scale_sqrt_f16s(s[k], epsilon)
-            # The sigma path vanishes with the deviations: w = 0 at zero variance (its limit).
-            w[k] = weight_sqrt_f16s(s[k], epsilon, r[k]) if s[k] > 0.0 else 0.0
+            # The sigma path vanishes with the deviations: w = 0 at zero variance (its limit),
+            # NaN when r is inf there (eps = 0: 0/0).
+            w[k] = weight_sqrt_f16s(s[k], epsilon, r[k]) if s[k] > 0.0 else 0.0 * r[k] * r[k]
             gammas[k] = np.float64(gamma[c0 + k])
         sum_a, sum_ad = np.zeros(width), np.zeros(width)
         sum_gz, sum_g = np.zeros(width), np.zeros(width)
@@ -921,7 +926,7 @@ def jacobian_f16s_sqrt(x, gamma_i, epsilon, out):
     n = round_to_half(np.float64(size))
     mh, ml, s = statistics_f16s(x)
     r = scale_sqrt_f16s(s, epsilon)
-    w = weight_sqrt_f16s(s, epsilon, r) if s > 0.0 else 0.0
+    w = weight_sqrt_f16s(s, epsilon, r) if s > 0.0 else 0.0 * r * r
     for k in range(size):
         dk = round_to_half((np.float64(x[k]) - mh) - ml)
         for j in range(size):
@@ -962,8 +967,9 @@ def vjp_f16s_std(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
         r, w, gammas = np.empty(width), np.empty(width), np.empty(width)
         for k in range(width):
             r[k] = scale_std_f16s(s[k], epsilon)
-            # The sigma path vanishes with the deviations: w = 0 at zero variance (its limit).
-            w[k] = weight_std_f16s(s[k], epsilon, r[k]) if s[k] > 0.0 else 0.0
+            # The sigma path vanishes with the deviations: w = 0 at zero variance (its limit),
+            # NaN when r is inf there (eps = 0: 0/0).
+            w[k] = weight_std_f16s(s[k], epsilon, r[k]) if s[k] > 0.0 else 0.0 * r[k] * r[k]
             gammas[k] = np.float64(gamma[c0 + k])
         sum_a, sum_ad = np.zeros(width), np.zeros(width)
         sum_gz, sum_g = np.zeros(width), np.zeros(width)
@@ -1040,7 +1046,7 @@ def jacobian_f16s_std(x, gamma_i, epsilon, out):
     n = round_to_half(np.float64(size))
     mh, ml, s = statistics_f16s(x)
     r = scale_std_f16s(s, epsilon)
-    w = weight_std_f16s(s, epsilon, r) if s > 0.0 else 0.0
+    w = weight_std_f16s(s, epsilon, r) if s > 0.0 else 0.0 * r * r
     for k in range(size):
         dk = round_to_half((np.float64(x[k]) - mh) - ml)
         for j in range(size):
