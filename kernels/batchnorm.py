@@ -36,6 +36,7 @@ array([[-1.22474487],
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 from numpy.typing import ArrayLike
 
@@ -74,9 +75,9 @@ class _Prepared:
             self.mean = self._statistic(running_mean, "running_mean", features)
             self.var = self._statistic(running_var, "running_var", features)
         self.columns = self.layout(x)
-        # Features per parallel block: enough blocks for the threads, contiguous runs of
-        # features for the inner loops; results do not depend on it.
-        self.block = max(1, min(256, features // 8))
+        # Features per parallel block: one block per thread, so that each block's inner
+        # loops run over long contiguous runs of features; results do not depend on it.
+        self.block = max(1, -(-features // numba.get_num_threads()))
 
     def layout(self, array: np.ndarray) -> np.ndarray:
         """``array`` as (N, L, C), features last, in the compute dtype: an (N, D) input is
