@@ -210,8 +210,8 @@ def _lipschitz_result(c: Claim) -> Result:
     )
 
 
-#: Catalog entries decided by :mod:`derive.check_norms`.
-NORM_KEYS = ("layernorm", "rmsnorm", "centernorm", "weightnorm", "normalization")
+#: The normalizations: decided by :mod:`derive.check_norms` and :mod:`derive.check_batchnorm`.
+NORM_KEYS = ("layernorm", "rmsnorm", "centernorm", "weightnorm", "normalization", "batchnorm")
 
 
 @cache
