@@ -88,6 +88,7 @@ from hypothesis import strategies as st
 from derive import reference_batchnorm
 from derive.reference import round_to_dtype, ulp
 from kernels import batchnorm
+from tests.norm_helpers import assert_same_values, mp
 from tests.tolerances import NORM_ROUNDINGS, NORM_ULPS, UNIT_FLOAT64
 
 DTYPES = (np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.float16))
@@ -173,11 +174,6 @@ def objects(nested: Any) -> np.ndarray:
 # --------------------------------------------------------------------------------------
 
 
-def mp(value: Any) -> mpmath.mpf:
-    """A float16/32/64 value as an mpf, exactly."""
-    return mpmath.mpf(float(value))
-
-
 def float64_error(n: int, scale: mpmath.mpf) -> mpmath.mpf:
     """(NORM_ROUNDINGS + n) 2^-53 S (call inside ``workdps(SCALE_DPS)``)."""
     return (NORM_ROUNDINGS + n) * mpmath.mpf(UNIT_FLOAT64) * scale
@@ -247,17 +243,6 @@ def plain_length(dtype: np.dtype, quantity: str, size: int, training: bool) -> i
     if np.dtype(dtype) == np.float64:
         return 0
     return 2 * size if quantity == "dgamma" else size
-
-
-def assert_same_values(what: str, actual: np.ndarray, expected: np.ndarray) -> None:
-    """Equal values (NaN equals NaN; 0 equals -0), naming the first index that differs."""
-    actual, expected = np.broadcast_arrays(np.asarray(actual), np.asarray(expected))
-    same = (actual == expected) | (np.isnan(actual) & np.isnan(expected))
-    if not np.all(same):
-        index = tuple(int(i) for i in np.argwhere(~same)[0])
-        raise AssertionError(
-            f"{what} at index {index}: got {actual[index]!r}, expected {expected[index]!r}"
-        )
 
 
 def assert_same_bits(what: str, actual: np.ndarray, expected: np.ndarray) -> None:

@@ -75,6 +75,7 @@ from hypothesis import strategies as st
 from derive import reference_norms
 from derive.reference import round_to_dtype, ulp
 from kernels import centernorm, layernorm, rmsnorm, weightnorm
+from tests.norm_helpers import assert_same_values, mp
 from tests.tolerances import NORM_ROUNDINGS, NORM_ULPS, UNIT_FLOAT64
 
 DTYPES = (np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.float16))
@@ -185,11 +186,6 @@ def call(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 # --------------------------------------------------------------------------------------
 # The accuracy check
 # --------------------------------------------------------------------------------------
-
-
-def mp(value: Any) -> mpmath.mpf:
-    """A float16/32/64 value as an mpf, exactly."""
-    return mpmath.mpf(float(value))
 
 
 def check(
@@ -985,17 +981,6 @@ def strict_and_mixed(norm: RowNorm, x: np.ndarray, eps: float = STRICT_EPS):
     strict = call(norm.kernel.forward, x, *params, strict_fp16=True)
     mixed = call(norm.kernel.forward, x, *params)
     return strict, mixed
-
-
-def assert_same_values(what: str, actual: np.ndarray, expected: np.ndarray) -> None:
-    """Equal values (NaN equals NaN; 0 equals -0), naming the first index that differs."""
-    actual, expected = np.broadcast_arrays(np.asarray(actual), np.asarray(expected))
-    same = (actual == expected) | (np.isnan(actual) & np.isnan(expected))
-    if not np.all(same):
-        index = tuple(int(i) for i in np.argwhere(~same)[0])
-        raise AssertionError(
-            f"{what} at index {index}: got {actual[index]!r}, expected {expected[index]!r}"
-        )
 
 
 def assert_same_bits(what: str, actual: np.ndarray, expected: np.ndarray) -> None:
