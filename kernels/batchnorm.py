@@ -49,7 +49,7 @@ DENOMS = {"sqrt_var_eps": "sqrt", "std_plus_eps": "std"}
 
 
 class _Prepared:
-    """Checked arguments, x laid out as (N, C, L) columns, and the loop path."""
+    """Checked arguments, x laid out features-last as (N, L, C), and the loop path."""
 
     def __init__(self, x, gamma, beta, eps, training, running_mean, running_var, denom, strict):
         x = float_array(x, "x")
@@ -105,7 +105,10 @@ class _Prepared:
         if np.any(array < 0) and name == "running_var":
             raise ValueError(f"{name}: a variance must be >= 0")
         values = np.ascontiguousarray(array, dtype=np.float64)
-        return values.astype(np.float16).astype(np.float64) if self.strict else values
+        if not self.strict:
+            return values
+        with np.errstate(over="ignore"):  # strict mode: statistics rounded to half too
+            return values.astype(np.float16).astype(np.float64)
 
     @property
     def _compute(self) -> np.dtype:
