@@ -133,7 +133,8 @@ def _table_jacobian(c):
         "holds",
         "gamma_j*r*(delta_jk - 1/M - d_k*d_j*r**2/M)",
         Proof(
-            claim="Table 2: the BatchNorm Jacobian is given by Eq. 16 and 17", steps=tuple(steps)
+            claim=r"Table 2: $\partial\,\mathrm{BN}/\partial X$ is given by Eq. 16 and 17",
+            steps=tuple(steps),
         ),
         notes=(
             "Block diagonal: one M x M block per feature, gamma_j times Eq. 16 (diagonal) and "
@@ -191,7 +192,8 @@ def _lipschitz(c):
         "approx",
         "Max(Abs(gamma_j)/sqrt(sigma_j**2 + epsilon))",
         Proof(
-            claim="BatchNorm's Lipschitz constant, locally, globally and in inference", steps=steps
+            claim=r"BatchNorm's $\mathrm{Lip}$ at a batch, over all batches, and in inference",
+            steps=steps,
         ),
         witness={"M": "3", "x": "(0, 1, 5)", "gamma": "2", "eps": "1/2", "norm": sp.sstr(norm)},
         notes=(
