@@ -394,8 +394,34 @@ def _gradient(which: str):
     return decide
 
 
+def _against_derived(c, derived: sp.Tuple, what: str, steps: tuple, value: str, note: str):
+    """holds if the printed tuple equals the derived one, else fails at an exact point;
+    ``steps`` prove the derived tuple (identities and a concrete batch)."""
+    equal, witness = pb.compare(c.formal, derived, what)
+    comparison = Step(
+        statement=(
+            f"the printed {what} equal the derived ones"
+            if equal
+            else f"at the exact point {witness['point']}, component {witness['component']} of "
+            f"the printed {what} is {witness['printed']}, of the derived ones "
+            f"{witness['derived']}"
+        ),
+        method="symbolic identity" if equal else "exact witness",
+        check=lambda: pb.compare(c.formal, derived, what) == (equal, witness),
+    )
+    return _result(
+        c,
+        "holds" if equal else "fails",
+        value,
+        Proof(claim=c.statement_latex, steps=(comparison, *steps)),
+        witness=witness or None,
+        notes=(() if equal else (note,)),
+    )
+
+
 def _moments_000(c):
-    mean, variance = pb.moment_counterexample()
+    gamma, beta = sp.Symbol("gamma"), sp.Symbol("beta")
+    derived = sp.Tuple(beta, gamma**2 * bn.sigma**2 / (bn.sigma**2 + eps))
     steps = (
         Step(
             statement=r"mean of the output = $\beta$ and its variance = $\gamma^2\sigma^2/"
@@ -404,78 +430,74 @@ def _moments_000(c):
             check=lambda: all(pb.moments_hold(s) for s in (2, 3, 4)),
         ),
         Step(
-            statement=r"x = (0, 2), eps = 1, gamma = 1, beta = 0: the output has mean 0 and "
-            r"variance 1/2, not $\gamma^2 = 1$",
+            statement=r"a batch: x = (0, 2), eps = 1, gamma = 1, beta = 0 gives an output with "
+            r"mean 0 and variance 1/2",
             method="exact witness",
             check=lambda: pb.moment_counterexample() == (0, sp.Rational(1, 2)),
         ),
     )
-    return _result(
+    return _against_derived(
         c,
-        "fails",
+        derived,
+        "(mean, variance)",
+        steps,
         "Tuple(beta_j, gamma_j**2*sigma**2/(sigma**2 + epsilon))",
-        Proof(claim=c.statement_latex, steps=steps),
-        witness={
-            **{k: str(v) for k, v in pb.MOMENT_POINT.items()},
-            "variance": str(variance),
-            "mean": str(mean),
-        },
-        notes=(
-            "Corrected: the mean is beta; the variance is gamma^2 sigma^2/(sigma^2 + eps), "
-            "below gamma^2 for every eps > 0 (it tends to gamma^2 as eps/sigma^2 -> 0).",
-        ),
+        "Corrected: the mean is beta; the variance is gamma^2 sigma^2/(sigma^2 + eps), below "
+        "gamma^2 for every eps > 0 (it tends to gamma^2 as eps/sigma^2 -> 0).",
     )
 
 
 def _identity_000(c):
+    derived = sp.Tuple(bn.mu, sp.sqrt(bn.sigma**2 + eps))
     steps = (
         Step(
-            statement=r"x = (0, 2), eps = 1 with $\gamma = \sigma_{\mathcal B} = 1$, "
+            statement=r"$\gamma = \sqrt{\sigma_{\mathcal B}^2 + \epsilon}$, "
+            r"$\beta = \mu_{\mathcal B}$ give $h = x$ exactly (M = 2..4)",
+            method="symbolic identity",
+            check=lambda: all(pb.corrected_identity(s) for s in (2, 3, 4)),
+        ),
+        Step(
+            statement=r"a batch: x = (0, 2), eps = 1 with $\gamma = \sigma_{\mathcal B} = 1$, "
             r"$\beta = \mu_{\mathcal B} = 1$: $h - x = (1 - 1/\sqrt2, -1 + 1/\sqrt2) \ne 0$",
             method="exact witness",
             check=lambda: (
                 pb.identity_counterexample() == sp.Matrix([1 - sp.sqrt(2) / 2, -1 + sp.sqrt(2) / 2])
             ),
         ),
-        Step(
-            statement=r"corrected: $\gamma = \sqrt{\sigma_{\mathcal B}^2 + \epsilon}$, "
-            r"$\beta = \mu_{\mathcal B}$ give $h = x$ exactly (M = 2..4)",
-            method="symbolic identity",
-            check=lambda: all(pb.corrected_identity(s) for s in (2, 3, 4)),
-        ),
     )
-    return _result(
+    return _against_derived(
         c,
-        "fails",
+        derived,
+        "(beta, gamma)",
+        steps,
         "Tuple(mu_B, sqrt(sigma_B**2 + epsilon))",
-        Proof(claim=c.statement_latex, steps=steps),
-        witness={"x": "(0, 2)", "eps": "1", "h_minus_x": "(1 - 1/sqrt(2), -1 + 1/sqrt(2))"},
-        notes=("value: (beta, gamma) that make the transformation the identity.",),
+        "value: the (beta, gamma) that make the transformation the identity.",
     )
 
 
 def _moments_002(c):
+    derived = sp.Tuple(0, bn.sigma / sp.sqrt(bn.sigma**2 + eps))
     steps = (
         Step(
-            statement=r"$\hat x$ has mean 0 and variance $\sigma^2/(\sigma^2+\epsilon)$ exactly"
-            r" (the output with gamma = 1, beta = 0; M = 2..4)",
+            statement=r"$\hat x$ has mean 0 and variance $\sigma^2/(\sigma^2+\epsilon)$ "
+            r"exactly (the output with gamma = 1, beta = 0; M = 2..4)",
             method="symbolic identity",
             check=lambda: all(pb.moments_hold(s) for s in (2, 3, 4)),
         ),
         Step(
-            statement=r"x = (0, 2), eps = 1: $\hat x = (-1/\sqrt2, 1/\sqrt2)$, standard "
-            r"deviation $1/\sqrt2$, not 1",
+            statement=r"a batch: x = (0, 2), eps = 1 gives $\hat x = (-1/\sqrt2, 1/\sqrt2)$, "
+            r"standard deviation $1/\sqrt2$",
             method="exact witness",
             check=lambda: pb.moment_counterexample() == (0, sp.Rational(1, 2)),
         ),
     )
-    return _result(
+    return _against_derived(
         c,
-        "fails",
+        derived,
+        "(mean, standard deviation)",
+        steps,
         "Tuple(0, sigma/sqrt(sigma**2 + epsilon))",
-        Proof(claim=c.statement_latex, steps=steps),
-        witness={"x": "(0, 2)", "eps": "1", "std": "1/sqrt(2)"},
-        notes=("Corrected: mean 0 and standard deviation sigma/sqrt(sigma^2 + eps) < 1.",),
+        "Corrected: mean 0 and standard deviation sigma/sqrt(sigma^2 + eps) < 1.",
     )
 
 

@@ -690,13 +690,15 @@ BATCHNORM_CLAIMS: tuple[Claim, ...] = (
         "000_fd3535166428b448.txt, Algorithm (Batch Normalization)",
         r"\mathcal{B}_N \text{ will have } \beta \text{ mean and } \gamma^2 \text{ variance}",
         sp.Tuple(sp.Symbol("beta"), sp.Symbol("gamma") ** 2),
+        notes="formal: the printed (mean, variance) of the output.",
     ),
     _bn(
         "identity_000",
         "equation",
         "000_fd3535166428b448.txt, Batch Normalization (second slide)",
         r"\beta = \mu_{\mathcal B},\ \gamma = \sigma_{\mathcal B} \Rightarrow h_i = x_i",
-        None,
+        sp.Tuple(_MU, _SIG),
+        notes="formal: the printed (beta, gamma) that make the transformation the identity.",
     ),
     _bn(
         "moments_002",
@@ -705,7 +707,8 @@ BATCHNORM_CLAIMS: tuple[Claim, ...] = (
         r"\hat x_i \leftarrow \frac{x_i - \mu_\beta}{\sqrt{\delta_\beta^2 + \epsilon}}\ "
         r"(\text{data has mean of 0 and std of 1})",
         sp.Tuple(0, 1),
-        notes="002 writes the batch variance delta_beta^2 and the batch mean mu_beta.",
+        notes="002 writes the batch variance delta_beta^2 and the batch mean mu_beta. formal: "
+        "the printed (mean, standard deviation) of xhat.",
     ),
     _bn(
         "test_002",

@@ -28,6 +28,8 @@ PROBE = {
     bn.sigma2: sp.Integer(4),
     eps: sp.Rational(1, 10),
     bn.m: sp.Integer(3),
+    sp.Symbol("gamma"): sp.Integer(2),
+    sp.Symbol("beta"): sp.Rational(1, 2),
 }
 
 

@@ -159,3 +159,24 @@ def test_notes_running_update_maps_to_pytorch():
     np.testing.assert_allclose(new_var, m * var + (1 - m) * x.var(0, ddof=1), rtol=1e-14)
     biased = m * var + (1 - m) * x.var(0)
     assert np.all(np.abs(new_var - biased) > 1e-3)
+
+
+def test_corrected_moments_hold_and_printed_ones_fail_at_their_witness():
+    """The verdict follows the printed tuple: the corrected variance holds; the printed one
+    fails at an exact point whose values rerun here."""
+    from derive.norms import eps
+
+    gamma, beta = sp.Symbol("gamma"), sp.Symbol("beta")
+    printed = claim("batchnorm.moments_000")
+    corrected = sp.Tuple(beta, gamma**2 * bn.sigma**2 / (bn.sigma**2 + eps))
+    assert check(dataclasses.replace(printed, formal=corrected)).verdict == "holds"
+    result = check(printed)
+    assert result.verdict == "fails"
+    point = {
+        sp.Symbol(k, **({"positive": True} if k == "sigma" else {})): sp.sympify(v)
+        for k, v in result.witness["point"].items()
+    }
+    point = {(eps if str(k) == "epsilon" else k): v for k, v in point.items()}
+    index = result.witness["component"]
+    assert sp.nsimplify(printed.formal[index].subs(point)) == sp.sympify(result.witness["printed"])
+    assert sp.nsimplify(corrected[index].subs(point)) == sp.sympify(result.witness["derived"])
