@@ -544,23 +544,51 @@ def weightnorm_equality_counterexample() -> Proof:
     )
 
 
-def weightnorm_layout_witness() -> Proof:
-    """The printed ``dWN/dx = W`` in the paper's denominator layout: shapes differ."""
-    return Proof(
-        claim=r"Table 2 prints $\partial\,\mathrm{WN}/\partial x = W$ in denominator layout",
-        steps=(
-            weightnorm_bound_steps()[0],
-            Step(
-                statement=(
-                    r"In the paper's denominator layout (Linear: $W^\top$) the Jacobian is "
-                    r"$W^\top$, of shape $D \times O$; $W$ is $O \times D$: for O = 1, D = 2 "
-                    r"the printed matrix has shape (1, 2) and the true one (2, 1)"
-                ),
-                method="exact witness",
-                check=lambda: (
-                    weight_matrix([[1, 2]], [1], 0).shape == (1, 2)
-                    and weight_matrix([[1, 2]], [1], 0).T.shape == (2, 1)
-                ),
-            ),
+def printed_weightnorm_jacobian(vs: sp.Matrix, gammas: sp.Matrix) -> sp.Matrix:
+    """Table 2's printed dWN/dx: the matrix W itself."""
+    return WEIGHTNORM.weights(vs, gammas)
+
+
+#: (D, O) sizes at which the printed WeightNorm Jacobian is compared: O != D shows layout.
+LAYOUT_SIZES = ((2, 1), (3, 2))
+
+
+def _layout_match(printed, size: int, outputs: int) -> str:
+    """ "denominator" if printed equals (dy/dx)^T by sympy.diff, "numerator" if it equals
+    dy/dx, else "neither"."""
+    xs, vs, gammas, y = WEIGHTNORM.forward(size, outputs)
+    shown, numerator = printed(vs, gammas), y.jacobian(xs)
+    if shown.shape == numerator.T.shape and _zero(shown - numerator.T):
+        return "denominator"
+    if shown.shape == numerator.shape and _zero(shown - numerator):
+        return "numerator"
+    return "neither"
+
+
+def weightnorm_layout_decision(printed=printed_weightnorm_jacobian) -> tuple[str, Proof]:
+    """``holds`` if the printed Jacobian is sympy.diff's in the paper's denominator layout,
+    ``misprinted`` if it is the numerator-layout one (the intent of a layout slip), else
+    ``fails``; compared at (D, O) = (2, 1) and (3, 2)."""
+    found = {_layout_match(printed, d_, o_) for d_, o_ in LAYOUT_SIZES}
+    verdict = {
+        frozenset({"denominator"}): "holds",
+        frozenset({"numerator"}): "misprinted",
+    }.get(frozenset(found), "fails")
+    layout = next(iter(found)) if len(found) == 1 else "neither"
+    step = Step(
+        statement=(
+            "(D, O) = (2, 1) and (3, 2): the printed matrix is "
+            + {
+                "denominator": r"$(\partial y/\partial x)^\top$ (sympy.diff), the paper's "
+                "denominator layout",
+                "numerator": r"$\partial y/\partial x = W$ (sympy.diff), the numerator "
+                r"layout; the paper's denominator layout (Linear: $W^\top$) needs $W^\top$, "
+                "of shape D x O",
+                "neither": "the Jacobian in neither layout",
+            }[layout]
         ),
+        method="symbolic identity",
+        check=lambda: {_layout_match(printed, d_, o_) for d_, o_ in LAYOUT_SIZES} == found,
     )
+    claim = r"Table 2 prints $\partial\,\mathrm{WN}/\partial x = W$ in denominator layout"
+    return verdict, Proof(claim=claim, steps=(step,))

@@ -209,3 +209,15 @@ def test_centernorm_and_weightnorm_constants():
     assert _norm2(w) == pytest.approx(np.sqrt(2), rel=1e-14)
     w = weightnorm.jacobian(np.zeros(2), np.array(v, float) * 1e4, np.ones(2), 1.0)
     assert np.sqrt(2) * (1 - 1e-8) < _norm2(w) < np.sqrt(2)  # approached, not reached
+
+
+def test_weightnorm_layout_verdict_follows_the_printed_matrix():
+    """W^T (the paper's own layout) would hold; W is the numerator layout, misprinted; any
+    other matrix fails."""
+    assert pn.weightnorm_layout_decision()[0] == "misprinted"
+    transposed = pn.weightnorm_layout_decision(lambda v, g: pn.printed_weightnorm_jacobian(v, g).T)
+    assert transposed[0] == "holds" and transposed[1].verify().ok
+    assert (
+        pn.weightnorm_layout_decision(lambda v, g: 2 * pn.printed_weightnorm_jacobian(v, g))[0]
+        == "fails"
+    )
