@@ -212,6 +212,9 @@ def _lipschitz_result(c: Claim) -> Result:
 
 #: The normalizations: decided by :mod:`derive.check_norms` and :mod:`derive.check_batchnorm`.
 NORM_KEYS = ("layernorm", "rmsnorm", "centernorm", "weightnorm", "normalization", "batchnorm")
+#: The rows decided by :mod:`derive.check_rows` (its ``ROW_KEYS``, repeated to avoid
+#: importing it before it is needed).
+ROW_KEYS = ("linear", "conv2d", "softmax", "maxpool", "avgpool", "residual", "weighted_residual")
 
 
 @cache
@@ -225,6 +228,10 @@ def check(c: Claim) -> Result:
         from derive.check_norms import check_norm
 
         return check_norm(c)
+    if c.key in ROW_KEYS:
+        from derive.check_rows import check_row
+
+        return check_row(c)
     if c.kind == "lipschitz":
         return _lipschitz_result(c)
     if c.approximate:

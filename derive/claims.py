@@ -722,8 +722,238 @@ BATCHNORM_CLAIMS: tuple[Claim, ...] = (
 )
 
 
-#: Every claim: the activation rows, then the normalizations.
-CLAIMS: tuple[Claim, ...] = ACTIVATION_CLAIMS + NORM_CLAIMS + BATCHNORM_CLAIMS
+# --- Linear, Convolution, Softmax, poolings, residual blocks ---------------------------
+
+_SIGMA_W = sp.Symbol("sigma_max_W", nonnegative=True)  # sigma_max of the printed matrix
+_LIP_F = sp.Symbol("Lip_f", nonnegative=True)  # Lipschitz constant of the branch f
+_NU_MAX = sp.Symbol("nu_max", real=True)  # max_D nu_D, as printed
+_ROW_D = sp.Symbol("D", positive=True, integer=True)
+_SEC31 = "001_76ce3a8a4b6079c3.txt, {}"
+
+
+def _row(
+    claim_id: str, kind: str, source: str, latex: str, formal=None, printed=None, notes=""
+) -> Claim:
+    return Claim(
+        id=claim_id,
+        key=claim_id.split(".")[0],
+        kind=kind,
+        source=source,
+        statement_latex=latex,
+        formal=formal,
+        printed_value=printed,
+        notes=notes,
+    )
+
+
+ROW_CLAIMS: tuple[Claim, ...] = (
+    _row(
+        "linear.definition",
+        "definition",
+        TABLE2.format("Linear") + "; Eq. 9",
+        r"\mathbf{y} = \mathbf{W}\mathbf{x} + \mathbf{b}",
+        notes="Table 2 prints y = Wx; Eq. 9 adds the bias. PyTorch's nn.Linear computes "
+        "x W^T + b on a row x, the same map.",
+    ),
+    _row(
+        "linear.jacobian",
+        "jacobian",
+        TABLE2.format("Linear") + "; Eq. 10",
+        r"\frac{\partial \mathbf{y}}{\partial \mathbf{x}} = \mathbf{W}^\top",
+        notes="Denominator layout (the paper's): the numerator-layout Jacobian is W.",
+    ),
+    _row(
+        "linear.lipschitz",
+        "lipschitz",
+        TABLE2.format("Linear") + "; Eq. 11 (p = 2)",
+        r"\sigma_{\max}(\mathbf{W})",
+        _SIGMA_W,
+        "sigma_max(W)",
+    ),
+    _row(
+        "linear.eq11",
+        "equation",
+        _SEC31.format("Eq. 11"),
+        r"\text{Lip}_p(f(\mathbf{x}; \mathbf{W}, \mathbf{b})) = \sup_{\|\mathbf{x}\|_p=1} "
+        r"\|\mathbf{W}\mathbf{x} + \mathbf{b}\|_p",
+        notes="formal: the printed supremum, against the Lipschitz constant of the affine map.",
+    ),
+    _row(
+        "linear.eigenvalue",
+        "equation",
+        _SEC31.format("text under Eq. 11"),
+        r"\sigma_{\max}(\mathbf{W}) \text{ is the largest absolute eigenvalue of } \mathbf{W}",
+    ),
+    _row(
+        "linear.backprop",
+        "equation",
+        _SEC31.format("section 3.1.1, the gradients after Eq. 11"),
+        r"\frac{\partial \mathcal{L}}{\partial \mathbf{x}^l} = (\mathbf{W}^{l+1})^\top "
+        r"\frac{\partial \mathcal{L}}{\partial \mathbf{y}^{l+1}},\ \frac{\partial \mathcal{L}}"
+        r"{\partial \mathbf{W}^{l+1}} = \frac{\partial \mathcal{L}}{\partial \mathbf{y}^{l+1}}"
+        r"(\mathbf{x}^l)^\top,\ \frac{\partial \mathcal{L}}{\partial \mathbf{b}^{l+1}} = "
+        r"\frac{\partial \mathcal{L}}{\partial \mathbf{y}^{l+1}}",
+    ),
+    _row(
+        "conv2d.definition",
+        "definition",
+        TABLE2.format("Convolution") + "; Eq. 12",
+        r"Y_{i,j,o} = \sum_{m=-\frac{K+1}{2}}^{\frac{K+1}{2}} \sum_{n=-\frac{K+1}{2}}"
+        r"^{\frac{K+1}{2}} \sum_{c=0}^{C-1} X_{i+m,j+n,c} \cdot W_{m,n,c,o}",
+        notes="Eq. 13 rewrites it as Y^O = W^O_{K,K,C} X^{K,K,C} (Einstein notation; "
+        "X^{K,K,C} is the im2col matrix of patches).",
+    ),
+    _row(
+        "conv2d.jacobian",
+        "jacobian",
+        TABLE2.format("Convolution"),
+        r"\frac{\partial \mathbf{y}^O}{\partial \mathbf{x}^D} = (\mathbf{W}_D^O)^\top = "
+        r"\mathbf{W}_D^O",
+        notes="D = K*K*C; W_D^O is the weight reshaped to an O x D matrix.",
+    ),
+    _row(
+        "conv2d.lipschitz",
+        "lipschitz",
+        TABLE2.format("Convolution"),
+        r"\sigma_{\max}(\mathbf{W}_D^O)",
+        _SIGMA_W,
+        "sigma_max(W_D^O)",
+        notes="Read as the Lipschitz constant of the convolution as a map from images to "
+        "images (2-norm = Frobenius norm of the image tensors), as the table's caption says.",
+    ),
+    _row(
+        "conv2d.eq14",
+        "equation",
+        _SEC31.format("Eq. 14"),
+        r"\frac{\partial \mathcal{L}}{\partial \mathbf{W}} = \mathbf{Y}' "
+        r"(\mathbf{X}^{K,K,C})^\top,\ \frac{\partial \mathcal{L}}{\partial \mathbf{X}} = "
+        r"(\mathbf{W}_{K,K,C}^O)^\top \mathbf{Y}'",
+    ),
+    _row(
+        "softmax.definition",
+        "definition",
+        TABLE2.format("Softmax"),
+        r"y_i = \frac{\exp(x_i)}{\sum_{j=0}^{d-1} \exp(x_j)}",
+    ),
+    _row(
+        "softmax.jacobian",
+        "jacobian",
+        TABLE2.format("Softmax"),
+        r"\frac{\partial y_i}{\partial x_i} = (y_i)(1(i == j) - y_i)",
+        notes="The left side names the diagonal; the right side's 1(i == j) makes it a "
+        "matrix entry (i, j).",
+    ),
+    _row(
+        "softmax.lipschitz",
+        "lipschitz",
+        TABLE2.format("Softmax") + " (citing Gao & Pavel 2017)",
+        r"\leq 1",
+        sp.Integer(1),
+        "1",
+    ),
+    _row(
+        "maxpool.definition",
+        "definition",
+        TABLE2.format("MaxPooling"),
+        r"y = \max(\mathbf{x})",
+    ),
+    _row(
+        "maxpool.jacobian",
+        "jacobian",
+        TABLE2.format("MaxPooling"),
+        r"\frac{\partial y}{\partial \mathbf{x}} = \mathbf{1}(\mathbf{x} == y)",
+    ),
+    _row(
+        "maxpool.lipschitz", "lipschitz", TABLE2.format("MaxPooling"), r"1", sp.Integer(1), "1"
+    ),
+    _row(
+        "avgpool.definition",
+        "definition",
+        TABLE2.format("AveragePooling"),
+        r"y = \frac{1}{D} \text{sum}(\mathbf{x})",
+    ),
+    _row(
+        "avgpool.jacobian",
+        "jacobian",
+        TABLE2.format("AveragePooling"),
+        r"\frac{\partial y}{\partial \mathbf{x}} = \frac{1}{D} \mathbf{1}",
+    ),
+    _row(
+        "avgpool.lipschitz",
+        "lipschitz",
+        TABLE2.format("AveragePooling"),
+        r"\frac{1}{D}",
+        1 / _ROW_D,
+        "1/D",
+    ),
+    _row(
+        "residual.definition",
+        "definition",
+        TABLE2.format("Residual") + "; Eq. 22",
+        r"\mathbf{y} = \mathbf{x} + f(\mathbf{x}, \mathbf{W})",
+    ),
+    _row(
+        "residual.jacobian",
+        "jacobian",
+        TABLE2.format("Residual") + "; Eq. 23",
+        r"\frac{\partial \mathbf{y}}{\partial \mathbf{x}} = \mathbf{I} + \frac{\partial "
+        r"f(\mathbf{x}, \mathbf{W})}{\partial \mathbf{x}}",
+    ),
+    _row(
+        "residual.lipschitz",
+        "lipschitz",
+        TABLE2.format("Residual"),
+        r"1 + \text{Lip}(f(\mathbf{x}, \mathbf{W}))",
+        1 + _LIP_F,
+        "1 + Lip(f)",
+        notes="A bound in terms of the branch: read as Lip(x + f) <= 1 + Lip(f) for every "
+        "branch f, with equality for some.",
+    ),
+    _row(
+        "residual.eq27",
+        "equation",
+        _SEC31.format("Eq. 27"),
+        r"\mathbf{J}_y(\mathbf{x}) = \mathbf{W}_1^\top \text{diag}(\mathbf{1}(\mathbf{W}_1 "
+        r"\mathbf{x} + \mathbf{b}_1 > \mathbf{0})) \mathbf{W}_2^\top",
+        notes="The Jacobian of the FFN of Eq. 26, W2 max(0, W1 x + b1) + b2.",
+    ),
+    _row(
+        "residual.eq27_shortcut",
+        "equation",
+        _SEC31.format("text after Eq. 27"),
+        r"\mathbf{J}_y(\mathbf{x}) = \mathbf{I} + \mathbf{W}_1^\top \text{diag}(\mathbf{1}"
+        r"(\mathbf{W}_1 \mathbf{x} + \mathbf{b}_1 > \mathbf{0})) \mathbf{W}_2^\top",
+        notes="y = x + FFN(x).",
+    ),
+    _row(
+        "weighted_residual.definition",
+        "definition",
+        TABLE2.format("Weighted Residual Block"),
+        r"f(\mathbf{x}, \mathbf{W}) = \mathbf{x} + \nu_1 \odot f(\mathbf{x}, \mathbf{W})",
+        notes="Section 5.3 (Eq. 55) writes the block as x^{l+1} = x^l + nu_1 * f(x^l; W).",
+    ),
+    _row(
+        "weighted_residual.jacobian",
+        "jacobian",
+        TABLE2.format("Weighted Residual Block"),
+        r"\frac{\partial \mathbf{y}}{\partial \mathbf{x}} = \mathbf{I} + \frac{\partial "
+        r"f(\mathbf{x}, \mathbf{W})}{\partial \mathbf{x}} \text{diag}(\nu)",
+    ),
+    _row(
+        "weighted_residual.lipschitz",
+        "lipschitz",
+        TABLE2.format("Weighted Residual Block"),
+        r"1 + \max_D( \nu_D ) \text{Lip}(f(\mathbf{x}, \mathbf{W}))",
+        1 + _NU_MAX * _LIP_F,
+        "1 + max_D(nu_D) Lip(f)",
+        notes="The extracted text has max_D( nu_D ) with spaces where absolute-value bars "
+        "would stand; the literal reading is checked.",
+    ),
+)
+
+
+#: Every claim: the activation rows, the normalizations, then the remaining rows.
+CLAIMS: tuple[Claim, ...] = ACTIVATION_CLAIMS + NORM_CLAIMS + BATCHNORM_CLAIMS + ROW_CLAIMS
 
 
 def claim(claim_id: str) -> Claim:

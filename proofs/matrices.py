@@ -1,0 +1,131 @@
+"""Printed matrices against derived ones: an identity at every size, or an exact witness.
+
+A printed Jacobian (or gradient, or equation) is written at concrete sizes as a SymPy
+matrix; so is what liptable derives from the module's forward. :func:`decide` compares
+them case by case:
+
+* every case equal (entry by entry, :func:`proofs.core.is_zero`) -> ``holds``;
+* a case that differs -> an exact point (the case's ``point``) where an entry certainly
+  differs, or where the shapes differ -> ``fails``; if the evident intent (``intended``)
+  equals the derivation at every case -> ``misprinted``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import sympy as sp
+
+from proofs.arb import ArbTranslationError, enclose, sign
+from proofs.core import Proof, Step, is_zero
+
+Build = Callable[[], sp.Matrix]
+
+#: Precision (bits) of the enclosures that certify a witness.
+PRECISION = 256
+
+
+@dataclass(frozen=True)
+class Case:
+    """One size: the printed and the derived matrix, and an exact point to look for a
+    counterexample at (values for every symbol the matrices contain)."""
+
+    label: str
+    printed: Build
+    derived: Build
+    point: dict
+
+
+def same(a: sp.Matrix, b: sp.Matrix) -> bool:
+    """True only if the shapes agree and every entry of ``a - b`` is proven 0."""
+    return a.shape == b.shape and all(is_zero(e) for e in (a - b))
+
+
+def _nonzero(value: sp.Expr) -> bool:
+    try:
+        return sign(enclose(value, prec=PRECISION)) != 0
+    except (ArbTranslationError, ValueError, ZeroDivisionError):
+        return sp.simplify(value).is_zero is False
+
+
+def _exact(value: sp.Expr) -> str:
+    value = sp.nsimplify(sp.simplify(value)) if value.is_number else value
+    return str(value)
+
+
+def witness(case: Case) -> dict | None:
+    """Where ``case.printed`` and ``case.derived`` certainly differ at ``case.point``."""
+    printed, derived = case.printed(), case.derived()
+    if printed.shape != derived.shape:
+        return {
+            "case": case.label,
+            "printed_shape": list(printed.shape),
+            "derived_shape": list(derived.shape),
+        }
+    at = {
+        sp.Symbol(str(k), real=True) if isinstance(k, str) else k: v for k, v in case.point.items()
+    }
+    p, d = printed.subs(at), derived.subs(at)
+    for index in range(len(p)):
+        if _nonzero(p[index] - d[index]):
+            row, col = divmod(index, p.shape[1])
+            return {
+                "case": case.label,
+                "point": {str(k): str(v) for k, v in case.point.items()},
+                "entry": [row + 1, col + 1],
+                "printed": _exact(p[index]),
+                "derived": _exact(d[index]),
+            }
+    return None
+
+
+def identity_steps(cases: Sequence[Case], what: str) -> tuple[Step, ...]:
+    return tuple(
+        Step(
+            statement=f"{c.label}: {what}",
+            method="symbolic identity",
+            check=lambda c=c: same(c.printed(), c.derived()),
+        )
+        for c in cases
+    )
+
+
+def _witness_step(case: Case, found: dict) -> Step:
+    if "printed_shape" in found:
+        text = (
+            f"{case.label}: the printed matrix has shape {tuple(found['printed_shape'])}, the "
+            f"derived one {tuple(found['derived_shape'])}"
+        )
+    else:
+        text = (
+            f"{case.label}, at the exact point {found['point']}: entry {tuple(found['entry'])} "
+            f"is {found['printed']} as printed and {found['derived']} as derived"
+        )
+    return Step(text, "exact witness", lambda: witness(case) == found)
+
+
+def decide(
+    statement: str,
+    cases: Sequence[Case],
+    what: str,
+    intended: Sequence[Case] = (),
+    intended_what: str = "",
+) -> tuple[str, Proof, dict | None]:
+    """(verdict, proof, witness) of a printed matrix statement (module docstring)."""
+    differing = next((c for c in cases if not same(c.printed(), c.derived())), None)
+    if differing is None:
+        return "holds", Proof(statement, identity_steps(cases, what)), None
+    found = witness(differing)
+    if found is None:
+        from derive.check import UnprovenError
+
+        raise UnprovenError(f"{statement}: no identity and no witness at {differing.label}")
+    steps = (_witness_step(differing, found),)
+    if intended and all(same(c.printed(), c.derived()) for c in intended):
+        return (
+            "misprinted",
+            Proof(statement, steps + identity_steps(intended, intended_what)),
+            found,
+        )
+    return "fails", Proof(statement, steps), found
