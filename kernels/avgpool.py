@@ -1,0 +1,242 @@
+"""Average pooling: global over the last axis (Table 2's row), and windowed like PyTorch.
+
+Global (001_76ce3a8a4b6079c3.txt, Table 2, row AveragePooling, LeCun et al.):
+``y = sum(x) / D`` over the last axis, (..., D) -> (...); ``dx_i = g / D``; the Jacobian of
+one sample (D,) is the (1, D) row ``(1/D) 1^T``. Lipschitz constant (2-norm):
+``|<1/D, a - b>| <= |1| / D * |a - b| = |a - b| / sqrt(D)`` (Cauchy-Schwarz, equality for
+``a - b`` parallel to 1), so it is ``1/sqrt(D)``; Table 2 prints ``1/D`` (the Jacobian's
+entries, not its norm) -- see the report.
+
+Windowed (PyTorch's ``avg_pool2d`` with its defaults ``count_include_pad=True``, floor
+mode): ``x`` of shape (..., H, W), windows ``kernel_size`` (kh, kw) moved by ``stride``
+(None means kernel_size) over each plane zero-padded by ``padding``
+(``<= kernel_size / 2``, as PyTorch requires); each output is the window's sum divided by
+``kh * kw`` always (padding counts as zeros). Geometry and argument checks are those of
+:mod:`kernels.maxpool` (``Ho = (H + 2 ph - kh) // sh + 1``). ``vjp2d`` gives every pixel
+``sum of g_w / (kh kw)`` over the windows w containing it (overlapping windows accumulate;
+one plane per thread, race-free). ``jacobian2d`` of one sample (C, H, W) is the dense
+(C*Ho*Wo, C*H*W) matrix with ``1/(kh kw)`` at each (window, pixel-in-window).
+
+Arithmetic. Sums are double-double (compensated: float64 input loses nothing needlessly),
+divided once and rounded once to x's dtype; a sum of float64 values beyond 2^960 is formed
+scaled by 2^-64 (exact, except that entries below 2^-958 then err by up to 2^-1011), so
+``mean(1.7e308, 1.7e308)`` is 1.7e308, not inf. float32 and float16 ("mixed", the default)
+inputs are computed the same way in float64 and rounded once. ``strict_fp16=True`` (float16
+input only) sums left to right (row-major within a window, window order for ``vjp2d``) with
+every partial sum rounded to half, and divides by the half ``D`` (or ``kh kw``), rounded:
+``mean(65504, 65504)`` overflows to inf there (the sum does), where mixed gives 65504, and a
+long row stalls once the running sum's spacing exceeds the terms (``2048 + 1 = 2048``).
+Non-finite inputs propagate per IEEE (``inf + (-inf)`` is NaN).
+
+>>> import numpy as np
+>>> from kernels import avgpool
+>>> avgpool.forward(np.array([1.0, 2.0, 6.0]))
+array(3.)
+>>> avgpool.forward(np.array([65504.0, 65504.0], np.float16), strict_fp16=True)
+array(inf, dtype=float16)
+>>> avgpool.vjp2d(np.zeros((3, 3)), np.ones((2, 2)), 2, stride=1)
+array([[0.25, 0.5 , 0.25],
+       [0.5 , 1.  , 0.5 ],
+       [0.25, 0.5 , 0.25]])
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+from numpy.typing import ArrayLike
+
+from kernels._dd import dd_add, dd_div
+from kernels._f16 import round_to_half
+from kernels.maxpool import (
+    IntPair,
+    finish,
+    global_gradient,
+    global_rows,
+    window_gradient,
+    window_planes,
+)
+
+__all__ = ["forward", "forward2d", "jacobian", "jacobian2d", "vjp", "vjp2d"]
+
+#: float64 sums of values at or above this magnitude are formed scaled by _SUM_SCALE.
+_SCALE_LIMIT = 2.0**960
+_SUM_SCALE = 2.0**-64
+
+
+@njit(cache=True)
+def _scale(values):
+    """``_SUM_SCALE`` if ``max|values| >= _SCALE_LIMIT`` (a sum could overflow), else 1."""
+    for v in values.flat:
+        if abs(v) >= _SCALE_LIMIT:
+            return _SUM_SCALE
+    return 1.0
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def _global_forward(rows, strict, out):
+    n, size = rows.shape
+    for r in prange(n):
+        if strict:
+            s = 0.0
+            for j in range(size):
+                s = round_to_half(s + rows[r, j])
+            out[r] = round_to_half(s / round_to_half(size))
+        else:
+            scale = _scale(rows[r])
+            sh, sl = 0.0, 0.0
+            for j in range(size):
+                sh, sl = dd_add(sh, sl, rows[r, j] * scale, 0.0)
+            out[r] = dd_div(sh, sl, np.float64(size), 0.0)[0] / scale
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def _forward2d(planes, kh, kw, sh, sw, ph, pw, strict, out):
+    n, height, width = planes.shape
+    count = np.float64(kh * kw)
+    half_count = round_to_half(count)
+    for p in prange(n):
+        scale = 1.0 if strict else _scale(planes[p])
+        for oh in range(out.shape[1]):
+            h0 = oh * sh - ph
+            for ow in range(out.shape[2]):
+                w0 = ow * sw - pw
+                hi, lo = 0.0, 0.0
+                for i in range(max(h0, 0), min(h0 + kh, height)):
+                    for j in range(max(w0, 0), min(w0 + kw, width)):
+                        if strict:
+                            hi = round_to_half(hi + planes[p, i, j])
+                        else:
+                            hi, lo = dd_add(hi, lo, planes[p, i, j] * scale, 0.0)
+                if strict:
+                    out[p, oh, ow] = round_to_half(hi / half_count)
+                else:
+                    out[p, oh, ow] = dd_div(hi, lo, count, 0.0)[0] / scale
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def _vjp2d(g, kh, kw, sh, sw, ph, pw, strict, dx):
+    """Each pixel: the sum of the g of its windows, / (kh kw); one plane per thread."""
+    n, height, width = dx.shape
+    count = np.float64(kh * kw)
+    half_count = round_to_half(count)
+    for p in prange(n):
+        scale = 1.0 if strict else _scale(g[p])
+        hi = np.zeros((height, width))
+        lo = np.zeros((height, width))
+        for oh in range(g.shape[1]):
+            h0 = oh * sh - ph
+            for ow in range(g.shape[2]):
+                w0 = ow * sw - pw
+                value = g[p, oh, ow]
+                share = round_to_half(value / half_count) if strict else value * scale
+                for i in range(max(h0, 0), min(h0 + kh, height)):
+                    for j in range(max(w0, 0), min(w0 + kw, width)):
+                        if strict:
+                            hi[i, j] = round_to_half(hi[i, j] + share)
+                        else:
+                            hi[i, j], lo[i, j] = dd_add(hi[i, j], lo[i, j], share, 0.0)
+        for i in range(height):
+            for j in range(width):
+                if strict:
+                    dx[p, i, j] = hi[i, j]
+                else:
+                    dx[p, i, j] = dd_div(hi[i, j], lo[i, j], count, 0.0)[0] / scale
+
+
+@njit(cache=True, error_model="numpy")
+def _jacobian2d(height, width, kh, kw, sh, sw, ph, pw, channels, out_h, out_w, weight, out):
+    for c in range(channels):
+        for oh in range(out_h):
+            h0 = oh * sh - ph
+            for ow in range(out_w):
+                w0 = ow * sw - pw
+                row = (c * out_h + oh) * out_w + ow
+                for i in range(max(h0, 0), min(h0 + kh, height)):
+                    for j in range(max(w0, 0), min(w0 + kw, width)):
+                        out[row, (c * height + i) * width + j] = weight
+
+
+def _reciprocal(count: int, strict_fp16: bool) -> float:
+    """``1/count`` in float64 (rounded once to the dtype later); strict: ``1/half(count)``."""
+    return 1.0 / float(np.float16(count)) if strict_fp16 else 1.0 / count
+
+
+def forward(x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
+    """``sum(x) / D`` over the last axis: (..., D) -> (...), x's dtype."""
+    x, rows = global_rows(x, strict_fp16)
+    out = np.empty(rows.shape[0])
+    _global_forward(rows, bool(strict_fp16), out)
+    return finish(out, x.dtype, x.shape[:-1])
+
+
+def vjp(x: ArrayLike, g: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
+    """``dx_i = g / D`` for ``g`` of shape (...) (x's shape without the last axis)."""
+    x, rows = global_rows(x, strict_fp16)
+    grows = global_gradient(g, x)
+    size = rows.shape[1]
+    divisor = float(np.float16(size)) if strict_fp16 else float(size)
+    dx = np.broadcast_to((grows / divisor)[:, None], rows.shape)
+    return finish(dx, x.dtype, x.shape)
+
+
+def jacobian(x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
+    """``(1/D) 1^T`` as a (1, D) array for one sample ``x`` of shape (D,)."""
+    x, rows = global_rows(x, strict_fp16)
+    if x.ndim != 1:
+        raise ValueError(f"x: expected one sample of shape (D,), got shape {x.shape}")
+    weight = _reciprocal(rows.shape[1], strict_fp16)
+    return finish(np.full(rows.shape, weight), x.dtype, rows.shape)
+
+
+def forward2d(
+    x: ArrayLike,
+    kernel_size: IntPair,
+    stride: IntPair | None = None,
+    padding: IntPair = 0,
+    *,
+    strict_fp16: bool = False,
+) -> np.ndarray:
+    """Window means (zero padding counted) of each (H, W) plane: shape (..., Ho, Wo)."""
+    x, geometry, planes = window_planes(x, kernel_size, stride, padding, strict_fp16)
+    out = np.empty((planes.shape[0], geometry.out_height, geometry.out_width))
+    _forward2d(planes, *geometry.loop_args, bool(strict_fp16), out)
+    return finish(out, x.dtype, (*x.shape[:-2], geometry.out_height, geometry.out_width))
+
+
+def vjp2d(
+    x: ArrayLike,
+    g: ArrayLike,
+    kernel_size: IntPair,
+    stride: IntPair | None = None,
+    padding: IntPair = 0,
+    *,
+    strict_fp16: bool = False,
+) -> np.ndarray:
+    """The input gradient for ``g`` of shape (..., Ho, Wo) (x's values are not read)."""
+    x, geometry, planes = window_planes(x, kernel_size, stride, padding, strict_fp16)
+    gplanes = window_gradient(g, x, geometry)
+    dx = np.empty(planes.shape)
+    _vjp2d(gplanes, *geometry.loop_args, bool(strict_fp16), dx)
+    return finish(dx, x.dtype, x.shape)
+
+
+def jacobian2d(
+    x: ArrayLike,
+    kernel_size: IntPair,
+    stride: IntPair | None = None,
+    padding: IntPair = 0,
+    *,
+    strict_fp16: bool = False,
+) -> np.ndarray:
+    """Dense ``dy/dx`` of one sample (C, H, W): (C*Ho*Wo, C*H*W), ``1/(kh kw)`` per window pixel."""
+    x, geometry, planes = window_planes(x, kernel_size, stride, padding, strict_fp16)
+    if x.ndim != 3:
+        raise ValueError(f"x: expected one sample of shape (C, H, W), got shape {x.shape}")
+    g = geometry
+    out = np.zeros((planes.shape[0] * g.out_height * g.out_width, planes.size))
+    weight = _reciprocal(g.kh * g.kw, strict_fp16)
+    _jacobian2d(
+        g.height, g.width, *g.loop_args, planes.shape[0], g.out_height, g.out_width, weight, out
+    )
+    return finish(out, x.dtype, out.shape)

@@ -1,0 +1,393 @@
+"""Max pooling: global over the last axis (Table 2's row), and windowed over (H, W) like PyTorch.
+
+Global (001_76ce3a8a4b6079c3.txt, Table 2, row MaxPooling, Ranzato et al.):
+``y = max(x)`` over the last axis, (..., D) -> (...). Table 2 prints the gradient as the
+indicator ``1(x == y)``, which is not a gradient where the maximum is tied. liptable's
+convention (torch.amax's): the gradient is split evenly among the ``k`` maximisers,
+``dx_i = g / k`` if ``x_i == y`` else ``0 * g``; ``(1/k) 1(x == y)`` is an element of the
+Clarke subdifferential ``conv{e_i : x_i == y}``. A NaN anywhere in a row makes ``y`` and
+the whole row of ``dx`` NaN; ``+-inf`` entries tie like numbers; ``0 * g`` is NaN for
+non-finite ``g`` (IEEE, as ``grad * mask / count`` in PyTorch). The Jacobian of one sample
+(D,) is the (1, D) row ``(1/k) 1(x == y)``. Lipschitz constant (2-norm): 1, since
+``|max a - max b| <= max|a - b| <= |a - b|``, attained at ``a = t e_1``, ``b = 0``.
+
+Windowed (PyTorch's ``max_pool2d``, floor mode, no dilation): ``x`` has shape (..., H, W)
+(e.g. (N, C, H, W)) and each (H, W) plane is pooled by windows of ``kernel_size`` (kh, kw)
+moved by ``stride`` (sh, sw; None means kernel_size) over the plane padded by
+``padding`` (ph, pw); padding acts as ``-inf`` (it is never selected). Output size
+``Ho = (H + 2 ph - kh) // sh + 1`` (likewise Wo); ``padding <= kernel_size / 2`` per axis,
+as PyTorch requires (so every window holds at least one pixel). Each argument is an int or
+a pair. Tie convention = PyTorch CPU (``aten/src/ATen/native/cpu/MaxPoolKernel.cpp``, which
+scans the window row-major from the max ``-inf`` and takes ``val > maxval || isnan(val)``):
+the FIRST maximum in row-major window order is the argmax and receives the window's whole
+gradient; a NaN beats every number, and of several NaNs the LAST one is the argmax (the
+test ``isnan(val)`` fires again for every later NaN); a window of ``-inf`` only selects its
+first pixel. ``vjp2d`` scatter-adds each window's ``g`` onto its argmax, accumulating over
+overlapping windows (stride < kernel), so a NaN or inf in ``g`` reaches that pixel only.
+
+Arithmetic. The maxima are exact in every dtype. The global ``g / k`` is one float64
+division, correctly rounded to x's dtype (rounding the float64 quotient on to float32 or
+float16 cannot go wrong twice for k < 2^28). ``vjp2d`` sums the ``g`` of the windows that
+share an argmax in double-double and rounds once. ``strict_fp16=True`` (float16 input only)
+changes only those sums: each partial sum of ``vjp2d`` is rounded to half, in window order
+(the global ``g / k`` is one rounding in either mode; k is an exact count).
+
+Lipschitz constant of windowed max pooling (2-norm): ``sqrt(m)``, ``m`` the largest number
+of windows containing one pixel -- see :func:`lipschitz2d`.
+
+>>> import numpy as np
+>>> from kernels import maxpool
+>>> maxpool.vjp(np.array([3.0, 1.0, 3.0]), np.array(1.0))
+array([0.5, 0. , 0.5])
+>>> maxpool.forward2d(np.arange(16.0).reshape(1, 4, 4), 2)
+array([[[ 5.,  7.],
+        [13., 15.]]])
+>>> maxpool.lipschitz2d((5, 5), 3, stride=1)
+3.0
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit, prange
+from numpy.typing import ArrayLike
+
+from kernels._dd import dd_add
+from kernels._f16 import round_to_half
+from kernels._validate import float_array
+
+__all__ = ["forward", "forward2d", "jacobian", "jacobian2d", "lipschitz2d", "vjp", "vjp2d"]
+
+#: An int or a pair of ints (height, width).
+IntPair = int | tuple[int, int]
+
+
+# --- window geometry (shared with kernels/avgpool.py) ---------------------------------------
+
+
+def _pair(value: object, name: str, minimum: int) -> tuple[int, int]:
+    """``value`` (an int or a sequence of two ints) as a pair, each at least ``minimum``."""
+    items = (value, value) if not isinstance(value, (tuple, list)) else tuple(value)
+    if len(items) != 2:
+        raise ValueError(f"{name}: expected an int or a pair of ints, got {value!r}")
+    pair = []
+    for item in items:
+        if isinstance(item, (bool, np.bool_)):
+            raise TypeError(f"{name}: expected an int or a pair of ints, got {value!r}")
+        try:
+            number = operator.index(item)
+        except TypeError:
+            raise TypeError(f"{name}: expected an int or a pair of ints, got {value!r}") from None
+        if number < minimum:
+            raise ValueError(f"{name}: expected integers >= {minimum}, got {value!r}")
+        pair.append(number)
+    return pair[0], pair[1]
+
+
+@dataclass(frozen=True)
+class WindowGeometry:
+    """Checked windows over an (H, W) plane: kernel, stride, padding and the output size."""
+
+    height: int
+    width: int
+    kh: int
+    kw: int
+    sh: int
+    sw: int
+    ph: int
+    pw: int
+
+    @classmethod
+    def of(
+        cls,
+        plane: tuple[int, int],
+        kernel_size: IntPair,
+        stride: IntPair | None,
+        padding: IntPair,
+    ) -> WindowGeometry:
+        kh, kw = _pair(kernel_size, "kernel_size", 1)
+        sh, sw = (kh, kw) if stride is None else _pair(stride, "stride", 1)
+        ph, pw = _pair(padding, "padding", 0)
+        if 2 * ph > kh or 2 * pw > kw:
+            raise ValueError(
+                f"padding: expected at most half the kernel size {(kh, kw)} per axis "
+                f"(as PyTorch requires), got {(ph, pw)}"
+            )
+        height, width = plane
+        if height + 2 * ph < kh or width + 2 * pw < kw:
+            raise ValueError(
+                f"x: the padded plane {(height + 2 * ph, width + 2 * pw)} is smaller than "
+                f"kernel_size {(kh, kw)}: no window fits"
+            )
+        return cls(height, width, kh, kw, sh, sw, ph, pw)
+
+    @property
+    def out_height(self) -> int:
+        return (self.height + 2 * self.ph - self.kh) // self.sh + 1
+
+    @property
+    def out_width(self) -> int:
+        return (self.width + 2 * self.pw - self.kw) // self.sw + 1
+
+    @property
+    def loop_args(self) -> tuple[int, int, int, int, int, int]:
+        return self.kh, self.kw, self.sh, self.sw, self.ph, self.pw
+
+
+def window_planes(x: ArrayLike, kernel_size, stride, padding, strict_fp16):
+    """Checked ``x`` of shape (..., H, W), its geometry and its planes as float64 (P, H, W)."""
+    x = float_array(x, "x")
+    if x.ndim < 2:
+        raise ValueError(f"x: expected shape (..., H, W), got {x.shape}")
+    check_strict(x, strict_fp16)
+    geometry = WindowGeometry.of(x.shape[-2:], kernel_size, stride, padding)
+    planes = np.ascontiguousarray(x, dtype=np.float64).reshape(-1, *x.shape[-2:])
+    return x, geometry, planes
+
+
+def window_gradient(g: ArrayLike, x: np.ndarray, geometry: WindowGeometry) -> np.ndarray:
+    """Checked upstream gradient of shape (..., Ho, Wo) as float64 planes."""
+    g = float_array(g, "g")
+    expected = (*x.shape[:-2], geometry.out_height, geometry.out_width)
+    if g.shape != expected:
+        raise ValueError(f"g: expected shape {expected} (the shape of y), got {g.shape}")
+    if g.dtype != x.dtype:
+        raise TypeError(f"g: expected dtype {x.dtype} (the dtype of x), got {g.dtype}")
+    return np.ascontiguousarray(g, dtype=np.float64).reshape(-1, *expected[-2:])
+
+
+def check_strict(x: np.ndarray, strict_fp16: bool) -> None:
+    if strict_fp16 and x.dtype != np.float16:
+        raise ValueError(f"strict_fp16: applies to float16 input only, got dtype {x.dtype}")
+
+
+def global_rows(x: ArrayLike, strict_fp16: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Checked ``x`` of shape (..., D), D >= 1, and its rows as float64 (N, D)."""
+    x = float_array(x, "x")
+    if x.ndim == 0:
+        raise ValueError("x: expected shape (..., D), got a 0-d array")
+    if x.shape[-1] == 0:
+        raise ValueError("x: pooling needs D >= 1 on the last axis, got D = 0")
+    check_strict(x, strict_fp16)
+    return x, np.ascontiguousarray(x, dtype=np.float64).reshape(-1, x.shape[-1])
+
+
+def global_gradient(g: ArrayLike, x: np.ndarray) -> np.ndarray:
+    """Checked upstream gradient of shape (...) (x's shape without its last axis)."""
+    g = float_array(g, "g")
+    if g.shape != x.shape[:-1]:
+        raise ValueError(f"g: expected shape {x.shape[:-1]} (the shape of y), got {g.shape}")
+    if g.dtype != x.dtype:
+        raise TypeError(f"g: expected dtype {x.dtype} (the dtype of x), got {g.dtype}")
+    return np.ascontiguousarray(g, dtype=np.float64).reshape(-1)
+
+
+def finish(values: np.ndarray, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    """Round once to ``dtype``; an overflow to inf is a result, not a warning."""
+    with np.errstate(over="ignore"):
+        return values.astype(dtype).reshape(shape)
+
+
+# --- loops ----------------------------------------------------------------------------------
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def _global_rows(rows, g, out, dx, want_dx):
+    """Row maxima into ``out``; with ``want_dx`` also ``dx = (g/k) 1(x == y)``."""
+    n, size = rows.shape
+    for r in prange(n):
+        best = rows[r, 0]
+        has_nan = False
+        for j in range(size):
+            v = rows[r, j]
+            if math.isnan(v):
+                has_nan = True
+            elif v > best:
+                best = v
+        if has_nan:
+            out[r] = math.nan
+            if want_dx:
+                dx[r, :] = math.nan
+            continue
+        out[r] = best
+        if want_dx:
+            k = 0
+            for j in range(size):
+                if rows[r, j] == best:
+                    k += 1
+            share = g[r] / k
+            for j in range(size):
+                dx[r, j] = share if rows[r, j] == best else 0.0 * g[r]
+
+
+@njit(cache=True)
+def _argmax(plane, h0, w0, kh, kw):
+    """PyTorch CPU's window scan: ``(max, flat index)``, first max, last NaN."""
+    width = plane.shape[1]
+    best = -math.inf
+    index = -1
+    for i in range(max(h0, 0), min(h0 + kh, plane.shape[0])):
+        for j in range(max(w0, 0), min(w0 + kw, width)):
+            v = plane[i, j]
+            if index < 0:
+                index = i * width + j
+            if v > best or math.isnan(v):
+                best = v
+                index = i * width + j
+    return best, index
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def _forward2d(planes, kh, kw, sh, sw, ph, pw, out):
+    for p in prange(planes.shape[0]):
+        for oh in range(out.shape[1]):
+            for ow in range(out.shape[2]):
+                out[p, oh, ow] = _argmax(planes[p], oh * sh - ph, ow * sw - pw, kh, kw)[0]
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def _vjp2d(planes, g, kh, kw, sh, sw, ph, pw, strict, dx):
+    """Scatter-add each window's g onto its argmax; one plane per thread (race-free)."""
+    n, height, width = planes.shape
+    for p in prange(n):
+        hi = np.zeros(height * width)
+        lo = np.zeros(height * width)
+        for oh in range(g.shape[1]):
+            for ow in range(g.shape[2]):
+                index = _argmax(planes[p], oh * sh - ph, ow * sw - pw, kh, kw)[1]
+                if strict:
+                    hi[index] = round_to_half(hi[index] + g[p, oh, ow])
+                else:
+                    hi[index], lo[index] = dd_add(hi[index], lo[index], g[p, oh, ow], 0.0)
+        for i in range(height):
+            for j in range(width):
+                dx[p, i, j] = hi[i * width + j]
+
+
+@njit(cache=True, error_model="numpy")
+def _jacobian2d(planes, kh, kw, sh, sw, ph, pw, out_h, out_w, out):
+    n, height, width = planes.shape
+    for c in range(n):
+        for oh in range(out_h):
+            for ow in range(out_w):
+                index = _argmax(planes[c], oh * sh - ph, ow * sw - pw, kh, kw)[1]
+                out[(c * out_h + oh) * out_w + ow, c * height * width + index] = 1.0
+
+
+# --- public API -----------------------------------------------------------------------------
+
+
+def forward(x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
+    """``max`` over the last axis: (..., D) -> (...); NaN if the row holds a NaN."""
+    x, rows = global_rows(x, strict_fp16)
+    out = np.empty(rows.shape[0])
+    _global_rows(rows, np.zeros(rows.shape[0]), out, np.empty((1, 1)), False)
+    return finish(out, x.dtype, x.shape[:-1])
+
+
+def vjp(x: ArrayLike, g: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
+    """``dx = (g / k) 1(x == max)``, k the number of maximisers; g has shape (...)."""
+    x, rows = global_rows(x, strict_fp16)
+    grows = global_gradient(g, x)
+    out = np.empty(rows.shape[0])
+    dx = np.empty(rows.shape)
+    _global_rows(rows, grows, out, dx, True)
+    return finish(dx, x.dtype, x.shape)
+
+
+def jacobian(x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
+    """``(1/k) 1(x == max)`` as a (1, D) array for one sample ``x`` of shape (D,)."""
+    x = float_array(x, "x")
+    if x.ndim != 1:
+        raise ValueError(f"x: expected one sample of shape (D,), got shape {x.shape}")
+    return vjp(x, np.ones((), x.dtype), strict_fp16=strict_fp16).reshape(1, -1)
+
+
+def forward2d(
+    x: ArrayLike,
+    kernel_size: IntPair,
+    stride: IntPair | None = None,
+    padding: IntPair = 0,
+    *,
+    strict_fp16: bool = False,
+) -> np.ndarray:
+    """Windowed maxima of each (H, W) plane of ``x``: shape (..., Ho, Wo), x's dtype."""
+    x, geometry, planes = window_planes(x, kernel_size, stride, padding, strict_fp16)
+    out = np.empty((planes.shape[0], geometry.out_height, geometry.out_width))
+    _forward2d(planes, *geometry.loop_args, out)
+    return finish(out, x.dtype, (*x.shape[:-2], geometry.out_height, geometry.out_width))
+
+
+def vjp2d(
+    x: ArrayLike,
+    g: ArrayLike,
+    kernel_size: IntPair,
+    stride: IntPair | None = None,
+    padding: IntPair = 0,
+    *,
+    strict_fp16: bool = False,
+) -> np.ndarray:
+    """The input gradient for ``g`` of shape (..., Ho, Wo): each ``g`` goes to its argmax."""
+    x, geometry, planes = window_planes(x, kernel_size, stride, padding, strict_fp16)
+    gplanes = window_gradient(g, x, geometry)
+    dx = np.empty(planes.shape)
+    _vjp2d(planes, gplanes, *geometry.loop_args, bool(strict_fp16), dx)
+    return finish(dx, x.dtype, x.shape)
+
+
+def jacobian2d(
+    x: ArrayLike,
+    kernel_size: IntPair,
+    stride: IntPair | None = None,
+    padding: IntPair = 0,
+    *,
+    strict_fp16: bool = False,
+) -> np.ndarray:
+    """Dense ``dy/dx`` of one sample (C, H, W): (C*Ho*Wo, C*H*W), 1 at each window's argmax."""
+    x, geometry, planes = window_planes(x, kernel_size, stride, padding, strict_fp16)
+    if x.ndim != 3:
+        raise ValueError(f"x: expected one sample of shape (C, H, W), got shape {x.shape}")
+    out_h, out_w = geometry.out_height, geometry.out_width
+    out = np.zeros((planes.shape[0] * out_h * out_w, planes.size))
+    _jacobian2d(planes, *geometry.loop_args, out_h, out_w, out)
+    return out.astype(x.dtype)
+
+
+def _largest_cover(size: int, kernel: int, stride: int, pad: int, outputs: int) -> int:
+    """The largest number of 1-D windows that contain one of the ``size`` positions."""
+    starts = np.arange(outputs) * stride - pad
+    cover = np.zeros(size + 1, dtype=np.int64)
+    np.add.at(cover, np.clip(starts, 0, size), 1)
+    np.add.at(cover, np.clip(starts + kernel, 0, size), -1)
+    return int(np.cumsum(cover)[:size].max())
+
+
+def lipschitz2d(
+    input_hw: IntPair, kernel_size: IntPair, stride: IntPair | None = None, padding: IntPair = 0
+) -> float:
+    """The exact 2-norm Lipschitz constant ``sqrt(m)`` of windowed max pooling of an (H, W) plane.
+
+    ``m`` is the largest number of windows containing one pixel (padded positions are not
+    pixels); windows are products of 1-D intervals, so ``m`` is the product of the largest
+    1-D counts of the two axes. (Several planes, e.g. (N, C, H, W), pool independently and
+    have the same constant.)
+
+    Upper bound: for each window w, ``|max_w a - max_w b| <= max_w |a - b|``, so with
+    ``delta = a - b``, ``|y(a) - y(b)|^2 <= sum_w max_{p in w} delta_p^2 <= sum_w sum_{p in w}
+    delta_p^2 = sum_p (windows containing p) delta_p^2 <= m |delta|^2``. Attained: a spike
+    ``b = 0``, ``a = t e_p`` (t > 0) at a pixel p covered by m windows raises each of those m
+    window maxima from 0 to t and no other, so ``|y(a) - y(b)| = sqrt(m) t``.
+
+    Non-overlapping windows (stride >= kernel) give 1; ``kernel_size = 3, stride = 1``
+    gives 3 (m = 9) away from the border.
+    """
+    height, width = _pair(input_hw, "input_hw", 1)
+    geometry = WindowGeometry.of((height, width), kernel_size, stride, padding)
+    g = geometry
+    rows = _largest_cover(height, g.kh, g.sh, g.ph, g.out_height)
+    cols = _largest_cover(width, g.kw, g.sw, g.pw, g.out_width)
+    return math.sqrt(rows * cols)

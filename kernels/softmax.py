@@ -1,0 +1,347 @@
+"""Softmax over the last axis of ``x`` (shape (..., D)): ``y_i = exp(x_i) / sum_j exp(x_j)``.
+
+Source: 001_76ce3a8a4b6079c3.txt, Table 2, row Softmax (Lipschitz constant printed as
+"<= 1", Gao & Pavel 2017). Backward: ``dx_i = y_i (g_i - <g, y>)``; the Jacobian of one
+row is ``J = diag(y) - y y^T`` (numerator layout, symmetric).
+
+Evaluation. Every row is shifted by its maximum ``x_m`` (``m`` = the FIRST index of the
+largest entry), so no exponential overflows: ``e_j = exp(x_j - x_m) <= 1``, ``e_m = 1``,
+``s = sum_j e_j`` in ``[1, D]``, ``y_j = e_j / s``. Inputs of +-65504 in float16 and spreads
+such as ``(1e300, -1e300)`` in float64 (where ``x_j - x_m`` overflows to ``-inf``, and
+``exp(-inf) = 0`` is the correctly rounded result) are fine.
+
+Accuracy (float64, and float32/float16 computed the same way in float64). The shift
+``x_j - x_m`` is formed exactly as a double-double (two_sum, ``kernels/_dd.py``), and the
+exponential of the pair is ``exp(hi) (1 + lo)``; so the spread of the row does not amplify
+anything and each ``e_j`` carries only the libm error of ``exp`` (glibc: under 1 ULP).
+Sums, quotients and products run in double-double and are rounded once. Two cancellations
+are removed algebraically, using ``sum_j y_j = 1``:
+
+* ``g_m - <g, y>`` at the argmax (where ``y_m`` may round to 1) is computed as
+  ``c = sum_{j != m} y_j (g_m - g_j)``, and for ``i != m``,
+  ``g_i - <g, y> = (g_i - g_m) + c``, so that ``dx_i = y_i ((g_i - g_m) + c)`` is
+  shift-invariant in ``g`` as the exact value is. Example: ``x = (0, -46)``,
+  ``g = (1, 0)`` gives ``dx_0 = y_0 y_1 = 1.0530e-20`` (a naive ``y_0 (g_0 - <g, y>)`` in
+  float64 gives 0).
+* the Jacobian's diagonal at ``m`` is ``y_m (1 - y_m)`` with ``1 - y_m`` formed as
+  ``sum_{j != m} y_j``; for ``i != m``, ``y_i <= 1/2`` and ``1 - y_i`` does not cancel.
+
+If ``max|g| >= 2^1020`` (float64 only) g is scaled by 1/8 (exactly) and the result back,
+so ``g_i - g_m`` cannot overflow. float32 and float16 ("mixed", the default) inputs are
+computed in float64 this way and rounded once.
+
+``strict_fp16=True`` (float16 input only) runs the same algorithm in half precision, each
+difference, ``exp``, partial sum (sequential, left to right), quotient and product rounded
+to half (``kernels/_f16.round_to_half``). Where it breaks (measured, see
+``tests/test_softmax.py``): the partial sums of ``s`` stop growing at 2048, where the
+spacing of halves is 2 and ``2048 + 1`` rounds back to 2048, so a constant row of
+``D > 2048`` gives ``y = 1/2048`` instead of ``1/D`` (D = 4096: every y_i twice too large);
+``s`` never overflows, it stalls first. The shifted exponents lose accuracy with the spread
+(``x_j - x_m`` is rounded to 11 bits, so ``e_j`` is off by up to ``|x_j - x_m| 2^-11``
+relative), values below ``2^-24`` flush to 0, and in the backward pass ``g_i - g_m``
+overflows to inf for ``g = (65504, -65504)`` (mixed mode: finite). Without the max shift
+(not done here), ``exp`` would overflow to inf past ``x = 11.09``.
+
+Conventions (``-inf`` masks, PyTorch's ``masked_fill(-inf)`` idiom):
+
+* an entry equal to ``-inf`` gets ``y = 0`` and ``dx = 0`` (for finite g) and zero rows and
+  columns in the Jacobian;
+* a FULLY masked row (all ``-inf``) is defined as ``y = 0``, ``dx = 0`` (g is not read) and
+  Jacobian 0 -- not PyTorch's NaN: a fully masked query attends to nothing;
+* a NaN anywhere in a row makes that row's ``y``, ``dx`` and Jacobian NaN;
+* ``+inf`` anywhere in a row makes that row NaN too (the shift is ``inf - inf``; the limit
+  is not taken);
+* non-finite ``g`` propagates through the formula per IEEE: an inf in ``g`` gives inf or
+  NaN entries in its row of ``dx`` (``g = (1, inf)`` at ``x = (0, 0)``: ``(-inf, NaN)``),
+  and at a masked entry ``0 * inf = NaN`` reaches the whole row through ``c``.
+
+D = 1: ``y = 1`` (0 if masked), ``dx = 0``, ``J = [[0]]``.
+
+The Jacobian is symmetric positive semi-definite (``v^T J v`` is the variance of v under
+the weights y) with eigenvalues in ``[0, 1/2]`` (Gershgorin: row i's disc lies in
+``[0, 2 y_i (1 - y_i)]``), so the 2-norm Lipschitz constant is at most 1/2, approached as
+``y -> (1/2, 1/2, 0, ...)``: Table 2's "<= 1" holds, loosely.
+
+>>> import numpy as np
+>>> from kernels import softmax
+>>> softmax.forward(np.array([[0.0, 0.0], [0.0, -np.inf]]))
+array([[0.5, 0.5],
+       [1. , 0. ]])
+>>> dx = softmax.vjp(np.array([0.0, -46.0]), np.array([1.0, 0.0]))
+>>> f"{dx[0]:.10e}"
+'1.0530617358e-20'
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+from numpy.typing import ArrayLike
+
+from kernels._dd import dd_add, dd_div, dd_exp, dd_mul, dd_sub, two_sum
+from kernels._f16 import round_to_half
+from kernels._validate import float_array
+
+__all__ = ["forward", "jacobian", "vjp"]
+
+#: Row kinds found by the scan.
+_FINITE_MAX, _NAN_ROW, _MASKED_ROW = 0, 1, 2
+
+#: Above this max|g| (float64) g is scaled by G_SCALE so that g_i - g_m cannot overflow.
+_G_SCALE_LIMIT = 2.0**1020
+_G_SCALE = 0.125
+
+
+# --- one row ------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _scan(row):
+    """``(kind, m)``: the row's kind and the first index ``m`` of its maximum."""
+    m = 0
+    best = row[0]
+    for j in range(row.size):
+        v = row[j]
+        if math.isnan(v) or v == math.inf:
+            return _NAN_ROW, 0
+        if v > best:
+            best = v
+            m = j
+    if best == -math.inf:
+        return _MASKED_ROW, 0
+    return _FINITE_MAX, m
+
+
+@njit(cache=True)
+def _weights(row, m, yh, yl):
+    """``y_j = exp(x_j - x_m) / s`` into the double-double pairs ``(yh, yl)``."""
+    top = row[m]
+    sh, sl = 0.0, 0.0
+    for j in range(row.size):
+        th, tl = two_sum(row[j], -top)  # exact (or -inf): the spread costs nothing
+        eh, el = dd_exp(th, tl)
+        yh[j], yl[j] = eh, el
+        sh, sl = dd_add(sh, sl, eh, el)
+    for j in range(row.size):
+        yh[j], yl[j] = dd_div(yh[j], yl[j], sh, sl)
+
+
+@njit(cache=True)
+def _weights_strict(row, m, y):
+    """The same in half precision: every operation rounded, the sum left to right."""
+    top = row[m]
+    s = 0.0
+    for j in range(row.size):
+        e = round_to_half(math.exp(round_to_half(row[j] - top)))
+        y[j] = e
+        s = round_to_half(s + e)
+    for j in range(row.size):
+        y[j] = round_to_half(y[j] / s)
+
+
+@njit(cache=True)
+def _vjp_row(row, g, m, yh, yl, dx):
+    """``dx_i = y_i ((g_i - g_m) + c)``, ``c = sum_{j != m} y_j (g_m - g_j)``."""
+    gmax = 0.0
+    for j in range(row.size):
+        gmax = max(gmax, abs(g[j]))
+    scale = _G_SCALE if gmax >= _G_SCALE_LIMIT else 1.0
+    gm = g[m] * scale
+    ch, cl = 0.0, 0.0
+    for j in range(row.size):
+        if j != m:
+            dh, dl = two_sum(gm, -(g[j] * scale))
+            ph, pl = dd_mul(yh[j], yl[j], dh, dl)
+            ch, cl = dd_add(ch, cl, ph, pl)
+    for i in range(row.size):
+        if i == m:
+            dh, dl = ch, cl
+        else:
+            dh, dl = two_sum(g[i] * scale, -gm)
+            dh, dl = dd_add(dh, dl, ch, cl)
+        ph, pl = dd_mul(yh[i], yl[i], dh, dl)
+        dx[i] = ph / scale
+
+
+@njit(cache=True)
+def _vjp_row_strict(g, m, y, dx):
+    gm = g[m]
+    c = 0.0
+    for j in range(y.size):
+        if j != m:
+            c = round_to_half(c + round_to_half(y[j] * round_to_half(gm - g[j])))
+    for i in range(y.size):
+        d = c if i == m else round_to_half(round_to_half(g[i] - gm) + c)
+        dx[i] = round_to_half(y[i] * d)
+
+
+# --- all rows -------------------------------------------------------------------------------
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def _forward_rows(rows, out):
+    n, size = rows.shape
+    for r in prange(n):
+        kind, m = _scan(rows[r])
+        if kind == _NAN_ROW:
+            out[r, :] = math.nan
+        elif kind == _MASKED_ROW:
+            out[r, :] = 0.0
+        else:
+            yh, yl = np.empty(size), np.empty(size)
+            _weights(rows[r], m, yh, yl)
+            out[r, :] = yh
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def _forward_rows_strict(rows, out):
+    for r in prange(rows.shape[0]):
+        kind, m = _scan(rows[r])
+        if kind == _NAN_ROW:
+            out[r, :] = math.nan
+        elif kind == _MASKED_ROW:
+            out[r, :] = 0.0
+        else:
+            _weights_strict(rows[r], m, out[r])
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def _vjp_rows(rows, grows, out):
+    n, size = rows.shape
+    for r in prange(n):
+        kind, m = _scan(rows[r])
+        if kind == _NAN_ROW:
+            out[r, :] = math.nan
+        elif kind == _MASKED_ROW:
+            out[r, :] = 0.0
+        else:
+            yh, yl = np.empty(size), np.empty(size)
+            _weights(rows[r], m, yh, yl)
+            _vjp_row(rows[r], grows[r], m, yh, yl, out[r])
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def _vjp_rows_strict(rows, grows, out):
+    n, size = rows.shape
+    for r in prange(n):
+        kind, m = _scan(rows[r])
+        if kind == _NAN_ROW:
+            out[r, :] = math.nan
+        elif kind == _MASKED_ROW:
+            out[r, :] = 0.0
+        else:
+            y = np.empty(size)
+            _weights_strict(rows[r], m, y)
+            _vjp_row_strict(grows[r], m, y, out[r])
+
+
+@njit(cache=True, error_model="numpy")
+def _jacobian_row(row, out):
+    """``diag(y) - y y^T``; the diagonal at m as ``y_m sum_{j != m} y_j``."""
+    size = row.size
+    kind, m = _scan(row)
+    if kind == _NAN_ROW:
+        out[:, :] = math.nan
+        return
+    if kind == _MASKED_ROW:
+        out[:, :] = 0.0
+        return
+    yh, yl = np.empty(size), np.empty(size)
+    _weights(row, m, yh, yl)
+    rh, rl = 0.0, 0.0  # 1 - y_m
+    for j in range(size):
+        if j != m:
+            rh, rl = dd_add(rh, rl, yh[j], yl[j])
+    for i in range(size):
+        for k in range(size):
+            if i != k:
+                out[i, k] = 0.0 - dd_mul(yh[i], yl[i], yh[k], yl[k])[0]
+            elif i == m:
+                out[i, i] = dd_mul(yh[i], yl[i], rh, rl)[0]
+            else:
+                qh, ql = dd_sub(1.0, 0.0, yh[i], yl[i])
+                out[i, i] = dd_mul(yh[i], yl[i], qh, ql)[0]
+
+
+@njit(cache=True, error_model="numpy")
+def _jacobian_row_strict(row, out):
+    size = row.size
+    kind, m = _scan(row)
+    if kind == _NAN_ROW:
+        out[:, :] = math.nan
+        return
+    if kind == _MASKED_ROW:
+        out[:, :] = 0.0
+        return
+    y = np.empty(size)
+    _weights_strict(row, m, y)
+    rest = 0.0
+    for j in range(size):
+        if j != m:
+            rest = round_to_half(rest + y[j])
+    for i in range(size):
+        for k in range(size):
+            if i != k:
+                out[i, k] = 0.0 - round_to_half(y[i] * y[k])
+            elif i == m:
+                out[i, i] = round_to_half(y[i] * rest)
+            else:
+                out[i, i] = round_to_half(y[i] * round_to_half(1.0 - y[i]))
+
+
+# --- public API -----------------------------------------------------------------------------
+
+
+class _Prepared:
+    """Checked ``x`` as float64 rows (D >= 1) and the arithmetic to use."""
+
+    def __init__(self, x: ArrayLike, strict_fp16: bool):
+        x = float_array(x, "x")
+        if x.ndim == 0:
+            raise ValueError("x: expected shape (..., D), got a 0-d array")
+        if x.shape[-1] == 0:
+            raise ValueError("x: softmax needs D >= 1 on the last axis, got D = 0")
+        if strict_fp16 and x.dtype != np.float16:
+            raise ValueError(f"strict_fp16: applies to float16 input only, got dtype {x.dtype}")
+        self.x, self.strict = x, bool(strict_fp16)
+        self.rows = np.ascontiguousarray(x, dtype=np.float64).reshape(-1, x.shape[-1])
+
+    def finish(self, values: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+        """Round once to x's dtype (exact in strict mode: the values are halves)."""
+        with np.errstate(over="ignore"):
+            return values.astype(self.x.dtype).reshape(shape)
+
+
+def forward(x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
+    """Softmax of each row (last axis) of ``x``; same shape and dtype as ``x``."""
+    p = _Prepared(x, strict_fp16)
+    out = np.empty(p.rows.shape)
+    (_forward_rows_strict if p.strict else _forward_rows)(p.rows, out)
+    return p.finish(out, p.x.shape)
+
+
+def vjp(x: ArrayLike, g: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
+    """``dx_i = y_i (g_i - <g, y>)`` per row, for ``g`` of the shape and dtype of ``x``."""
+    p = _Prepared(x, strict_fp16)
+    g = float_array(g, "g")
+    if g.shape != p.x.shape:
+        raise ValueError(f"g: expected shape {p.x.shape} (the shape of x), got {g.shape}")
+    if g.dtype != p.x.dtype:
+        raise TypeError(f"g: expected dtype {p.x.dtype} (the dtype of x), got {g.dtype}")
+    grows = np.ascontiguousarray(g, dtype=np.float64).reshape(p.rows.shape)
+    out = np.empty(p.rows.shape)
+    (_vjp_rows_strict if p.strict else _vjp_rows)(p.rows, grows, out)
+    return p.finish(out, p.x.shape)
+
+
+def jacobian(x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
+    """``diag(y) - y y^T`` for one sample ``x`` of shape (D,): (D, D), numerator layout."""
+    p = _Prepared(x, strict_fp16)
+    if p.x.ndim != 1:
+        raise ValueError(f"x: expected one sample of shape (D,), got shape {p.x.shape}")
+    size = p.x.shape[0]
+    out = np.empty((size, size))
+    (_jacobian_row_strict if p.strict else _jacobian_row)(p.rows[0], out)
+    return p.finish(out, (size, size))
