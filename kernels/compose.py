@@ -1,0 +1,460 @@
+"""Branches for residual blocks, composed from the other kernels: stages and ``Sequential``.
+
+A *stage* is a small frozen object holding its parameters, with
+
+- ``forward(x, *, strict_fp16=False)``: the output for ``x`` of shape (..., D);
+- ``vjp(x, g, *, strict_fp16=False) -> (dx, grads)``: the input gradient for the upstream
+  gradient ``g`` (shape of the output) and a tuple with one gradient per array of
+  ``parameters``, in that order, each summed over all rows;
+- ``jacobian(x, *, strict_fp16=False)``: the dense Jacobian of one sample ``x`` of shape
+  (D,), numerator layout ``J[i, j] = dy_i/dx_j`` (the paper prints denominator layout,
+  the transpose);
+- ``output_shape(shape)``: the output's shape for an input of shape ``shape``
+  (ValueError naming the stage if it cannot take that input);
+- ``parameters``: a tuple of arrays.
+
+The stages: :class:`Linear` (``x W^T + b``, ``kernels.linear``; grads ``(dW, db)``, or
+``(dW,)`` without bias), :class:`Activation` (an elementwise kernel module: ``relu``,
+``gelu``, ``sigmoid``, ``swish``; no parameters), :class:`LayerNorm` (``kernels.layernorm``;
+grads ``(dgamma, dbeta)``) and :class:`Sequential`, itself a stage. For
+``Sequential(f_1, ..., f_n)`` with ``x_0 = x``, ``x_k = f_k(x_{k-1})`` (the chain rule)::
+
+    forward:  x_n
+    vjp:      g_n = g;  (g_{k-1}, grads_k) = f_k.vjp(x_{k-1}, g_k) for k = n, ..., 1;
+              returns (g_0, grads_1 + ... + grads_n)    (one flat tuple, stage order)
+    jacobian: J_n(x_{n-1}) ... J_2(x_1) J_1(x_0)
+
+:func:`ffn` builds the feed-forward network of Eq. 26 (001_76ce3a8a4b6079c3.txt,
+section 3.1.7), ``FFN(x) = W2 max(0, W1 x + b1) + b2``; with rows as samples it computes
+``relu(x W1^T + b1) W2^T + b2``. Its Jacobian at one sample is
+``W2 diag(1(W1 x + b1 > 0)) W1`` (numerator layout); Eq. 27 prints the transpose,
+``W1^T diag(1(W1 x + b1 > 0)) W2^T`` (denominator layout). ReLU is not differentiable where
+a pre-activation is exactly 0; the kernels use ``relu'(0) = 0`` (``kernels.relu``), which
+is Eq. 27's indicator ``1(. > 0)``: there the Jacobian and VJP are the one-sided ones of
+the side where the unit is off.
+
+Arithmetic. Every stage is one kernel call in x's dtype, so a float32 or float16 branch
+rounds its intermediate results to that dtype between stages, as a network stored in that
+dtype does; ``strict_fp16`` is passed to every stage. Each kernel's own guarantee (computed
+wide, rounded once; a float16 result is inf only when its exact value rounds to inf) holds
+stage by stage, not for the composition: a float16 pre-activation can overflow although
+the block's exact output is finite. The Jacobian's matrix product is taken in float64
+(NumPy/BLAS) from the stages' Jacobians and rounded once to x's dtype; with
+``strict_fp16=True`` every product and partial sum of it is rounded to half.
+
+>>> import numpy as np
+>>> from kernels import compose
+>>> W1 = np.array([[1.0, 0.0], [0.0, -1.0]])
+>>> W2 = np.array([[2.0, 1.0], [0.0, 3.0]])
+>>> f = compose.ffn(W1, np.zeros(2), W2, np.zeros(2))
+>>> f.forward(np.array([[1.0, 1.0]]))  # relu([1, -1]) = [1, 0]
+array([[2., 0.]])
+>>> f.jacobian(np.array([1.0, 1.0]))  # W2 diag(1, 0) W1
+array([[2., 0.],
+       [0., 0.]])
+>>> dx, (dW1, db1, dW2, db2) = f.vjp(np.array([[1.0, 1.0]]), np.array([[1.0, 0.0]]))
+>>> dx, db1
+(array([[2., 0.]]), array([2., 0.]))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType, ModuleType
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+from numba import njit
+from numpy.typing import ArrayLike
+
+from kernels import layernorm, linear, relu
+from kernels._dd import dd_add, two_prod, two_sum
+from kernels._f16 import round_to_half
+from kernels._generated.weightnorm import matmul_nt_f16s
+from kernels._rownorm import check_eps
+from kernels._validate import float_array
+
+__all__ = [
+    "Activation",
+    "LayerNorm",
+    "Linear",
+    "Sequential",
+    "Stage",
+    "ffn",
+    "wide_jacobian",
+]
+
+Grads = tuple[np.ndarray, ...]
+
+
+@runtime_checkable
+class Stage(Protocol):
+    """What a branch of a residual block provides (see the module docstring)."""
+
+    @property
+    def parameters(self) -> tuple[np.ndarray, ...]: ...
+
+    def output_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]: ...
+
+    def forward(self, x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray: ...
+
+    def vjp(
+        self, x: ArrayLike, g: ArrayLike, *, strict_fp16: bool = False
+    ) -> tuple[np.ndarray, Grads]: ...
+
+    def jacobian(self, x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray: ...
+
+
+def require_stage(value: Any, name: str) -> None:
+    """TypeError unless ``value`` has the stage methods (see :class:`Stage`)."""
+    if not isinstance(value, Stage):
+        raise TypeError(
+            f"{name}: expected a stage (compose.Linear, Activation, LayerNorm, Sequential, or "
+            f"an object with forward, vjp, jacobian, output_shape and parameters), "
+            f"got {type(value).__name__}"
+        )
+
+
+def _last_axis(shape: tuple[int, ...], size: int, title: str, what: str) -> None:
+    if len(shape) == 0 or shape[-1] != size:
+        raise ValueError(f"{title}: expected input of shape (..., {size}) ({what}), got {shape}")
+
+
+@dataclass(frozen=True, eq=False)
+class Linear:
+    """``x W^T + b`` (``kernels.linear``): W of shape (O, D), b of shape (O,) or None."""
+
+    W: np.ndarray
+    b: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        W = float_array(self.W, "W")
+        if W.ndim != 2:
+            raise ValueError(f"W: expected shape (O, D), got {W.shape}")
+        object.__setattr__(self, "W", W)
+        if self.b is not None:
+            b = float_array(self.b, "b")
+            if b.shape != (W.shape[0],):
+                raise ValueError(f"b: expected shape ({W.shape[0]},) (rows of W), got {b.shape}")
+            if b.dtype != W.dtype:
+                raise TypeError(f"b: expected dtype {W.dtype} (the dtype of W), got {b.dtype}")
+            object.__setattr__(self, "b", b)
+
+    @property
+    def parameters(self) -> tuple[np.ndarray, ...]:
+        return (self.W,) if self.b is None else (self.W, self.b)
+
+    def output_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        _last_axis(shape, self.W.shape[1], "Linear", f"W has shape {self.W.shape}")
+        return (*shape[:-1], self.W.shape[0])
+
+    def forward(self, x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
+        return linear.forward(x, self.W, self.b, strict_fp16=strict_fp16)
+
+    def vjp(
+        self, x: ArrayLike, g: ArrayLike, *, strict_fp16: bool = False
+    ) -> tuple[np.ndarray, Grads]:
+        dx, dW, db = linear.vjp(x, g, self.W, self.b, strict_fp16=strict_fp16)
+        return dx, ((dW,) if db is None else (dW, db))
+
+    def jacobian(self, x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
+        return linear.jacobian(x, self.W, self.b, strict_fp16=strict_fp16)
+
+
+@dataclass(frozen=True, eq=False, init=False)
+class Activation:
+    """An elementwise kernel module (``kernels.relu``, ``gelu``, ``sigmoid``, ``swish``)
+    with its keyword options, e.g. ``Activation(gelu, approximate="tanh")``."""
+
+    module: ModuleType
+    options: Mapping[str, Any]
+
+    def __init__(self, module: ModuleType, **options: Any) -> None:
+        if not all(
+            callable(getattr(module, name, None)) for name in ("forward", "vjp", "jacobian")
+        ):
+            raise TypeError(
+                "module: expected an elementwise kernel module with forward, vjp and jacobian "
+                f"(e.g. kernels.relu), got {module!r}"
+            )
+        object.__setattr__(self, "module", module)
+        object.__setattr__(self, "options", MappingProxyType(dict(options)))
+
+    @property
+    def parameters(self) -> tuple[np.ndarray, ...]:
+        return ()
+
+    def output_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(shape)
+
+    def forward(self, x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
+        return self.module.forward(x, **self.options, strict_fp16=strict_fp16)
+
+    def vjp(
+        self, x: ArrayLike, g: ArrayLike, *, strict_fp16: bool = False
+    ) -> tuple[np.ndarray, Grads]:
+        return self.module.vjp(x, g, **self.options, strict_fp16=strict_fp16), ()
+
+    def jacobian(self, x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
+        return self.module.jacobian(x, **self.options, strict_fp16=strict_fp16)
+
+
+@dataclass(frozen=True, eq=False)
+class LayerNorm:
+    """``kernels.layernorm`` over the last axis, with its gamma, beta (shape (D,)) and eps."""
+
+    gamma: np.ndarray
+    beta: np.ndarray
+    eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        gamma = float_array(self.gamma, "gamma")
+        if gamma.ndim != 1:
+            raise ValueError(f"gamma: expected shape (D,), got {gamma.shape}")
+        beta = float_array(self.beta, "beta")
+        if beta.shape != gamma.shape:
+            raise ValueError(
+                f"beta: expected shape {gamma.shape} (that of gamma), got {beta.shape}"
+            )
+        if beta.dtype != gamma.dtype:
+            raise TypeError(f"beta: expected dtype {gamma.dtype} (gamma's), got {beta.dtype}")
+        object.__setattr__(self, "gamma", gamma)
+        object.__setattr__(self, "beta", beta)
+        object.__setattr__(self, "eps", check_eps(self.eps))
+
+    @property
+    def parameters(self) -> tuple[np.ndarray, ...]:
+        return (self.gamma, self.beta)
+
+    def output_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        _last_axis(shape, self.gamma.shape[0], "LayerNorm", f"gamma has shape {self.gamma.shape}")
+        return tuple(shape)
+
+    def forward(self, x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
+        return layernorm.forward(x, self.gamma, self.beta, self.eps, strict_fp16=strict_fp16)
+
+    def vjp(
+        self, x: ArrayLike, g: ArrayLike, *, strict_fp16: bool = False
+    ) -> tuple[np.ndarray, Grads]:
+        dx, dgamma, dbeta = layernorm.vjp(
+            x, g, self.gamma, self.beta, self.eps, strict_fp16=strict_fp16
+        )
+        return dx, (dgamma, dbeta)
+
+    def jacobian(self, x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
+        return layernorm.jacobian(x, self.gamma, self.beta, self.eps, strict_fp16=strict_fp16)
+
+
+@dataclass(frozen=True, eq=False)
+class Sequential:
+    """The stages applied in order, ``f_n(...f_2(f_1(x)))``; see the module docstring."""
+
+    stages: tuple[Any, ...]
+
+    def __post_init__(self) -> None:
+        stages = tuple(self.stages) if isinstance(self.stages, Iterable) else None
+        if stages is None:
+            raise TypeError(f"stages: expected a sequence of stages, got {self.stages!r}")
+        if not stages:
+            raise ValueError("stages: expected at least one stage, got none")
+        for index, stage in enumerate(stages):
+            require_stage(stage, f"stages[{index}]")
+        object.__setattr__(self, "stages", stages)
+
+    @property
+    def parameters(self) -> tuple[np.ndarray, ...]:
+        return tuple(p for stage in self.stages for p in stage.parameters)
+
+    def output_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        for index, stage in enumerate(self.stages):
+            try:
+                shape = stage.output_shape(shape)
+            except ValueError as error:
+                raise ValueError(f"stages[{index}]: {error}") from error
+        return tuple(shape)
+
+    def _inputs(self, x: np.ndarray, strict_fp16: bool, count: int) -> list[np.ndarray]:
+        """``[x_0, ..., x_{count-1}]``: the inputs of the first ``count`` stages."""
+        inputs = [x]
+        for stage in self.stages[: count - 1]:
+            inputs.append(stage.forward(inputs[-1], strict_fp16=strict_fp16))
+        return inputs
+
+    def forward(self, x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
+        x = float_array(x, "x")
+        self.output_shape(x.shape)
+        for stage in self.stages:
+            x = stage.forward(x, strict_fp16=strict_fp16)
+        return x
+
+    def vjp(
+        self, x: ArrayLike, g: ArrayLike, *, strict_fp16: bool = False
+    ) -> tuple[np.ndarray, Grads]:
+        x = float_array(x, "x")
+        g = float_array(g, "g")
+        expected = self.output_shape(x.shape)
+        if g.shape != expected:
+            raise ValueError(
+                f"g: expected shape {expected} (the shape of the output), got {g.shape}"
+            )
+        inputs = self._inputs(x, strict_fp16, len(self.stages))
+        grads: list[Grads] = []
+        for stage, stage_input in zip(reversed(self.stages), reversed(inputs), strict=True):
+            g, stage_grads = stage.vjp(stage_input, g, strict_fp16=strict_fp16)
+            grads.append(tuple(stage_grads))
+        return g, tuple(grad for stage_grads in reversed(grads) for grad in stage_grads)
+
+    def jacobian(self, x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
+        x = float_array(x, "x")
+        return finish(self.wide_jacobian(x, strict_fp16=strict_fp16), x.dtype)
+
+    def wide_jacobian(self, x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
+        """The Jacobian as a float64 array before the final rounding to x's dtype."""
+        x = float_array(x, "x")
+        if x.ndim != 1:
+            raise ValueError(f"x: expected one sample of shape (D,), got shape {x.shape}")
+        self.output_shape(x.shape)
+        inputs = self._inputs(x, strict_fp16, len(self.stages))
+        product = None
+        for stage, stage_input in zip(self.stages, inputs, strict=True):
+            factor = wide_jacobian(stage, stage_input, strict_fp16=strict_fp16)
+            product = factor if product is None else _matmul(factor, product, strict_fp16)
+        return product
+
+
+def wide_jacobian(stage: Any, x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
+    """``stage``'s Jacobian at one sample as float64, not yet rounded to x's dtype.
+
+    A Sequential's product of stage Jacobians stays in float64 (halves in strict mode) so
+    that a residual block adds the identity before the only rounding.
+    """
+    require_stage(stage, "stage")
+    method = getattr(stage, "wide_jacobian", None)
+    if method is not None:
+        return method(x, strict_fp16=strict_fp16)
+    return np.asarray(stage.jacobian(x, strict_fp16=strict_fp16), dtype=np.float64)
+
+
+def ffn(W1: ArrayLike, b1: ArrayLike | None, W2: ArrayLike, b2: ArrayLike | None) -> Sequential:
+    """The FFN of Eq. 26, ``relu(x W1^T + b1) W2^T + b2`` (rows as samples).
+
+    W1 has shape (H, D), b1 (H,), W2 (D', H), b2 (D',); either bias may be None. Its
+    parameters, and the gradients of its ``vjp``, are ``(W1, b1, W2, b2)`` (a None bias is
+    left out).
+    """
+    return Sequential((Linear(W1, b1), Activation(relu), Linear(W2, b2)))
+
+
+# --- float64 helpers shared by kernels.residual and kernels.weighted_residual --------------
+
+
+def check_strict(strict_fp16: Any, dtype: np.dtype) -> bool:
+    if not isinstance(strict_fp16, (bool, np.bool_)):
+        raise TypeError(f"strict_fp16: expected True or False, got {strict_fp16!r}")
+    if strict_fp16 and dtype != np.float16:
+        raise ValueError(f"strict_fp16: applies to float16 input only, got dtype {dtype}")
+    return bool(strict_fp16)
+
+
+def check_block(x: ArrayLike, branch: Any, strict_fp16: Any) -> tuple[np.ndarray, bool]:
+    """The checked input of a residual block and its strict flag: x of shape (..., D) with
+    D >= 1, and a stage mapping that shape to itself (ValueError naming the branch)."""
+    x = float_array(x, "x")
+    if x.ndim == 0:
+        raise ValueError("x: expected shape (..., D), got a 0-d array")
+    if x.shape[-1] == 0:
+        raise ValueError("x: a residual block needs D >= 1 on the last axis, got D = 0")
+    strict = check_strict(strict_fp16, x.dtype)
+    require_stage(branch, "branch")
+    try:
+        shape = tuple(branch.output_shape(x.shape))
+    except ValueError as error:
+        raise ValueError(f"branch: cannot take x of shape {x.shape}: {error}") from error
+    if shape != x.shape:
+        raise ValueError(
+            f"branch: a residual branch must map x of shape {x.shape} to the same shape, "
+            f"but its output has shape {shape}"
+        )
+    return x, strict
+
+
+def finish(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Round once to ``dtype``; an overflow to inf is a result, not a warning."""
+    with np.errstate(over="ignore"):
+        return values.astype(dtype, copy=False)
+
+
+def _rows(array: np.ndarray, width: int) -> np.ndarray:
+    return np.ascontiguousarray(array, dtype=np.float64).reshape(-1, width)
+
+
+def _matmul(a: np.ndarray, b: np.ndarray, strict_fp16: bool) -> np.ndarray:
+    """``a @ b`` in float64 (BLAS), or with every product and partial sum rounded to half."""
+    if not strict_fp16:
+        return a @ b
+    out = np.empty((a.shape[0], b.shape[1]))
+    matmul_nt_f16s(np.ascontiguousarray(a), np.ascontiguousarray(b.T), out)
+    return out
+
+
+@njit(cache=True)
+def _scaled_sum_dd(base, f, nu, out):
+    """``out[m, i] = base[m, i] + nu[i] f[m, i]``, product and sum exact, rounded once."""
+    for m in range(base.shape[0]):
+        for i in range(base.shape[1]):
+            p, e = two_prod(nu[i], f[m, i])
+            s, t = two_sum(base[m, i], p)
+            r = t + e
+            out[m, i] = s + r if r != 0.0 else s  # s alone keeps IEEE's -0 + -0 = -0
+
+
+@njit(cache=True)
+def _scaled_sum_f16s(base, f, nu, out):
+    """``out = h(base + h(nu f))``, ``h`` = rounding to half (halves in, halves out)."""
+    for m in range(base.shape[0]):
+        for i in range(base.shape[1]):
+            out[m, i] = round_to_half(base[m, i] + round_to_half(nu[i] * f[m, i]))
+
+
+@njit(cache=True)
+def _column_dots_dd(a, b, out):
+    """``out[i] = sum_m a[m, i] b[m, i]`` in double-double, rounded once to float64."""
+    hi = np.zeros(a.shape[1])
+    lo = np.zeros(a.shape[1])
+    for m in range(a.shape[0]):
+        for i in range(a.shape[1]):
+            p, e = two_prod(a[m, i], b[m, i])
+            hi[i], lo[i] = dd_add(hi[i], lo[i], p, e)
+    for i in range(a.shape[1]):
+        out[i] = hi[i] + lo[i]
+
+
+@njit(cache=True)
+def _column_dots_f16s(a, b, out):
+    """``out[i] = sum_m a[m, i] b[m, i]``, every product and partial sum rounded to half,
+    rows ascending."""
+    for i in range(a.shape[1]):
+        out[i] = 0.0
+    for m in range(a.shape[0]):
+        for i in range(a.shape[1]):
+            out[i] = round_to_half(out[i] + round_to_half(a[m, i] * b[m, i]))
+
+
+def scaled_sum(base: np.ndarray, f: np.ndarray, nu: np.ndarray, strict_fp16: bool) -> np.ndarray:
+    """``base + nu * f`` in float64 (``nu`` of shape (D,) along the last axis), exact
+    before one rounding to float64; in strict mode ``h(base + h(nu f))``. Shape of base."""
+    width = nu.shape[0]
+    out = np.empty((base.size // width, width))
+    loop = _scaled_sum_f16s if strict_fp16 else _scaled_sum_dd
+    loop(_rows(base, width), _rows(f, width), nu, out)
+    return out.reshape(base.shape)
+
+
+def column_dots(a: np.ndarray, b: np.ndarray, width: int, strict_fp16: bool) -> np.ndarray:
+    """``sum over rows of a * b`` for the arrays viewed as rows of ``width``: shape (width,),
+    float64 (double-double accumulation), or in half steps in strict mode."""
+    out = np.empty(width)
+    loop = _column_dots_f16s if strict_fp16 else _column_dots_dd
+    loop(_rows(a, width), _rows(b, width), out)
+    return out
