@@ -115,6 +115,47 @@ def _norm_cases() -> list[tuple[str, Callable, Callable]]:
     ]
 
 
+def _numpy_conv2d(x, g, W, b, padding=1):
+    """Conv2d forward + VJP by im2col in NumPy (stride 1, zero padding): the baseline."""
+    n, c, h, w = x.shape
+    o, _, k, _ = W.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
+    ho, wo = h + 2 * padding - k + 1, w + 2 * padding - k + 1
+    windows = np.lib.stride_tricks.sliding_window_view(xp, (k, k), axis=(2, 3))
+    cols = windows.transpose(0, 2, 3, 1, 4, 5).reshape(n * ho * wo, c * k * k)
+    wmat = W.reshape(o, -1)
+    y = (cols @ wmat.T + b).reshape(n, ho, wo, o).transpose(0, 3, 1, 2)
+    gmat = g.transpose(0, 2, 3, 1).reshape(n * ho * wo, o)
+    dW = (gmat.T @ cols).reshape(W.shape)
+    db = gmat.sum(axis=0)
+    dcols = (gmat @ wmat).reshape(n, ho, wo, c, k, k)
+    dxp = np.zeros_like(xp)
+    for a in range(k):
+        for e in range(k):
+            dxp[:, :, a : a + ho, e : e + wo] += dcols[:, :, :, :, a, e].transpose(0, 3, 1, 2)
+    dx = dxp[:, :, padding : padding + h, padding : padding + w]
+    return y, (dx, dW, db)
+
+
+def _conv_bench(rng: np.random.Generator) -> None:
+    from kernels import conv2d
+
+    shape, weight = (8, 64, 56, 56), (64, 64, 3, 3)
+    x = rng.normal(size=shape).astype(np.float32)
+    W = (rng.normal(size=weight) / 24).astype(np.float32)
+    b = rng.normal(size=64).astype(np.float32)
+    g = rng.normal(size=shape).astype(np.float32)
+
+    def ours():
+        return conv2d.forward(x, W, b, 1, 1), conv2d.vjp(x, g, W, b, 1, 1)
+
+    conv2d.vjp(x[:1, :, :8, :8], g[:1, :, :8, :8], W, b, 1, 1)  # compile
+    mine = _best(ours)
+    base = _best(lambda: _numpy_conv2d(x, g, W, b))
+    print(f"conv2d forward + VJP, x {shape}, W {weight}, padding 1, float32, best of 3")
+    print(f"{'conv2d':<16}{mine:>11.3f}s{base:>11.3f}s{base / mine:>8.2f}x  (NumPy im2col)")
+
+
 def _best(run: Callable[[], object], repeats: int = 3) -> float:
     best = float("inf")
     for _ in range(repeats):
@@ -173,6 +214,7 @@ def main(n: int = 10**7) -> None:
         mine = _best(lambda ours=ours: ours(x, g, gamma, beta))
         base = _best(lambda theirs=theirs: theirs(x, g, gamma, beta))
         print(f"{name:<16}{mine:>11.4f}s{base:>11.4f}s{base / mine:>8.2f}x")
+    _conv_bench(rng)
     with tempfile.TemporaryDirectory() as cache:
         cold = first_use_seconds(cache)
         warm = first_use_seconds(cache)

@@ -82,11 +82,14 @@ def bound_verdict(printed: sp.Expr, attained: sp.Expr, tight: sp.Expr) -> tuple[
     gap = sp.simplify(printed - attained)
     if gap == 0 or gap.is_nonnegative:
         if sp.simplify(attained - tight) == 0:
-            return "holds_loose" if gap != 0 else "holds", "attained by the witness"
+            if gap == 0:
+                return "holds", "the printed constant is attained by the witness"
+            return "holds_loose", "valid; the tight constant is attained by the witness"
         return "holds_loose", "valid, equal to the tight constant only for some parameters"
     at_point = gap.subs(FAIL_POINT)
     if at_point.is_number and at_point < 0:
-        return "fails", f"below the attained constant at {FAIL_POINT}: gap {at_point}"
+        point = {k: v for k, v in FAIL_POINT.items() if k in gap.free_symbols}
+        return "fails", f"below the attained constant at {point}: gap {at_point}"
     from derive.check import UnprovenError
 
     raise UnprovenError(f"cannot order printed {printed} and attained {attained}")

@@ -72,7 +72,15 @@ DECIDERS = {
         ),
     ),
     "conv2d.definition": lambda c: _matrix(
-        c, pr.conv_definition(c.statement_latex), "K", ("value: the number of taps per axis.",)
+        c,
+        pr.conv_definition(c.statement_latex),
+        "K",
+        (
+            "value: the number of taps per axis. The printed range -(K+1)/2 .. (K+1)/2 has "
+            "K + 2 values (a slip for -(K-1)/2 .. (K-1)/2, with W indexed from the kernel's "
+            "center); so read, Eq. 12 is PyTorch's cross-correlation with padding (K-1)/2. "
+            "Its output range i = 0 .. W - K belongs to the uncentered form (no padding).",
+        ),
     ),
     "conv2d.jacobian": lambda c: _matrix(
         c,
@@ -85,11 +93,25 @@ DECIDERS = {
         ),
     ),
     "conv2d.eq14": lambda c: _matrix(
-        c, pr.conv_eq14(c.statement_latex), "(dY*X_KKC_T, col2im(W_DO_T*dY))"
+        c,
+        pr.conv_eq14(c.statement_latex),
+        "(dY*X_KKC_T, col2im(W_DO_T*dY))",
+        (
+            "dL/dW holds. (W^O_{K,K,C})^T Y' is the gradient with respect to the im2col "
+            "matrix X^{K,K,C}, one column per output location; the gradient with respect "
+            "to the image X adds each column back onto the pixels its patch was read from "
+            "(col2im), summing where patches overlap.",
+        ),
     ),
     "softmax.definition": lambda c: _matrix(c, pr.softmax_definition(c.statement_latex), "y"),
     "softmax.jacobian": lambda c: _matrix(
-        c, pr.softmax_jacobian(c.statement_latex), "y_i*(KroneckerDelta(i, j) - y_j)"
+        c,
+        pr.softmax_jacobian(c.statement_latex),
+        "y_i*(KroneckerDelta(i, j) - y_j)",
+        (
+            "The diagonal y_i(1 - y_i) is right; off the diagonal the printed -y_i^2 should "
+            "be -y_i y_j (the second y carries the column index j).",
+        ),
     ),
     "softmax.lipschitz": lambda c: _lipschitz(
         c,

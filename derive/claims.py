@@ -863,9 +863,7 @@ ROW_CLAIMS: tuple[Claim, ...] = (
         TABLE2.format("MaxPooling"),
         r"\frac{\partial y}{\partial \mathbf{x}} = \mathbf{1}(\mathbf{x} == y)",
     ),
-    _row(
-        "maxpool.lipschitz", "lipschitz", TABLE2.format("MaxPooling"), r"1", sp.Integer(1), "1"
-    ),
+    _row("maxpool.lipschitz", "lipschitz", TABLE2.format("MaxPooling"), r"1", sp.Integer(1), "1"),
     _row(
         "avgpool.definition",
         "definition",

@@ -10,24 +10,40 @@ cached on disk by Numba).
 array([0., 3.])
 """
 
+from kernels import avgpool as avgpool
 from kernels import batchnorm as batchnorm
 from kernels import centernorm as centernorm
+from kernels import compose as compose
+from kernels import conv2d as conv2d
 from kernels import gelu as gelu
 from kernels import layernorm as layernorm
+from kernels import linear as linear
+from kernels import maxpool as maxpool
 from kernels import relu as relu
+from kernels import residual as residual
 from kernels import rmsnorm as rmsnorm
 from kernels import sigmoid as sigmoid
+from kernels import softmax as softmax
 from kernels import swish as swish
+from kernels import weighted_residual as weighted_residual
 from kernels import weightnorm as weightnorm
 
 __all__ = [
+    "avgpool",
     "batchnorm",
     "centernorm",
+    "compose",
+    "conv2d",
     "gelu",
     "layernorm",
+    "linear",
+    "maxpool",
     "relu",
+    "residual",
     "rmsnorm",
     "sigmoid",
+    "softmax",
     "swish",
+    "weighted_residual",
     "weightnorm",
 ]

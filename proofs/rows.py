@@ -374,11 +374,21 @@ def conv_lipschitz_witness(mode: str) -> tuple[Step, dict]:
 
 
 def conv_lipschitz(statement: str) -> tuple[Proof, dict]:
-    """The printed sigma_max(W_D^O) is exceeded by an exact witness in both padding modes."""
+    """The printed sigma_max(W_D^O) is exceeded by an exact witness in both padding modes;
+    the convolution's own constant at the witness, certified (:mod:`proofs.spectral`)."""
+    import numpy as np
+
+    from proofs import spectral
+
     circular, witness = conv_lipschitz_witness("circular")
     zeros, zero_witness = conv_lipschitz_witness("zeros")
+    weight = np.ones((1, 1, 3, 3))
+    exact = spectral.conv_circular_lipschitz(weight, (4, 4), padding=1)
+    bounds = spectral.conv_zero_padding_bounds(weight, (4, 4), padding=1)
     witness["zeros_ratio"] = zero_witness["ratio"]
-    return Proof(statement, (circular, zeros)), witness
+    witness["circular_lipschitz"] = exact.exact
+    witness["zeros_lipschitz"] = list(bounds.decimal(35))
+    return Proof(statement, (circular, zeros, *exact.steps(), *bounds.steps())), witness
 
 
 # --- Softmax ---------------------------------------------------------------------------

@@ -154,3 +154,74 @@ def test_weighted_lipschitz_literal_reading_is_refuted(results):
     assert result.witness["printed"] == "-2" and result.witness["lipschitz"] == "2"
     first = result.proof.steps[0]
     assert first.method == "exact witness" and first.check()
+
+
+# --- The kernels against the proven constants -------------------------------------------
+
+#: float64 slack of a computed 2-norm against an exact bound: a few roundings of values <= 1.
+NORM_SLACK = 1e-14
+
+
+def test_softmax_jacobians_never_exceed_one_half_and_reach_it():
+    """Sampled and adversarial rows (two equal leaders, the rest far below): |J|_2 <= 1/2,
+    equal to it at x = (0, 0) and approaching it as the others go to -inf."""
+    from kernels import softmax
+
+    rng = np.random.default_rng(7)
+    rows = [rng.normal(scale=s, size=d) for s in (0.1, 1, 5, 30) for d in (2, 3, 8, 64)]
+    rows += [np.array([0.0, 0.0, *(-t * np.ones(k))]) for t in (1, 10, 40) for k in (1, 5)]
+    for x in rows:
+        norm = np.linalg.norm(softmax.jacobian(x), 2)
+        assert norm <= 0.5 + NORM_SLACK, f"x = {x}: |J|_2 = {norm!r} > 1/2"
+    assert np.linalg.norm(softmax.jacobian(np.zeros(2)), 2) == 0.5
+    far = np.linalg.norm(softmax.jacobian(np.array([0.0, 0.0, -40.0, -40.0])), 2)
+    assert 0.5 - far < 1e-16, far
+
+
+def test_conv_operator_reaches_the_certified_constant():
+    """kernels.conv2d as a linear operator: the all-ones kernel's constant 9 (circular) is
+    reached by a constant image, and random images never exceed the certified bound."""
+    from kernels import conv2d
+    from proofs import spectral
+
+    weight = np.ones((1, 1, 3, 3))
+    op = conv2d.linear_operator(weight, (1, 4, 4), 1, 1, padding_mode="circular")
+    x = np.ones(16)
+    assert np.linalg.norm(op.matvec(x)) / np.linalg.norm(x) == 9.0
+    rng = np.random.default_rng(3)
+    weight = rng.normal(size=(4, 3, 3, 3))
+    for mode, bounds in (
+        ("circular", spectral.conv_circular_lipschitz(weight, (8, 8), padding=1)),
+        ("zeros", spectral.conv_zero_padding_bounds(weight, (8, 8), padding=1)),
+    ):
+        op = conv2d.linear_operator(weight, (3, 8, 8), 1, 1, padding_mode=mode)
+        hi = float(bounds.hi)
+        for _ in range(20):
+            v = rng.normal(size=op.shape[1])
+            ratio = np.linalg.norm(op.matvec(v)) / np.linalg.norm(v)
+            assert ratio <= hi * (1 + NORM_SLACK), f"{mode}: ratio {ratio!r} > {hi!r}"
+        dense = np.linalg.norm(op.to_dense(), 2)
+        assert float(bounds.lo) * (1 - NORM_SLACK) <= dense <= hi * (1 + NORM_SLACK), (
+            f"{mode}: dense SVD {dense!r} outside [{float(bounds.lo)!r}, {hi!r}]"
+        )
+
+
+def test_global_pooling_jacobians_have_the_derived_norms():
+    from kernels import avgpool, maxpool
+
+    for d in (1, 2, 5, 100):
+        x = np.linspace(-1, 1, d)
+        assert np.linalg.norm(avgpool.jacobian(x), 2) == pytest.approx(1 / np.sqrt(d), rel=1e-15)
+        assert np.linalg.norm(maxpool.jacobian(x), 2) == 1.0
+
+
+def test_residual_witness_reaches_one_plus_lip_f():
+    """The FFN witness (W1 = I, W2 = 2I): the kernel's Jacobian at x > 0 has 2-norm 3; with
+    W2 = -2I every pattern gives 1."""
+    from kernels import compose, residual
+
+    up = compose.ffn(np.eye(2), np.zeros(2), 2 * np.eye(2), np.zeros(2))
+    down = compose.ffn(np.eye(2), np.zeros(2), -2 * np.eye(2), np.zeros(2))
+    assert np.linalg.norm(residual.jacobian(np.array([1.0, 2.0]), up), 2) == 3.0
+    for x in ([1.0, 2.0], [-1.0, 2.0], [1.0, -2.0], [-1.0, -2.0]):
+        assert np.linalg.norm(residual.jacobian(np.array(x), down), 2) == 1.0, x
