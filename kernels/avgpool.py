@@ -48,7 +48,7 @@ from numpy.typing import ArrayLike
 
 from kernels._dd import dd_add, dd_div
 from kernels._f16 import round_to_half
-from kernels.maxpool import (
+from kernels._pool import (
     IntPair,
     finish,
     global_gradient,
