@@ -15,13 +15,16 @@ from kernels import batchnorm as batchnorm
 from kernels import centernorm as centernorm
 from kernels import compose as compose
 from kernels import conv2d as conv2d
+from kernels import dp_attention as dp_attention
 from kernels import gelu as gelu
+from kernels import l2_attention as l2_attention
 from kernels import layernorm as layernorm
 from kernels import linear as linear
 from kernels import maxpool as maxpool
 from kernels import relu as relu
 from kernels import residual as residual
 from kernels import rmsnorm as rmsnorm
+from kernels import scs_attention as scs_attention
 from kernels import sigmoid as sigmoid
 from kernels import softmax as softmax
 from kernels import swish as swish
@@ -34,13 +37,16 @@ __all__ = [
     "centernorm",
     "compose",
     "conv2d",
+    "dp_attention",
     "gelu",
+    "l2_attention",
     "layernorm",
     "linear",
     "maxpool",
     "relu",
     "residual",
     "rmsnorm",
+    "scs_attention",
     "sigmoid",
     "softmax",
     "swish",

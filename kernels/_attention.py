@@ -1,0 +1,394 @@
+"""Shared pieces of the three attention kernels (``dp_attention``, ``l2_attention``,
+``scs_attention``): argument checks, the two kinds of arithmetic, the row softmax and its
+backward pass, and the Jacobian assembled from VJPs.
+
+Arithmetic (an :class:`Arith` object carries the choice through a kernel):
+
+* float64 -- float64, float32 and float16 ("mixed", the default) inputs are widened
+  exactly to float64; matrix products run in NumPy/BLAS (float64), the row-wise softmax and
+  its backward pass in the Numba loops below (serial: see ``PARALLEL``); the caller rounds the
+  results once to the input dtype. No intermediate overflows for float16 input (the longest
+  chain of products, L2's backward pass, multiplies nine values below 65504), so a
+  float16 result is inf exactly when the value computed in float64 rounds to inf; float32
+  input could overflow an intermediate only with magnitudes near its own maximum 3.4e38.
+* strict -- ``strict_fp16=True`` (float16 input only): every product, partial sum
+  (sequential, ascending index), difference, quotient, square root and ``exp`` is rounded to
+  half precision (``kernels/_f16.round_to_half``), as naive half arithmetic would. Halves
+  are stored in float64 arrays; one float64 operation on halves followed by one rounding to
+  half is the correctly rounded half operation (53 >= 2 * 11 + 2, so the double rounding is
+  innocuous), which lets elementwise steps run in NumPy.
+
+Row softmax (both modes): ``m`` = the first index of the row's largest entry,
+``e_j = exp(s_j - s_m)``, ``P_j = e_j / sum_j e_j`` (the sum in any order in float64,
+ascending in strict mode). Non-finite rows follow
+IEEE arithmetic on that formula: a NaN or a +inf in the row, or a row that is all -inf, makes
+the whole row NaN (``inf - inf`` and ``0/0``); a -inf entry in a row with a finite maximum
+gets ``P_j = 0``. There are no masks.
+
+Softmax backward: ``dS = P * (dP - rowsum(dP * P))``, evaluated without the cancellation of
+``dP_m - <dP, P>`` when ``P_m`` is near 1 (the trick of ``kernels/softmax.py``): with
+``c = sum_{j != m} P_j (dP_m - dP_j)`` (using ``sum_j P_j = 1``),
+``dS_m = P_m c`` and ``dS_i = P_i ((dP_i - dP_m) + c)`` for ``i != m``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+from numba import njit, prange
+from numpy.typing import ArrayLike
+
+from kernels._f16 import round_to_half
+from kernels._validate import float_array
+
+#: Whether the row loops run in parallel (``prange``). Off: on the 2-core target, forward +
+#: vjp at N = 512 ran about 3x slower with it, because the loops alternate with multithreaded
+#: BLAS products and libgomp's spinning worker threads compete with OpenBLAS's for the cores
+#: (measured: dp_attention 15.7 ms parallel, 4.9 ms serial; l2_attention 24.1 / 9.2 ms).
+PARALLEL = False
+
+# --- argument checks --------------------------------------------------------------------------
+
+
+def check_input(X: ArrayLike) -> np.ndarray:
+    """``X`` checked: a float16/32/64 array of shape (N, D), N >= 1, D >= 1."""
+    X = float_array(X, "X")
+    if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
+        raise ValueError(f"X: expected shape (N, D) with N >= 1 and D >= 1, got {X.shape}")
+    return X
+
+
+def check_weight(W: ArrayLike, name: str, X: np.ndarray, rows: int | None = None) -> np.ndarray:
+    """A projection ``W`` of shape (rows, D) in X's dtype (any rows >= 1 if ``rows`` is None)."""
+    W = float_array(W, name)
+    D = X.shape[1]
+    if W.ndim != 2 or W.shape[1] != D or W.shape[0] == 0:
+        raise ValueError(
+            f"{name}: expected shape (d, {D}) with d >= 1 (D = X.shape[1]), got {W.shape}"
+        )
+    if rows is not None and W.shape[0] != rows:
+        raise ValueError(
+            f"{name}: expected shape ({rows}, {D}) (the shape of Wq: queries and keys must "
+            f"have the same width), got {W.shape}"
+        )
+    if W.dtype != X.dtype:
+        raise TypeError(f"{name}: expected dtype {X.dtype} (the dtype of X), got {W.dtype}")
+    return W
+
+
+def check_gradient(G: ArrayLike, n: int, dv: int, dtype: np.dtype) -> np.ndarray:
+    """The upstream gradient ``G``: shape (N, dv) (the shape of Y), X's dtype."""
+    G = float_array(G, "G")
+    if G.shape != (n, dv):
+        raise ValueError(f"G: expected shape {(n, dv)} (the shape of Y), got {G.shape}")
+    if G.dtype != dtype:
+        raise TypeError(f"G: expected dtype {dtype} (the dtype of X), got {G.dtype}")
+    return G
+
+
+def check_scalar(value: float, name: str) -> float:
+    """A hyperparameter as a float; TypeError unless a real number, ValueError unless finite."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(
+        value, (int, float, np.floating, np.integer)
+    ):
+        raise TypeError(f"{name}: expected a real number, got {value!r}")
+    result = float(value)
+    if not math.isfinite(result):
+        raise ValueError(f"{name}: expected a finite number, got {value!r}")
+    return result
+
+
+def check_eps(eps: float) -> float:
+    """``eps`` as a float; ValueError unless it is a finite number >= 0 (NaN included)."""
+    if isinstance(eps, (bool, np.bool_)) or not isinstance(
+        eps, (int, float, np.floating, np.integer)
+    ):
+        raise TypeError(f"eps: expected a real number, got {eps!r}")
+    value = float(eps)
+    if not (math.isfinite(value) and value >= 0.0):
+        raise ValueError(f"eps: expected a finite number >= 0, got {eps!r}")
+    return value
+
+
+def check_strict(strict_fp16: bool, X: np.ndarray) -> bool:
+    if not isinstance(strict_fp16, (bool, np.bool_)):
+        raise TypeError(f"strict_fp16: expected True or False, got {strict_fp16!r}")
+    if strict_fp16 and X.dtype != np.float16:
+        raise ValueError(f"strict_fp16: applies to float16 input only, got dtype {X.dtype}")
+    return bool(strict_fp16)
+
+
+def ieee() -> np.errstate:
+    """Overflow, inf - inf, 0 * inf, 0/0: IEEE results, not warnings."""
+    return np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore")
+
+
+def finish(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Round once to ``dtype`` (exact in strict mode: the values are halves already)."""
+    with ieee():
+        return np.ascontiguousarray(values).astype(dtype)
+
+
+# --- Numba loops --------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _row_max(s):
+    """``(m, ok)``: the first index of the row's maximum, and False if the row is NaN by
+    IEEE arithmetic (a NaN or +inf entry, or every entry -inf)."""
+    m = 0
+    best = -math.inf
+    for j in range(s.size):
+        v = s[j]
+        if math.isnan(v) or v == math.inf:
+            return 0, False
+        if v > best:
+            best = v
+            m = j
+    return m, best > -math.inf
+
+
+@njit(cache=True, parallel=PARALLEL, error_model="numpy", fastmath={"reassoc", "contract"})
+def _softmax_rows(S, P, argmax):
+    for i in prange(S.shape[0]):
+        m, ok = _row_max(S[i])
+        argmax[i] = m
+        if not ok:
+            P[i, :] = math.nan
+            continue
+        top = S[i, m]
+        total = 0.0
+        for j in range(S.shape[1]):
+            e = math.exp(S[i, j] - top)
+            P[i, j] = e
+            total += e
+        for j in range(S.shape[1]):
+            P[i, j] = P[i, j] / total
+
+
+@njit(cache=True, parallel=PARALLEL, error_model="numpy")
+def _softmax_rows_strict(S, P, argmax):
+    for i in prange(S.shape[0]):
+        m, ok = _row_max(S[i])
+        argmax[i] = m
+        if not ok:
+            P[i, :] = math.nan
+            continue
+        top = S[i, m]
+        total = 0.0
+        for j in range(S.shape[1]):
+            e = round_to_half(math.exp(round_to_half(S[i, j] - top)))
+            P[i, j] = e
+            total = round_to_half(total + e)
+        for j in range(S.shape[1]):
+            P[i, j] = round_to_half(P[i, j] / total)
+
+
+@njit(cache=True, parallel=PARALLEL, error_model="numpy", fastmath={"reassoc", "contract"})
+def _softmax_backward_rows(P, dP, argmax, dS):
+    for i in prange(P.shape[0]):
+        m = argmax[i]
+        top = dP[i, m]
+        c = 0.0
+        for j in range(P.shape[1]):
+            if j != m:
+                c += P[i, j] * (top - dP[i, j])
+        for j in range(P.shape[1]):
+            if j == m:
+                dS[i, j] = P[i, j] * c
+            else:
+                dS[i, j] = P[i, j] * ((dP[i, j] - top) + c)
+
+
+@njit(cache=True, parallel=PARALLEL, error_model="numpy")
+def _softmax_backward_rows_strict(P, dP, argmax, dS):
+    for i in prange(P.shape[0]):
+        m = argmax[i]
+        top = dP[i, m]
+        c = 0.0
+        for j in range(P.shape[1]):
+            if j != m:
+                c = round_to_half(c + round_to_half(P[i, j] * round_to_half(top - dP[i, j])))
+        for j in range(P.shape[1]):
+            if j == m:
+                dS[i, j] = round_to_half(P[i, j] * c)
+            else:
+                dS[i, j] = round_to_half(P[i, j] * round_to_half(round_to_half(dP[i, j] - top) + c))
+
+
+@njit(cache=True, parallel=PARALLEL, error_model="numpy")
+def _matmul_nt_strict(a, b, out):
+    """``out = a b^T`` for halves: each product and partial sum (ascending) rounded."""
+    for i in prange(a.shape[0]):
+        for k in range(b.shape[0]):
+            acc = 0.0
+            for j in range(a.shape[1]):
+                acc = round_to_half(acc + round_to_half(a[i, j] * b[k, j]))
+            out[i, k] = acc
+
+
+@njit(cache=True, parallel=PARALLEL, error_model="numpy", fastmath={"reassoc", "contract"})
+def _neg_sq_dist(Q, scale, S):
+    """``S_ij = -(sum_c (q_ic - q_jc)^2) / scale`` from the differences: S_ii = 0, S <= 0."""
+    n, width = Q.shape
+    for i in prange(n):
+        for j in range(n):
+            acc = 0.0
+            for c in range(width):
+                t = Q[i, c] - Q[j, c]
+                acc += t * t
+            S[i, j] = -(acc / scale)
+
+
+@njit(cache=True, parallel=PARALLEL, error_model="numpy")
+def _neg_sq_dist_strict(Q, scale, S):
+    n, width = Q.shape
+    for i in prange(n):
+        for j in range(n):
+            acc = 0.0
+            for c in range(width):
+                t = round_to_half(Q[i, c] - Q[j, c])
+                acc = round_to_half(acc + round_to_half(t * t))
+            S[i, j] = -round_to_half(acc / scale)
+
+
+@njit(cache=True, error_model="numpy")
+def _rowdot_strict(a, b, out):
+    for i in range(a.shape[0]):
+        acc = 0.0
+        for j in range(a.shape[1]):
+            acc = round_to_half(acc + round_to_half(a[i, j] * b[i, j]))
+        out[i, 0] = acc
+
+
+@njit(cache=True, parallel=PARALLEL, error_model="numpy", fastmath={"reassoc", "contract"})
+def _weighted_differences(T, Q, out):
+    """``out_a = sum_j T_aj (q_a - q_j)`` (= ``rowsum(T)_a q_a - (T Q)_a`` without its
+    cancellation when the q_j lie close together far from 0)."""
+    n, width = Q.shape
+    for a in prange(n):
+        for c in range(width):
+            out[a, c] = 0.0
+        for j in range(n):
+            t = T[a, j]
+            for c in range(width):
+                out[a, c] += t * (Q[a, c] - Q[j, c])
+
+
+@njit(cache=True, parallel=PARALLEL, error_model="numpy")
+def _weighted_differences_strict(T, Q, out):
+    n, width = Q.shape
+    for a in prange(n):
+        for c in range(width):
+            acc = 0.0
+            for j in range(n):
+                acc = round_to_half(acc + round_to_half(T[a, j] * round_to_half(Q[a, c] - Q[j, c])))
+            out[a, c] = acc
+
+
+# --- the two kinds of arithmetic -------------------------------------------------------------
+
+
+class Arith:
+    """float64 (BLAS and the float64 loops) or strict half; every method returns float64
+    arrays (holding halves in strict mode) and never writes into its arguments."""
+
+    def __init__(self, strict: bool):
+        self.strict = strict
+
+    @staticmethod
+    def wide(a: np.ndarray) -> np.ndarray:
+        """``a`` widened exactly to a C-contiguous float64 array (not copied if it is one)."""
+        return np.ascontiguousarray(a, dtype=np.float64)
+
+    def round(self, a: np.ndarray) -> np.ndarray:
+        """The result of one elementwise operation: rounded to half in strict mode."""
+        if not self.strict:
+            return a
+        with ieee():
+            return a.astype(np.float16).astype(np.float64)
+
+    def scalar(self, value: float) -> float:
+        """A constant as the arithmetic holds it (rounded to half in strict mode)."""
+        return round_to_half(value) if self.strict else value
+
+    def mm(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """``a @ b``."""
+        if self.strict:
+            out = np.empty((a.shape[0], b.shape[1]))
+            _matmul_nt_strict(self.wide(a), self.wide(b.T), out)
+            return out
+        with ieee():
+            return a @ b
+
+    def rowdot(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """``rowsum(a * b)`` as a column (N, 1)."""
+        if self.strict:
+            out = np.empty((a.shape[0], 1))
+            _rowdot_strict(self.wide(a), self.wide(b), out)
+            return out
+        with ieee():
+            return np.einsum("ij,ij->i", a, b)[:, None]
+
+    def add(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        with ieee():
+            return self.round(a + b)
+
+    def sub(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        with ieee():
+            return self.round(a - b)
+
+    def mul(self, a: np.ndarray, b: np.ndarray | float) -> np.ndarray:
+        with ieee():
+            return self.round(a * b)
+
+    def div(self, a: np.ndarray, b: np.ndarray | float) -> np.ndarray:
+        with ieee():
+            return self.round(a / b)
+
+    def sqrt(self, a: np.ndarray) -> np.ndarray:
+        with ieee():
+            return self.round(np.sqrt(a))
+
+    def softmax(self, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(P, argmax)``: the row softmax and the first index of each row's maximum."""
+        P = np.empty(S.shape)
+        argmax = np.empty(S.shape[0], dtype=np.int64)
+        (_softmax_rows_strict if self.strict else _softmax_rows)(self.wide(S), P, argmax)
+        return P, argmax
+
+    def softmax_backward(self, P: np.ndarray, dP: np.ndarray, argmax: np.ndarray) -> np.ndarray:
+        """``dS = P * (dP - rowsum(dP * P))``, cancellation-free at the argmax."""
+        dS = np.empty(P.shape)
+        loop = _softmax_backward_rows_strict if self.strict else _softmax_backward_rows
+        loop(P, self.wide(dP), argmax, dS)
+        return dS
+
+    def weighted_differences(self, T: np.ndarray, Q: np.ndarray) -> np.ndarray:
+        """``sum_j T_aj (q_a - q_j)`` for each row a: ``diag(rowsum(T)) Q - T Q``."""
+        out = np.empty(Q.shape)
+        loop = _weighted_differences_strict if self.strict else _weighted_differences
+        loop(self.wide(T), self.wide(Q), out)
+        return out
+
+    def neg_sq_dist(self, Q: np.ndarray, scale: float) -> np.ndarray:
+        """``S_ij = -|q_i - q_j|^2 / scale`` from the differences."""
+        S = np.empty((Q.shape[0], Q.shape[0]))
+        (_neg_sq_dist_strict if self.strict else _neg_sq_dist)(self.wide(Q), scale, S)
+        return S
+
+
+# --- Jacobian -----------------------------------------------------------------------------------
+
+
+def jacobian_from_vjp(input_vjp: Callable[[np.ndarray], np.ndarray], n: int, dv: int) -> np.ndarray:
+    """The dense (N dv, N D) Jacobian ``d vec(Y) / d vec(X)`` (C order, numerator layout):
+    row ``r`` is the input gradient for the upstream gradient ``e_r``, one VJP per row."""
+    rows = []
+    for r in range(n * dv):
+        G = np.zeros((n, dv))
+        G.flat[r] = 1.0
+        rows.append(input_vjp(G).reshape(-1))
+    return np.stack(rows)
