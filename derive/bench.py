@@ -156,6 +156,38 @@ def _conv_bench(rng: np.random.Generator) -> None:
     print(f"{'conv2d':<16}{mine:>11.3f}s{base:>11.3f}s{base / mine:>8.2f}x  (NumPy im2col)")
 
 
+def _numpy_dp_attention(X, G, Wq, Wk, Wv):
+    """Dot-product attention forward + backward in NumPy, in X's dtype: the baseline."""
+    d = Wq.shape[0]
+    Q, K, V = X @ Wq.T, X @ Wk.T, X @ Wv.T
+    S = Q @ K.T / np.sqrt(d)
+    P = np.exp(S - S.max(axis=1, keepdims=True))
+    P /= P.sum(axis=1, keepdims=True)
+    Y = P @ V
+    dV, dP = P.T @ G, G @ V.T
+    dS = P * (dP - (dP * P).sum(axis=1, keepdims=True))
+    dQ, dK = dS @ K / np.sqrt(d), dS.T @ Q / np.sqrt(d)
+    return Y, (dQ @ Wq + dK @ Wk + dV @ Wv, dQ.T @ X, dK.T @ X, dV.T @ X)
+
+
+def _attention_bench(rng: np.random.Generator) -> None:
+    from kernels import dp_attention
+
+    n, width = 512, 64
+    X = rng.normal(size=(n, width)).astype(np.float32)
+    G = rng.normal(size=(n, width)).astype(np.float32)
+    Wq, Wk, Wv = (rng.normal(size=(width, width)).astype(np.float32) / 8 for _ in range(3))
+
+    def ours():
+        return dp_attention.forward(X, Wq, Wk, Wv), dp_attention.vjp(X, G, Wq, Wk, Wv)
+
+    ours()
+    mine = _best(ours)
+    base = _best(lambda: _numpy_dp_attention(X, G, Wq, Wk, Wv))
+    print(f"dp_attention forward + VJP, N = {n}, D = d = dv = {width}, float32, best of 3")
+    print(f"{'dp_attention':<16}{mine:>11.4f}s{base:>11.4f}s{base / mine:>8.2f}x  (NumPy float32)")
+
+
 def _best(run: Callable[[], object], repeats: int = 3) -> float:
     best = float("inf")
     for _ in range(repeats):
@@ -215,6 +247,7 @@ def main(n: int = 10**7) -> None:
         base = _best(lambda theirs=theirs: theirs(x, g, gamma, beta))
         print(f"{name:<16}{mine:>11.4f}s{base:>11.4f}s{base / mine:>8.2f}x")
     _conv_bench(rng)
+    _attention_bench(rng)
     with tempfile.TemporaryDirectory() as cache:
         cold = first_use_seconds(cache)
         warm = first_use_seconds(cache)

@@ -215,6 +215,8 @@ NORM_KEYS = ("layernorm", "rmsnorm", "centernorm", "weightnorm", "normalization"
 #: The rows decided by :mod:`derive.check_rows` (its ``ROW_KEYS``, repeated to avoid
 #: importing it before it is needed).
 ROW_KEYS = ("linear", "conv2d", "softmax", "maxpool", "avgpool", "residual", "weighted_residual")
+#: The attentions, decided by :mod:`derive.check_attention`.
+ATTENTION_KEYS = ("dp_attention", "l2_attention", "scs_attention")
 
 
 @cache
@@ -232,6 +234,10 @@ def check(c: Claim) -> Result:
         from derive.check_rows import check_row
 
         return check_row(c)
+    if c.key in ATTENTION_KEYS:
+        from derive.check_attention import check_attention
+
+        return check_attention(c)
     if c.kind == "lipschitz":
         return _lipschitz_result(c)
     if c.approximate:

@@ -950,8 +950,81 @@ ROW_CLAIMS: tuple[Claim, ...] = (
 )
 
 
-#: Every claim: the activation rows, the normalizations, then the remaining rows.
-CLAIMS: tuple[Claim, ...] = ACTIVATION_CLAIMS + NORM_CLAIMS + BATCHNORM_CLAIMS + ROW_CLAIMS
+# --- Attention (single head) -------------------------------------------------------------
+
+_UNCHECKABLE = (
+    "The row's Jacobian column only points to {}, which is not among the sources here, so "
+    "liptable does not check it; it derives the Jacobian itself (sympy.diff of the forward, "
+    "and the kernels' closed forms proven equal to it)."
+)
+
+ATTENTION_CLAIMS: tuple[Claim, ...] = (
+    _row(
+        "dp_attention.definition",
+        "definition",
+        TABLE2.format("DP Attention") + "; Eq. 20",
+        r"\mathbf{Y} = \mathbf{W}^V \mathbf{X} \cdot \mathcal{S}\left(\frac{(\mathbf{W}^Q "
+        r"\mathbf{X})^\top (\mathbf{W}^K \mathbf{X})}{\sqrt{D/H}}\right)",
+        notes="Tokens are the columns of X; Eq. 20 scales by sqrt(D) (one head, H = 1). "
+        + _UNCHECKABLE.format("Equation 12 of Kim et al. (2021)"),
+    ),
+    _row(
+        "dp_attention.lipschitz",
+        "lipschitz",
+        TABLE2.format("DP Attention"),
+        r"\infty",
+        sp.oo,
+        "oo",
+    ),
+    _row(
+        "l2_attention.definition",
+        "definition",
+        TABLE2.format("L2 Attention") + "; Eq. 53",
+        r"\mathbf{Y} = \mathbf{W}^V \mathbf{X} \cdot \mathcal{S}\left(-\frac{(\mathbf{W}^Q "
+        r"\mathbf{X} - \mathbf{W}^K \mathbf{X})^\top (\mathbf{W}^Q \mathbf{X} - \mathbf{W}^K "
+        r"\mathbf{X})}{\sqrt{D/H}}\right)",
+        notes="Eq. 53 as printed; Table 2 prints the logits as -x^T (W^Q - W^K)^T (W^Q - W^K) "
+        "x / sqrt(D/H), of the same shape. "
+        + _UNCHECKABLE.format("Equations 19 and 20 of Kim et al. (2021)"),
+    ),
+    _row(
+        "l2_attention.lipschitz",
+        "lipschitz",
+        TABLE2.format("L2 Attention"),
+        r"\frac{\sqrt{N}}{\sqrt{D/H}} (4\phi^{-1}(N-1) + 1) \left(\sqrt{\|\mathbf{W}^Q\|_2^2 "
+        r"\|\mathbf{W}^V\|_2^2}\right) \|\mathbf{W}^O\|_2 \text{ when } \mathbf{W}^Q = "
+        r"\mathbf{W}^K",
+        printed="sqrt(n)/sqrt(d)*(4*LambertW((n - 1)/E) + 1)*sigma_Wq*sigma_Wv",
+        notes="phi(x) = x exp(x + 1), so phi^{-1}(N - 1) = W_0((N - 1)/e). One head: "
+        "D/H = d, and no output projection (|W^O|_2 = 1); n: the number of tokens (N).",
+    ),
+    _row(
+        "scs_attention.definition",
+        "definition",
+        TABLE2.format("SCS Attention") + "; Eq. 54",
+        r"\mathbf{Y} = \nu \mathbf{V} \mathbf{P}, \text{ where } \mathbf{P} = "
+        r"\text{softmax}(\tau \mathbf{Q}^\top \mathbf{K})",
+        notes="q_i, k_i, v_i are W^Q x_i, W^K x_i, W^V x_i divided by sqrt(|.|^2 + eps) "
+        "(section 5.2). " + _UNCHECKABLE.format("Equations 13 and 14 of Qi et al. (2023)"),
+    ),
+    _row(
+        "scs_attention.lipschitz",
+        "lipschitz",
+        TABLE2.format("SCS Attention"),
+        r"2N(N-1)\nu\tau\epsilon^{-\frac{1}{2}} \|\mathbf{W}^K\|_2 + 2(N-1)\nu\tau"
+        r"\epsilon^{-\frac{1}{2}} \|\mathbf{W}^Q\|_2 + 2N\nu\epsilon^{-\frac{1}{2}} "
+        r"\|\mathbf{W}^V\|_2",
+        printed="2*n*(n - 1)*nu*tau*sigma_Wk/sqrt(eps) + 2*(n - 1)*nu*tau*sigma_Wq/sqrt(eps) "
+        "+ 2*n*nu*sigma_Wv/sqrt(eps)",
+        notes="n: the number of tokens (N), sigma_W: the largest singular value of W.",
+    ),
+)
+
+
+#: Every claim: the activation rows, the normalizations, the remaining rows, attention.
+CLAIMS: tuple[Claim, ...] = (
+    ACTIVATION_CLAIMS + NORM_CLAIMS + BATCHNORM_CLAIMS + ROW_CLAIMS + ATTENTION_CLAIMS
+)
 
 
 def claim(claim_id: str) -> Claim:
