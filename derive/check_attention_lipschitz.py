@@ -95,6 +95,12 @@ def _scs(c: Claim):
     results = search_results("scs_attention")
     proof = Proof(holds.claim, holds.steps + tuple(r.step() for r in results))
     worst = max(r.ratio for r in results)
+    # Loose, not tight: at every searched setting the derived bound lies below the printed one.
+    below = all(PA.derived_scs_bound(r.n, *r.weights).hi < r.bound.lo for r in results)
+    if not below:
+        from derive.check import UnprovenError
+
+        raise UnprovenError(f"{c.id}: the derived bound does not undercut the printed one")
     return _result(
         c,
         "holds_loose",
