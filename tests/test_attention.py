@@ -129,8 +129,8 @@ HIGHER_ORDER_FACTOR = 1 + mpmath.mpf(2) ** -9
 FORWARD_SAFETY = 2.0
 #: Digits of the references the kernels are compared with.
 REFERENCE_DPS = 50
-#: Relative disagreement allowed between two reference values that are equal in exact
-#: arithmetic (the forward and reverse sweeps, each correct to ~10^-50).
+#: Disagreement allowed between two reference values that are equal in exact arithmetic
+#: (the forward and reverse sweeps, each correct to ~10^-50 of the size of its terms).
 REFERENCE_SLACK = mpmath.mpf(10) ** -40
 #: Finite differences: digits, step and the digits they must agree to.
 FD_DPS = 60
@@ -435,12 +435,14 @@ def check_vjp_is_jacobian_transpose(
         flat_dX, flat_exact_dX = dX.reshape(-1), exact_dX.reshape(-1)
         for column in range(J.shape[1]):
             product = mpmath.fsum(mp(J[r, column]) * mp(g[r]) for r in range(J.shape[0]))
-            exact = flat_exact_dX[column].v
             allowed = deviation(flat_exact_dX[column]) + mpmath.fsum(
                 abs(mp(g[r])) * deviation(exact_J[r, column]) for r in range(J.shape[0])
             )
-            # the references' own difference (forward vs reverse mode, ~10^-50)
-            allowed += REFERENCE_SLACK * (abs(exact) + abs(mp(flat_dX[column])))
+            # the references' own difference (forward vs reverse mode, ~10^-50 of the sizes)
+            sizes = flat_exact_dX[column].m + mpmath.fsum(
+                abs(mp(g[r])) * exact_J[r, column].m for r in range(J.shape[0])
+            )
+            allowed += REFERENCE_SLACK * sizes
             if mpmath.isfinite(allowed) and not abs(product - mp(flat_dX[column])) <= allowed:
                 raise AssertionError(
                     f"{what} ({dtype.name}): (J^T g)[{column}] = {mpmath.nstr(product, 17)} "
@@ -448,8 +450,8 @@ def check_vjp_is_jacobian_transpose(
                 )
 
 
-def largest_logit_gap(module: Attention, c: Case) -> float:
-    """``max_i (max_j L_ij - min_j L_ij)``, in float64 (a domain filter, not a result)."""
+def logit_gaps(module: Attention, c: Case) -> np.ndarray:
+    """``max_k L_ik - L_ij`` for every i, j, in float64 (a domain filter, not a result)."""
     X, _, weights = c.arrays(np.dtype(np.float64))
     Q = X @ weights[0].T
     if module is DP:
@@ -457,17 +459,19 @@ def largest_logit_gap(module: Attention, c: Case) -> float:
     elif module is L2:
         L = -np.sum((Q[:, None, :] - Q[None, :, :]) ** 2, axis=-1)
     else:
-        return 2 * abs(c.scalars[1])  # |tau cos| <= |tau|
+        return np.array([2 * abs(c.scalars[1])])  # |tau cos| <= |tau|
     L = L / math.sqrt(Q.shape[1])
-    return float(np.max(np.max(L, axis=1) - np.min(L, axis=1)))
+    return np.max(L, axis=1, keepdims=True) - L
 
 
 def in_model_domain(module: Attention, c: Case, dtype: np.dtype) -> bool:
-    """False for a float64 case whose softmax weights reach the subnormal range but not 0
-    (a logit gap strictly between LOGIT_GAP_NORMAL and LOGIT_GAP_ZERO; module docstring)."""
+    """False for a float64 case with a softmax weight that reaches the subnormal range but
+    not 0 (a logit gap strictly between LOGIT_GAP_NORMAL and LOGIT_GAP_ZERO; module
+    docstring)."""
     if dtype != np.float64:
         return True
-    return not LOGIT_GAP_NORMAL < largest_logit_gap(module, c) < LOGIT_GAP_ZERO
+    gaps = logit_gaps(module, c)
+    return not np.any((LOGIT_GAP_NORMAL < gaps) & (gaps < LOGIT_GAP_ZERO))
 
 
 def check_case(module: Attention, c: Case, dtype: np.dtype) -> None:
@@ -666,7 +670,10 @@ def test_l2_attention_matches_reference(dtype, c):
 @example(c=SCS_EXAMPLES[3])
 @example(c=SCS_EXAMPLES[4])
 def test_scs_attention_matches_reference(dtype, c):
-    if c.scalars[2] == 0:
+    # eps = 0 with a zero projection is 0/0; a subnormal eps there puts the normalization's
+    # derivative (1/sqrt(eps)) outside the first-order error model. Both are pinned in
+    # their own tests (test_scs_eps_zero_*, test_scs_tiny_eps_zero_row_*).
+    if c.scalars[2] < np.finfo(np.float64).tiny:
         assume(not has_zero_projection(c, dtype))
     check_case(SCS, c, dtype)
 
