@@ -6,14 +6,13 @@ evidence of how far either is from the supremum."""
 
 from __future__ import annotations
 
-from fractions import Fraction
-
 import sympy as sp
 
 from derive.check_norms import _result
 from derive.claims import Claim
 from proofs import attention as PA
 from proofs.core import Proof
+from proofs.spectral import sigma_max
 
 #: The search settings of the evidence steps (N tokens, and the search effort).
 SEARCH_N = (2, 3)
@@ -62,7 +61,8 @@ def _l2(c: Claim):
     witness = dict(PA.L2_WITNESS)
     one = [[1]]
     printed = PA.printed_l2_bound(witness["N"], witness["Wq"], one)
-    attained = Fraction(16)  # |J(0)|_2 at the witness, proven in the steps above
+    # |J(0)|_2 of the witness's exact Jacobian (proven in the steps above), enclosed in arb
+    attained = sigma_max(witness["jacobian"]).lo
     if not attained > printed.hi:
         from derive.check import UnprovenError
 
