@@ -1,10 +1,12 @@
-"""The ``liptable`` command line: ``report``, ``generate``, ``bench``."""
+"""The ``liptable`` command line: ``report``, ``envelope``, ``generate``, ``bench``."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
+
+import numpy as np
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -36,6 +38,51 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _envelope(args: argparse.Namespace) -> int:
+    import json
+
+    from derive.envelope import envelope, kernel_dx
+
+    config = {
+        name: getattr(args, name)
+        for name in (
+            "dim",
+            "eps",
+            "gamma_max",
+            "beta_max",
+            "out_dim",
+            "weight_max",
+            "bias_max",
+            "nu_max",
+            "tokens",
+            "channels",
+            "kernel",
+            "stride",
+        )
+        if getattr(args, name) is not None
+    }
+    try:
+        result = envelope(args.module, args.dtype, **config)
+    except ValueError as error:
+        print(f"liptable envelope: {error}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(result.as_dict(), indent=1))
+        return 0
+    for line in result.lines():
+        print(line)
+    w = result.witness
+    if args.check and w is not None and result.format.name != "bfloat16":
+        inside, outside = kernel_dx(result, w.inside), kernel_dx(result, w.outside)
+        print(
+            f"kernel ({result.format.name}, mixed mode) at the witness: dx{list(w.point.index)} = "
+            f"{float(inside[w.point.index]):.8g} at size {float(w.inside):.8g} (all finite: "
+            f"{bool(np.isfinite(inside).all())}), {float(outside[w.point.index]):.8g} at size "
+            f"{float(w.outside):.8g}."
+        )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="liptable",
@@ -47,6 +94,35 @@ def main(argv: list[str] | None = None) -> int:
     report.add_argument("--out", default="report", help="output folder (default: report/)")
     report.add_argument("--modules", nargs="+", help="only these modules (default: all)")
     report.set_defaults(run=_report)
+    env = commands.add_parser(
+        "envelope",
+        help="FP16 envelope: largest output, gradient gains, safe upstream gradient, witness",
+        description="For one module and configuration: the largest forward output (or the input "
+        "size at which it overflows), the gain from upstream gradient to input gradient in the "
+        "2-norm and the max-norm, the largest upstream gradient that never overflows the "
+        "backward pass, and a witness just past it on which the exact result overflows.",
+    )
+    env.add_argument("module", help="e.g. layernorm, rmsnorm, batchnorm, softmax, gelu, linear")
+    env.add_argument(
+        "--dim", type=int, help="D: the normalized/reduced axis (BatchNorm: values per feature)"
+    )
+    env.add_argument("--eps", type=float, help="eps, PyTorch convention (added to the variance)")
+    env.add_argument("--gamma-max", type=float, help="bound on |gamma_i| (default 1)")
+    env.add_argument("--beta-max", type=float, help="bound on |beta_i| (default 0)")
+    env.add_argument("--out-dim", type=int, help="O: output size of Linear/WeightNorm/Conv2d")
+    env.add_argument("--weight-max", type=float, help="bound on |W_ij| (default 1)")
+    env.add_argument("--bias-max", type=float, help="bound on |b_i| (default 0)")
+    env.add_argument("--nu-max", type=float, help="bound on the residual weight |nu_i| (default 1)")
+    env.add_argument("--tokens", type=int, help="N: tokens of an attention")
+    env.add_argument("--channels", type=int, help="input channels of Conv2d")
+    env.add_argument("--kernel", type=int, help="kernel size of Conv2d")
+    env.add_argument("--stride", type=int, help="stride of Conv2d")
+    env.add_argument("--dtype", default="float16", choices=("float16", "bfloat16", "float32"))
+    env.add_argument("--json", action="store_true", help="print the envelope as JSON")
+    env.add_argument(
+        "--check", action="store_true", help="also run the kernel on the witness (compiles it)"
+    )
+    env.set_defaults(run=_envelope)
     generate = commands.add_parser("generate", help="regenerate kernels/_generated/")
     generate.add_argument("--check", action="store_true", help="only report stale files")
     generate.set_defaults(run=_generate)

@@ -19,6 +19,7 @@ from derive.modules import ELEMENTWISE, Elementwise
 from derive.numerics import module_forms
 from derive.report_attention import ATTENTION_MODULES, attention_section, jacobian_figure
 from derive.report_batchnorm import batchnorm_section
+from derive.report_envelope import envelope_section
 from derive.report_norms import NORM_MODULES, norm_section
 from derive.report_rows import ROW_MODULES, row_section
 
@@ -230,6 +231,9 @@ def build(modules: Iterable[str] | None = None) -> dict[str, str]:
         for r in results:
             if r.claim.module == name:
                 lines += _claim_section(r)
+    section, figures = envelope_section()
+    lines += section
+    files.update(figures)
     files["index.md"] = "\n".join(lines).rstrip("\n") + "\n"
     records = [r.to_json() for r in results]
     files["claims.json"] = json.dumps(records, indent=2, ensure_ascii=False) + "\n"

@@ -1,0 +1,3 @@
+"""Envelopes of Convolution and the three attentions (being written)."""
+
+MORE_MODELS: dict = {}

@@ -1,0 +1,252 @@
+"""Exact building blocks of the FP16 envelopes: number formats, reals known by enclosures,
+and the decision "does ``g * gain`` reach the overflow threshold".
+
+Everything here is exact or rigorous: format values are :class:`fractions.Fraction`, and an
+irrational gain is an arb ball function evaluated at increasing precision until a comparison
+is decided. No SymPy (the ``liptable envelope`` command answers in about a second).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from flint import arb, ctx
+
+#: Precisions (bits) tried in turn before a comparison is declared undecidable.
+PRECISIONS = (128, 512, 2048)
+#: Significant digits of printed enclosures.
+DIGITS = 35
+
+
+@dataclass(frozen=True)
+class Format:
+    """A binary floating-point format: ``precision`` significand bits (implicit one included),
+    normal exponents ``emin..emax``, round to nearest even, IEEE overflow.
+
+    >>> f = FORMATS["float16"]
+    >>> f.max_finite, f.overflow, f.smallest_normal
+    (Fraction(65504, 1), Fraction(65520, 1), Fraction(1, 16384))
+    """
+
+    name: str
+    precision: int
+    emin: int
+    emax: int
+
+    @property
+    def max_finite(self) -> Fraction:
+        """``(2 - 2^(1-p)) 2^emax``."""
+        return Fraction((1 << self.precision) - 1) * _pow2(self.emax - self.precision + 1)
+
+    @property
+    def overflow(self) -> Fraction:
+        """``(2 - 2^-p) 2^emax``: the least magnitude that rounds to infinity."""
+        return Fraction((1 << (self.precision + 1)) - 1) * _pow2(self.emax - self.precision)
+
+    @property
+    def smallest_normal(self) -> Fraction:
+        return _pow2(self.emin)
+
+    @property
+    def smallest_subnormal(self) -> Fraction:
+        return _pow2(self.emin - self.precision + 1)
+
+    def quantum(self, magnitude: Fraction) -> Fraction:
+        """The spacing of the format's values in the binade of ``magnitude`` (> 0)."""
+        top = _floor_log2(magnitude)
+        return _pow2(max(top, self.emin) - self.precision + 1)
+
+    def round(self, value: Fraction | float) -> Fraction:
+        """``value`` rounded to nearest (ties to even); ValueError if it overflows."""
+        value = Fraction(value)
+        if value == 0:
+            return Fraction(0)
+        q = self.quantum(abs(value))
+        n = value / q
+        rounded = math.floor(n)
+        rest = n - rounded
+        if rest > Fraction(1, 2) or (rest == Fraction(1, 2) and rounded % 2):
+            rounded += 1
+        result = rounded * q
+        if abs(result) > self.max_finite:
+            raise ValueError(f"{float(value)!r} overflows {self.name}")
+        return result
+
+    def round_down(self, value: Fraction) -> Fraction:
+        """The largest format value <= ``value`` (> 0), at most the largest finite one."""
+        if value >= self.max_finite:
+            return self.max_finite
+        q = self.quantum(value)
+        return math.floor(value / q) * q
+
+    def next_up(self, value: Fraction) -> Fraction | None:
+        """The next format value above ``value`` (>= 0), or None past the largest finite."""
+        if value >= self.max_finite:
+            return None
+        if value == 0:
+            return self.smallest_subnormal
+        return value + self.quantum(value)
+
+    def next_down(self, value: Fraction) -> Fraction:
+        """The format value just below ``value`` (> 0; 0 below the smallest subnormal)."""
+        if value <= self.smallest_subnormal:
+            return Fraction(0)
+        q = self.quantum(value)
+        if self.quantum(value - q) < q:  # value is a power of two: the binade below is finer
+            return value - self.quantum(value - q)
+        return value - q
+
+    def neighbour(self, value: Fraction, up: bool) -> Fraction:
+        """The adjacent format value above (``up``) or below ``value``, for either sign."""
+        if value > 0 or (value == 0 and up):
+            return self.next_up(value) if up else self.next_down(value)
+        return -self.neighbour(-value, not up)
+
+    def steps(self, lo: Fraction, hi: Fraction) -> int:
+        """How many format values lie in ``(lo, hi]`` (0 < lo <= hi, both format values)."""
+        count, value = 0, lo
+        while value < hi:
+            value = self.next_up(value)
+            count += 1
+        return count
+
+
+def _pow2(exponent: int) -> Fraction:
+    return Fraction(1 << exponent) if exponent >= 0 else Fraction(1, 1 << -exponent)
+
+
+def _floor_log2(value: Fraction) -> int:
+    """``floor(log2 value)`` for ``value > 0``, exactly."""
+    top = value.numerator.bit_length() - value.denominator.bit_length()
+    if value < _pow2(top):
+        top -= 1
+    return top
+
+
+#: The formats ``liptable envelope`` knows. bfloat16 keeps float32's exponent range with 8
+#: significand bits (its limits are checked against ml_dtypes in the tests, where installed).
+FORMATS: dict[str, Format] = {
+    "float16": Format("float16", 11, -14, 15),
+    "bfloat16": Format("bfloat16", 8, -126, 127),
+    "float32": Format("float32", 24, -126, 127),
+}
+
+
+@dataclass(frozen=True)
+class Real:
+    """A nonnegative real number, by a formula and a rigorous ball at any precision.
+
+    ``exact`` is set when the number is rational, ``square`` when its square is (so
+    comparisons with a rational are decided exactly); otherwise ``ball(prec)`` is evaluated
+    at the precisions of :data:`PRECISIONS` until a comparison is decided.
+    """
+
+    formula: str
+    ball: Callable[[], arb] = field(repr=False)
+    exact: Fraction | None = None
+    square: Fraction | None = None
+
+    @classmethod
+    def rational(cls, value: Fraction, formula: str | None = None) -> Real:
+        value = Fraction(value)
+        return cls(formula or _fraction_text(value), lambda: _arb(value), exact=value)
+
+    @classmethod
+    def sqrt_of(cls, square: Fraction, formula: str) -> Real:
+        """``sqrt(square)``, exactly comparable."""
+        square = Fraction(square)
+        return cls(formula, lambda: _arb(square).sqrt(), square=square)
+
+    def __float__(self) -> float:
+        if self.exact is not None:
+            return float(self.exact)
+        with _precision(PRECISIONS[0]):
+            return float(self.ball().mid())
+
+    def enclosure(self, digits: int = DIGITS) -> tuple[str, str]:
+        """Rigorous decimal lower and upper bounds (equal strings when exact and short)."""
+        with _precision(PRECISIONS[-1]):
+            ball = self.ball()
+            lo, hi = ball.lower(), ball.upper()
+            return lo.str(digits, radius=False), hi.str(digits, radius=False)
+
+    def decimal(self, digits: int = DIGITS) -> str:
+        """The value to ``digits`` significant digits (from a ball far narrower)."""
+        if self.exact is not None and self.exact.denominator == 1:
+            return str(self.exact.numerator)
+        with _precision(PRECISIONS[-1]):
+            return self.ball().mid().str(digits, radius=False)
+
+    def times_reaches(self, g: Fraction, threshold: Fraction) -> bool:
+        """Whether ``g * self >= threshold`` (``g >= 0``), decided exactly or rigorously."""
+        if self.exact is not None:
+            return g * self.exact >= threshold
+        if self.square is not None:
+            return g * g * self.square >= threshold * threshold
+        for prec in PRECISIONS:
+            with _precision(prec):
+                difference = _arb(g) * self.ball() - _arb(threshold)
+                if difference >= 0:
+                    return True
+                if difference < 0:
+                    return False
+        raise ArithmeticError(f"cannot decide {float(g)} * ({self.formula}) >= {threshold}")
+
+
+class _precision:
+    """Set flint's working precision for a block (restored afterwards)."""
+
+    def __init__(self, bits: int) -> None:
+        self.bits = bits
+
+    def __enter__(self) -> None:
+        self.saved = ctx.prec
+        ctx.prec = self.bits
+
+    def __exit__(self, *exc: object) -> None:
+        ctx.prec = self.saved
+
+
+def precision(bits: int) -> _precision:
+    """``with precision(bits):`` evaluates arb expressions at ``bits`` bits."""
+    return _precision(bits)
+
+
+def _arb(value: Fraction | int) -> arb:
+    value = Fraction(value)
+    return arb(value.numerator) / arb(value.denominator)
+
+
+def as_arb(value: Fraction | int) -> arb:
+    """A rational as an arb ball (exact when the denominator is a power of two)."""
+    return _arb(value)
+
+
+def _fraction_text(value: Fraction) -> str:
+    return str(value.numerator) if value.denominator == 1 else f"{value}"
+
+
+def safe_gradient(gain: Real, fmt: Format) -> Fraction | None:
+    """The largest format value ``g`` with ``g * gain`` below the overflow threshold, or None
+    when even the largest finite value is safe (``gain * max_finite < overflow``)."""
+    if not gain.times_reaches(fmt.max_finite, fmt.overflow):
+        return None
+    with _precision(PRECISIONS[0]):
+        guess = Fraction(float(gain.ball().mid()))
+    g = fmt.round_down(fmt.overflow / guess) if guess > 0 else fmt.max_finite
+    while gain.times_reaches(g, fmt.overflow):
+        g = fmt.next_down(g)
+    while True:
+        up = fmt.next_up(g)
+        if up is None or gain.times_reaches(up, fmt.overflow):
+            return g
+        g = up
+
+
+def overflowing_gradient(gain: Real, fmt: Format) -> Fraction | None:
+    """The smallest format value ``g`` with ``g * gain >= overflow``, or None if none is finite."""
+    safe = safe_gradient(gain, fmt)
+    return None if safe is None else fmt.next_up(safe)
