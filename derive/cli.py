@@ -71,6 +71,13 @@ def _envelope(args: argparse.Namespace) -> int:
         return 0
     for line in result.lines():
         print(line)
+    if args.dtype == "float16":
+        from derive.strict_thresholds import STRICT_MODULES, strict_thresholds
+
+        if args.module in STRICT_MODULES:
+            print("strict half arithmetic (strict_fp16=True), predicted from the kernels' order:")
+            for t in strict_thresholds(args.module, result.config.dim, args.eps):
+                print(f"  {t.quantity}: {t.parameter} = {t.threshold:.8g}: {t.statement}")
     w = result.witness
     if args.check and w is not None and result.format.name != "bfloat16":
         inside, outside = kernel_dx(result, w.inside), kernel_dx(result, w.outside)

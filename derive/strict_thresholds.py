@@ -1,0 +1,1028 @@
+"""Where naive half arithmetic breaks: the thresholds of the ``strict_fp16=True`` kernels.
+
+Issue 7 ("FP16 safe envelopes"). A float16 kernel called with ``strict_fp16=True`` rounds
+every intermediate result to half precision, as pure half arithmetic would (SPEC, "Dtypes
+and float16"). For each row/vector module this file predicts, exactly and without running a
+kernel, the parameter values at which that arithmetic overflows or flushes, as a function of
+the configuration (the reduced length D and eps), and what the strict kernel then returns.
+:func:`strict_thresholds` lists them; :func:`witness` builds the kernel call that shows one
+of them at a given parameter value, with the strict result the rounding model below
+predicts and the exact result (mpmath, 50 digits). No SymPy: this is meant for the
+``liptable`` command, which must answer in about a second (a call takes ~10-150 ms).
+
+Rounding model (``kernels/_f16.py``). A strict operation is one float64 operation on halves
+followed by one rounding to half, to nearest, ties to even: exact for ``+ - *`` (a sum of two
+halves spans at most 40 bits, a product 22), and for ``/``, ``sqrt`` the float64 result is
+correctly rounded and rounding it again to half gives the correctly rounded half result
+(53 >= 2 * 11 + 2); ``exp`` is libm's float64 ``exp`` rounded to half, as in the kernels. A
+magnitude >= 65520 (the midpoint of 65504 and 2^16) rounds to inf; one <= 2^-25 (half the
+smallest subnormal 2^-24; 2^-25 itself is a tie and rounds to the even 0) to zero. Here
+``h(v)`` is ``float(np.float16(v))``, which is that rounding (NumPy converts from float64
+directly, ``kernels/_f16.round_to_half`` is verified equal to it).
+
+Summation order. Every strict reduction of these modules is one running sum, left to right:
+``statistics_f16s`` (LayerNorm, RMSNorm, CenterNorm), ``column_statistics_f16s`` (BatchNorm,
+over the batch in sample order), ``norm2_f16s`` (WeightNorm), ``_matmul_nt_strict``
+(attention: ascending index) and ``_weights_strict`` (softmax). None sums pairwise or in
+blocks, so the running sum ``acc_{k+1} = h(acc_k + q_k)`` is the model, with the mean
+``h(acc / h(D))``.
+
+Thresholds. A witness family is a simple input with one parameter (a row of equal values c,
+a row alternating +c, -c, a zero row at a given eps, ...). ``threshold`` is the first
+failing parameter value (``outside`` equals it) and ``inside`` the nearest value that does
+not fail: the next half value for a half-valued parameter, the next float64 for eps. Each
+boundary is found exactly: the failing set is monotone because ``h`` is (a running sum of n
+copies of q is non-decreasing in q, and so are the mean, r^2 and the other chains below),
+so a binary search over the ordered half values (or bit patterns) finds its end, and an eps
+boundary is the float64 midpoint of the last failing and the first safe half, moved down by
+one float64 when the midpoint itself rounds to the safe side (ties to even).
+
+Derivations (the numbers are for the witnesses' gamma = 1, beta = 0.5):
+
+* Running sums stall before they overflow. With ``acc`` in [2^e, 2^(e+1)) the spacing is
+  ``2^(e-10)``; a summand at most half of it is absorbed (exactly half: a tie, absorbed when
+  acc's last significand bit is even). On [32768, 65504] the spacing is 32, so q <= 16 never
+  carries a sum past 32768, and ``65504 + q`` reaches 65520 (rounds to inf) only for
+  q >= 16 (16 is a tie rounding to the even 65536 = inf). So the overflow threshold of a
+  long sum of q is not ``65520 / D``: for D = 4096 and 8192 a row of c = 4 (q = 16) stalls
+  at 32768 while c = 4 + 2^-8 (q = 16.03125 > 16) climbs by 32 per step to inf; for
+  D = 768 a row of 80 (a tie on 32 spacing, rounding to steps of 64) ends at 55744 while
+  80.0625 (steps of 96) overflows. Just inside a threshold the strict result is finite but
+  not accurate: it is whatever the stalled sum gives (:func:`witness` predicts it exactly).
+* Sum of x (LayerNorm, CenterNorm, BatchNorm; a row of D equal values c): the sum is inf,
+  so the mean is inf and every deviation ``h(c - inf) = -inf``; LayerNorm and BatchNorm get
+  var = inf, ``r = h(1/inf) = 0`` and ``y = h(beta + h(-inf * 0)) = NaN``; CenterNorm's
+  scale is D/(D - 1), so ``y = -inf``. The exact result is beta.
+* Sum of squares (LayerNorm and BatchNorm: +c, -c, +c, ... whose partial sums c, 0, c, ...
+  are exact, so the mean is 0 and d = x, with a last 0 when D is odd; RMSNorm and
+  WeightNorm: a row of c; attention: q.k of two rows of c): ``2 floor(D/2)`` (resp. D, or
+  d) copies of ``h(c^2)`` sum to inf; then ``r = h(1/h(sqrt(inf))) = 0`` and y collapses
+  to ``h(beta + 0) = beta`` (WeightNorm: W = 0), while the exact y is about
+  ``+-gamma + beta`` (W = gamma/sqrt(D)). In attention the logit is inf, the row maximum
+  inf and ``inf - inf`` makes that row of P, and Y, NaN; the exact Y is c.
+* Square underflow (only when eps is 0 in half, or, for BatchNorm's std_plus_eps, when
+  ``1/eps`` overflows): c^2 <= 2^-25 rounds to 0 (c <= 1448 * 2^-23), and for long rows the
+  mean of small squares flushes as well (a sum of 2^-24 stalls at 2^-13, and
+  ``2^-13/8192 = 2^-26`` rounds to 0); then ``r = h(1/0) = inf`` and ``y = h(c * inf) =
+  +-inf`` (NaN at a zero entry), W = inf, while the exact result is finite.
+* eps: eps <= 2^-25 is 0 in half: a zero-variance row (the zero row) has var + eps = 0,
+  r = inf and ``y = h(0 * inf) = NaN`` (WeightNorm: a zero v_i gives W_i = NaN); the exact
+  y is beta (W_i = 0). std_plus_eps: ``r = h(1/eps)`` overflows already for eps in half
+  <= 2^-16 (1/2^-16 = 65536; the next half 257 * 2^-24 gives 65281.2 -> 65280): every eps
+  <= 256.5 * 2^-24 (the tie rounds to the even 256 * 2^-24).
+* r^2: the strict Jacobians of LayerNorm and RMSNorm form ``h(r * r)`` (and WeightNorm's dv
+  ``h(r * r)``); at a zero-variance row ``r = h(1/h(sqrt(eps)))`` is >= 256 exactly when eps
+  in half is <= 2^-16 (257 * 2^-24 gives r = 255.5, r^2 = 65280.25 -> 65280), so for eps
+  <= 256.5 * 2^-24 (this includes the default 1e-5) ``r^2 = inf`` meets ``d_i d_j = 0``
+  (``p = 0``) and the whole Jacobian (dv) is NaN. BatchNorm sets its sigma-path weight to 0
+  at zero variance and has no such threshold.
+* eps subnormal: eps below 2^-14 - 2^-25 is stored as a subnormal, a multiple of 2^-24
+  (absolute error up to 2^-25, relative up to 2^-25/eps instead of 2^-11): eps = 1e-5 is
+  ``168 * 2^-24 = 1.0014e-5``, 1e-6 is ``17 * 2^-24 = 1.0133e-6``. Nothing overflows at the
+  boundary; the zero-variance scale ``r = 1/sqrt(eps)`` (the gradient dx = r g of a zero
+  row, g = e_0 - e_1; WeightNorm's dv_j = r) inherits half of that error (all of it for
+  std_plus_eps, r = 1/eps).
+* Softmax (``kernels/softmax.py``; the row maximum is subtracted, so exp never overflows):
+  ``h(exp(t))`` is 0 for t <= -17.34375 (exp(t) <= 2^-25; the next half, -17.328125, gives
+  2^-25 * 1.00055 -> 2^-24) -- harmless, the exact weight rounds to 0 as well; with the
+  maximum first, a row (0, t, ..., t) keeps the running sum at 1 for t <= -7.625, because
+  ``h(exp(t)) <= 2^-11`` is half an ULP of 1 (the tie rounds to the even 1): y_0 = 1
+  instead of ``1/(1 + (D-1) e^t)`` (0.2 for D = 8192); a constant row sums ones exactly up
+  to 2048 and stalls there (2048 + 1 is a tie, rounding to 2048), so from D = 2049 on
+  y = 2^-11 instead of 1/D; in the backward pass ``h(g_m - g_j)`` overflows for
+  g = (c, -c, 0, ...) from c = 32768 (2c >= 65520), giving inf and NaN in dx = g/D.
+
+>>> by_quantity = {t.quantity: t for t in strict_thresholds("rmsnorm", 4096, 1e-6)}
+>>> by_quantity["sum of squares"].threshold, by_quantity["sum of squares"].inside
+(4.00390625, 4.0)
+>>> by_quantity["eps"].threshold == 2.0**-25
+True
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache, wraps
+
+import mpmath
+import numpy as np
+
+__all__ = [
+    "DEFAULT_EPS",
+    "STRICT_MODULES",
+    "StrictThreshold",
+    "Witness",
+    "strict_thresholds",
+    "witness",
+]
+
+#: The modules covered, by kernel module name (``kernels.<name>``).
+STRICT_MODULES: tuple[str, ...] = (
+    "layernorm",
+    "rmsnorm",
+    "centernorm",
+    "batchnorm",
+    "weightnorm",
+    "softmax",
+    "dp_attention",
+)
+
+#: Each kernel's default eps (the modules without one ignore the argument).
+DEFAULT_EPS = {"layernorm": 1e-5, "rmsnorm": 1e-6, "batchnorm": 1e-5, "weightnorm": 0.0}
+
+HALF_SMALLEST_NORMAL = 2.0**-14
+HALF_SMALLEST_SUBNORMAL = 2.0**-24
+
+#: The witnesses' parameters: gamma = 1 and beta = 0.5 (so that "beta" differs from 0).
+GAMMA, BETA = 1.0, 0.5
+
+#: The quantities (``StrictThreshold.quantity``).
+SUM_X = "sum of x"
+SUM_SQUARES = "sum of squares"
+SQUARE_UNDERFLOW = "square underflow"
+EPS_ZERO = "eps"
+EPS_SUBNORMAL = "eps subnormal"
+R_SQUARED = "r^2"
+STD_SQUARE_UNDERFLOW = "square underflow (std_plus_eps)"
+STD_EPS = "1/eps (std_plus_eps)"
+NORM2 = "|v|^2"
+NORM2_UNDERFLOW = "|v|^2 underflow"
+EXP_UNDERFLOW = "exp underflow"
+EXP_ABSORBED = "sum of exp absorbs"
+EXP_STALLS = "sum of exp stalls"
+G_SPREAD = "g_m - g_j"
+QK = "Q K^T"
+
+#: BatchNorm quantities that belong to one denominator; the others hold for both.
+_STD_ONLY = (STD_SQUARE_UNDERFLOW, STD_EPS)
+_SQRT_ONLY = (SQUARE_UNDERFLOW, EPS_ZERO)
+
+#: Every half from +0 up to 65504, in increasing order: index = bit pattern.
+_HALVES = np.arange(0x7C00, dtype=np.uint16).view(np.float16).astype(np.float64)
+_LAST = _HALVES.size - 1
+
+#: mpmath precision of the exact values.
+_DPS = 50
+
+
+@dataclass(frozen=True)
+class StrictThreshold:
+    """One threshold of naive half arithmetic in a module's strict kernel."""
+
+    module: str  # kernel module name, e.g. "layernorm"
+    quantity: str  # the intermediate that overflows or flushes: "sum of x", "eps", ...
+    statement: str  # one sentence: what breaks, for which inputs, what the kernel returns
+    parameter: str  # what the threshold is in, e.g. "c (all-c row)", "eps"
+    threshold: float  # the failing value nearest the safe side (a half or an exact float64)
+    inside: float  # the nearest value that does not fail (finite, given a safe eps)
+    outside: float  # == threshold: there the strict kernel returns what statement says
+
+
+@dataclass(frozen=True)
+class Witness:
+    """The kernel call that shows a threshold at one parameter value.
+
+    Call ``getattr(kernels.<module>, call)(*arguments, **dict(keywords))`` with or without
+    ``strict_fp16=True``; take element ``output`` of a tuple result (None: not a tuple).
+    ``strict`` is the strict result the rounding model predicts (float16), ``exact`` the
+    exact result (float64, NaN where it is 0/0).
+    """
+
+    call: str
+    arguments: tuple
+    keywords: tuple[tuple[str, object], ...]
+    output: int | None
+    strict: np.ndarray
+    exact: np.ndarray
+
+
+def _ieee(function: Callable) -> Callable:
+    """Run ``function`` with NumPy's floating-point warnings off: inf and NaN are results."""
+
+    @wraps(function)
+    def wrapped(*args, **kwargs):
+        with np.errstate(all="ignore"):
+            return function(*args, **kwargs)
+
+    return wrapped
+
+
+# --- half arithmetic --------------------------------------------------------------------------
+
+
+def _h(v: float) -> float:
+    """``v`` rounded to half (to nearest, ties to even), as a float."""
+    return float(np.float16(v))
+
+
+def _hv(values) -> np.ndarray:
+    """Elementwise :func:`_h` of an array, as float64."""
+    return np.asarray(values, dtype=np.float64).astype(np.float16).astype(np.float64)
+
+
+def _div(a: float, b: float) -> float:
+    """IEEE ``a / b`` (x/0 is +-inf, 0/0 NaN), as the kernels' ``error_model="numpy"``."""
+    return float(np.float64(a) / np.float64(b))
+
+
+def _running_sum(values: np.ndarray) -> float:
+    """The strict running sum, left to right, every partial sum rounded to half."""
+    acc = 0.0
+    for v in np.asarray(values, dtype=np.float64).tolist():
+        acc = _h(acc + v)
+    return acc
+
+
+def _repeat_sum(q: float, n: int) -> float:
+    """The strict running sum of ``n`` copies of the half ``q``. Once a step leaves the sum
+    unchanged (stalled) or makes it inf, every later step does the same, so it stops there:
+    at most a few thousand steps whatever n is."""
+    acc = 0.0
+    for _ in range(n):
+        new = _h(acc + q)
+        if new == acc or math.isinf(new):
+            return new
+        acc = new
+    return acc
+
+
+def _scale_sqrt(s: float, eps: float) -> float:
+    """``r = 1/sqrt(eps + s)`` in strict half (``scale_f16s``, ``scale_sqrt_f16s``)."""
+    return _h(_div(1.0, _h(math.sqrt(_h(eps + s)))))
+
+
+def _scale_std(s: float, eps: float) -> float:
+    """``r = 1/(eps + sqrt(s))`` in strict half (``scale_std_f16s``)."""
+    return _h(_div(1.0, _h(eps + _h(math.sqrt(s)))))
+
+
+def _mean(total: float, size: int) -> float:
+    """A strict mean: the sum divided by the length rounded to half."""
+    return _h(_div(total, _h(size)))
+
+
+# --- searches over the half values -------------------------------------------------------------
+
+
+def _first_failing(fails: Callable[[float], bool], lo: int = 1) -> int | None:
+    """The smallest bit pattern b >= lo with ``fails(half b)``, for a predicate that is False
+    and then True over increasing halves; None if even 65504 does not fail."""
+    hi = _LAST
+    if not fails(_HALVES[hi]):
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fails(_HALVES[mid]):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _last_failing(fails: Callable[[float], bool], lo: int = 0) -> int | None:
+    """The largest bit pattern b >= lo with ``fails(half b)``, for a predicate that is True
+    and then False over increasing halves; None if the half ``lo`` does not fail."""
+    if not fails(_HALVES[lo]):
+        return None
+    hi = _LAST
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fails(_HALVES[mid]):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _eps_boundary(fails: Callable[[float], bool]) -> tuple[float, float, float]:
+    """``(boundary, fail, safe)``: the largest float64 eps >= 0 whose half rounding fails,
+    for a predicate True and then False over increasing halves, with the last failing and
+    the first safe half. The boundary is their midpoint, or the float64 below it when the
+    midpoint (a tie) rounds to the safe one."""
+    last = _last_failing(fails)
+    if last is None or last == _LAST:
+        raise ValueError("no eps boundary: the predicate must fail at 0 and not at 65504")
+    fail, safe = float(_HALVES[last]), float(_HALVES[last + 1])
+    mid = (fail + safe) / 2  # exact: two halves 2^-24 apart or more
+    boundary = mid if _h(mid) == fail else math.nextafter(mid, 0.0)
+    return boundary, fail, safe
+
+
+def _half_pair(b: int, upward: bool) -> tuple[float, float]:
+    """(outside, inside) for the failing half b: inside is the next half towards safety."""
+    return float(_HALVES[b]), float(_HALVES[b - 1] if upward else _HALVES[b + 1])
+
+
+def _in_units(eps: float) -> str:
+    """An eps boundary in units of the smallest subnormal 2^-24."""
+    units = eps / HALF_SMALLEST_SUBNORMAL
+    if units * 2 == round(units * 2):
+        return f"{units:g} * 2^-24 = {eps:.6g}"
+    return f"{eps!r}, the float64 just below {round(units * 2) / 2:g} * 2^-24"
+
+
+def _g(v: float) -> str:
+    return f"{v:.8g}"
+
+
+def _side(eps: float, threshold: float) -> str:
+    return "outside" if eps <= threshold else "inside"
+
+
+# --- inputs of the witnesses -------------------------------------------------------------------
+
+
+def _alternating(c: float, size: int) -> np.ndarray:
+    """(c, -c, c, -c, ...) with a last 0 when size is odd: partial sums c, 0, c, ..., 0."""
+    row = np.where(np.arange(size) % 2 == 0, c, -c).astype(np.float64)
+    if size % 2:
+        row[-1] = 0.0
+    return row
+
+
+def _unit_pair(size: int) -> np.ndarray:
+    """g = e_0 - e_1: sum 0, so dx = r (g - mean(g)) = r g at a zero-variance row."""
+    g = np.zeros(size)
+    g[0], g[1] = 1.0, -1.0
+    return g
+
+
+def _f16(values) -> np.ndarray:
+    return np.asarray(values, dtype=np.float64).astype(np.float16)
+
+
+# --- the strict loops, emulated ----------------------------------------------------------------
+
+
+def _statistics(row: np.ndarray, center: bool) -> tuple[float, np.ndarray, float]:
+    """``(h(D), d, s)`` of ``statistics_f16s`` (and ``column_statistics_f16s``): the mean
+    (0 without centering), the rounded deviations and the mean of their rounded squares."""
+    n = _h(row.size)
+    m = _h(_div(_running_sum(row), n)) if center else 0.0
+    d = _hv(row - m)
+    s = _h(_div(_running_sum(_hv(d * d)), n))
+    return n, d, s
+
+
+def _output(d: np.ndarray, r: float, gamma: float, beta: float) -> np.ndarray:
+    """``y = h(beta + h(h(d gamma) r))`` (``output_f16s``)."""
+    return _hv(beta + _hv(_hv(d * gamma) * r))
+
+
+def _norm_forward(row: np.ndarray, eps: float, kind: str, denom: str = "sqrt_var_eps"):
+    """Strict forward of one row: LayerNorm, RMSNorm, CenterNorm, BatchNorm (a column)."""
+    n, d, s = _statistics(row, center=kind != "rmsnorm")
+    if kind == "centernorm":
+        r = _h(_div(n, _h(n - 1.0)))
+    elif denom == "std_plus_eps":
+        r = _scale_std(s, eps)
+    else:
+        r = _scale_sqrt(s, eps)
+    return _output(d, r, GAMMA, BETA)
+
+
+def _norm_jacobian(row: np.ndarray, eps: float, center: bool) -> np.ndarray:
+    """Strict Jacobian of LayerNorm (center) or RMSNorm (``entry_f16s``), gamma = 1."""
+    n, d, s = _statistics(row, center)
+    r = _scale_sqrt(s, eps)
+    t0 = _h(GAMMA * r)
+    t = _hv(_hv(_hv(np.outer(d, d)) * _h(r * r)) / n)
+    delta = np.eye(row.size)
+    diagonal = _hv(delta - _h(1.0 / n)) if center else delta
+    return _hv(t0 * _hv(diagonal - t))
+
+
+def _norm_vjp(row: np.ndarray, g: np.ndarray, eps: float, kind: str, denom: str) -> np.ndarray:
+    """Strict dx of LayerNorm, RMSNorm (``vjp_f16s``) or BatchNorm (``vjp_f16s_*``)."""
+    n, d, s = _statistics(row, center=kind != "rmsnorm")
+    r = _scale_std(s, eps) if denom == "std_plus_eps" else _scale_sqrt(s, eps)
+    a = _hv(g * GAMMA)
+    ma = _h(_div(_running_sum(a), n))
+    if kind == "batchnorm":
+        if s > 0.0:
+            w = _h(r * r) if denom == "sqrt_var_eps" else _h(r * _h(1.0 / _h(math.sqrt(s))))
+        else:
+            w = 0.0 * r * r  # the kernels' value at zero variance (NaN when r is inf)
+        mad = _h(_div(_running_sum(_hv(_hv(d * g) * GAMMA)), n))
+        return _hv(r * _hv(_hv(a - ma) - _hv(_hv(d * mad) * w)))
+    maz = _h(_div(_running_sum(_hv(_hv(_hv(d * g) * GAMMA) * r)), n))
+    inner = _hv(a - ma) if kind == "layernorm" else a
+    return _hv(r * _hv(inner - _hv(_hv(d * maz) * r)))
+
+
+def _weightnorm_weights(v: np.ndarray, eps: float) -> np.ndarray:
+    """Strict W of one row v (``weights_f16s``), gamma = 1."""
+    r = _scale_sqrt(_running_sum(_hv(v * v)), eps)
+    return _hv(_h(GAMMA * r) * v)
+
+
+def _weightnorm_dv(v: np.ndarray, x: np.ndarray, g: float, eps: float) -> np.ndarray:
+    """Strict dv of one row v for one sample x and upstream g (``parameter_gradients_f16s``
+    after ``dW = g^T x``)."""
+    r = _scale_sqrt(_running_sum(_hv(v * v)), eps)
+    dw = _hv(g * x)
+    p = _running_sum(_hv(dw * v))
+    t2 = _h(p * _h(r * r))
+    return _hv(_h(GAMMA * r) * _hv(dw - _hv(t2 * v)))
+
+
+def _softmax_weights(row: np.ndarray) -> tuple[np.ndarray, int]:
+    """Strict softmax of a finite row (``_weights_strict``) and its first argmax."""
+    m = int(np.argmax(row))  # the first index of the maximum
+    shifted = _hv(row - row[m])
+    e = _hv([math.exp(t) for t in shifted.tolist()])
+    return _hv(e / _running_sum(e)), m
+
+
+def _softmax_vjp(row: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """Strict dx (``_vjp_row_strict``): c = sum_{j != m} y_j (g_m - g_j), left to right."""
+    y, m = _softmax_weights(row)
+    terms = _hv(y * _hv(g[m] - g))
+    c = _running_sum(np.delete(terms, m))
+    dx = _hv(y * _hv(_hv(g - g[m]) + c))
+    dx[m] = _h(y[m] * c)
+    return dx
+
+
+def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Strict ``a @ b`` (``_matmul_nt_strict``): products and running sums rounded."""
+    out = np.empty((a.shape[0], b.shape[1]))
+    for i in range(a.shape[0]):
+        for k in range(b.shape[1]):
+            out[i, k] = _running_sum(_hv(a[i] * b[:, k]))
+    return out
+
+
+def _attention_forward(X, Wq, Wk, Wv) -> np.ndarray:
+    """Strict DP attention (``dp_attention._Prepared.forward``)."""
+    Q, K, V = _matmul(X, Wq.T), _matmul(X, Wk.T), _matmul(X, Wv.T)
+    S = _hv(_matmul(Q, K.T) / _h(math.sqrt(Wq.shape[0])))
+    P = np.empty(S.shape)
+    for i, s in enumerate(S):
+        if np.any(np.isnan(s)) or np.any(s == math.inf) or np.all(s == -math.inf):
+            P[i] = math.nan  # ``_row_max``: such a row is NaN
+            continue
+        top = s[int(np.argmax(s))]
+        e = _hv([math.exp(t) for t in _hv(s - top).tolist()])
+        P[i] = _hv(e / _running_sum(e))
+    return _matmul(P, V)
+
+
+# --- exact values (mpmath) ------------------------------------------------------------------
+
+
+def _mp_vector(values) -> list:
+    return [mpmath.mpf(float(v)) for v in np.asarray(values, dtype=np.float64).ravel()]
+
+
+def _to_float(values, shape) -> np.ndarray:
+    return np.array([float(v) for v in values], dtype=np.float64).reshape(shape)
+
+
+def _exact_norm(row: np.ndarray, eps: float, kind: str, denom: str = "sqrt_var_eps"):
+    """Exact y of one row (LayerNorm, RMSNorm, CenterNorm, BatchNorm column), gamma = 1."""
+    with mpmath.workdps(_DPS):
+        x = _mp_vector(row)
+        size = len(x)
+        mean = mpmath.fsum(x) / size if kind != "rmsnorm" else mpmath.mpf(0)
+        d = [v - mean for v in x]
+        if kind == "centernorm":
+            return _to_float([mpmath.mpf(size) / (size - 1) * v + BETA for v in d], row.shape)
+        var = mpmath.fsum(v * v for v in d) / size
+        if denom == "std_plus_eps":
+            denominator = mpmath.sqrt(var) + eps
+        else:
+            denominator = mpmath.sqrt(var + eps)
+        if denominator == 0:
+            return np.full(row.shape, math.nan)  # 0/0
+        return _to_float([GAMMA * v / denominator + BETA for v in d], row.shape)
+
+
+def _exact_zero_scale(eps: float, denom: str = "sqrt_var_eps"):
+    """The exact r at zero variance, an mpf (None when it is 1/0)."""
+    if eps == 0:
+        return None
+    with mpmath.workdps(_DPS):
+        return 1 / mpmath.mpf(eps) if denom == "std_plus_eps" else 1 / mpmath.sqrt(eps)
+
+
+# --- witnesses -----------------------------------------------------------------------------
+
+
+@_ieee
+def witness(
+    module: str,
+    quantity: str,
+    dim: int,
+    value: float,
+    eps: float | None = None,
+    denom: str = "sqrt_var_eps",
+) -> Witness:
+    """The kernel call showing ``quantity`` of ``module`` at the parameter ``value``.
+
+    ``dim`` is the configuration's D (for BatchNorm the batch length M of one feature, for
+    attention the head width d); ``eps`` the configured eps (None: the kernel's default),
+    unless the parameter is eps itself; ``denom`` BatchNorm's denominator for the
+    quantities that hold for both (the others name theirs). A value c is rounded to half
+    first (the input is float16); an eps is passed on as it is (the kernels round it).
+    """
+    eps = _check(module, dim, eps)
+    kind = {"module": module, "quantity": quantity}
+    if module in ("layernorm", "rmsnorm", "centernorm"):
+        return _row_norm_witness(module, quantity, dim, value, eps, kind)
+    if module == "batchnorm":
+        if quantity in _STD_ONLY:
+            denom = "std_plus_eps"
+        elif quantity in _SQRT_ONLY:
+            denom = "sqrt_var_eps"
+        return _batchnorm_witness(quantity, dim, value, eps, denom, kind)
+    if module == "weightnorm":
+        return _weightnorm_witness(quantity, dim, value, eps, kind)
+    if module == "softmax":
+        return _softmax_witness(quantity, dim, value, kind)
+    return _attention_witness(quantity, dim, value, kind)
+
+
+def _unknown(kind: dict) -> ValueError:
+    return ValueError(f"quantity: {kind['quantity']!r} is not a threshold of {kind['module']}")
+
+
+def _row_norm_witness(module, quantity, dim, value, eps, kind) -> Witness:
+    ones, betas = _f16(np.ones(dim)), _f16(np.full(dim, BETA))
+    tail = () if module == "centernorm" else (eps,)
+    if quantity in (SUM_X, SUM_SQUARES, SQUARE_UNDERFLOW):
+        if module == "rmsnorm" and quantity == SUM_X:
+            raise _unknown(kind)
+        if module == "centernorm" and quantity != SUM_X:
+            raise _unknown(kind)
+        if quantity == SUM_X or module == "rmsnorm":
+            row = _hv(np.full(dim, value))
+        else:
+            row = _hv(_alternating(value, dim))
+        strict = _norm_forward(row, _h(eps), module)
+        exact = _exact_norm(row, eps, module)
+        arguments = (_f16(row)[np.newaxis], ones, betas, *tail)
+        return Witness("forward", arguments, (), None, _f16(strict)[np.newaxis], exact[None])
+    if module == "centernorm":
+        raise _unknown(kind)
+    zero = np.zeros(dim)
+    eps_h = _h(value)
+    if quantity == EPS_ZERO:
+        strict = _norm_forward(zero, eps_h, module)
+        exact = _exact_norm(zero, value, module)
+        arguments = (_f16(zero)[np.newaxis], ones, betas, value)
+        return Witness("forward", arguments, (), None, _f16(strict)[np.newaxis], exact[None])
+    if quantity == R_SQUARED:
+        strict = _norm_jacobian(zero, eps_h, center=module == "layernorm")
+        r = _exact_zero_scale(value)
+        centered = 1.0 / dim if module == "layernorm" else 0.0
+        exact = np.full((dim, dim), math.nan) if r is None else float(r) * (np.eye(dim) - centered)
+        return Witness("jacobian", (_f16(zero), ones, betas, value), (), None, _f16(strict), exact)
+    if quantity == EPS_SUBNORMAL:
+        g = _unit_pair(dim)
+        strict = _norm_vjp(zero, g, eps_h, module, "sqrt_var_eps")
+        r = _exact_zero_scale(value)
+        exact = np.full(dim, math.nan) if r is None else float(r) * g
+        arguments = (_f16(zero)[np.newaxis], _f16(g)[np.newaxis], ones, betas, value)
+        return Witness("vjp", arguments, (), 0, _f16(strict)[np.newaxis], exact[None])
+    raise _unknown(kind)
+
+
+def _batchnorm_witness(quantity, dim, value, eps, denom, kind) -> Witness:
+    one, beta = _f16([GAMMA]), _f16([BETA])
+    keywords = (("denom", denom),)
+    if quantity in (SUM_X, SUM_SQUARES, SQUARE_UNDERFLOW, STD_SQUARE_UNDERFLOW):
+        column = _hv(np.full(dim, value) if quantity == SUM_X else _alternating(value, dim))
+        strict = _norm_forward(column, _h(eps), "batchnorm", denom)
+        exact = _exact_norm(column, eps, "batchnorm", denom)
+        arguments = (_f16(column)[:, np.newaxis], one, beta, eps)
+        return Witness("forward", arguments, keywords, None, _f16(strict)[:, None], exact[:, None])
+    zero = np.zeros(dim)
+    if quantity in (EPS_ZERO, STD_EPS):
+        strict = _norm_forward(zero, _h(value), "batchnorm", denom)
+        exact = _exact_norm(zero, value, "batchnorm", denom)
+        arguments = (_f16(zero)[:, np.newaxis], one, beta, value)
+        return Witness("forward", arguments, keywords, None, _f16(strict)[:, None], exact[:, None])
+    if quantity == EPS_SUBNORMAL:
+        g = _unit_pair(dim)
+        strict = _norm_vjp(zero, g, _h(value), "batchnorm", denom)
+        r = _exact_zero_scale(value, denom)
+        exact = np.full(dim, math.nan) if r is None else float(r) * g
+        arguments = (_f16(zero)[:, np.newaxis], _f16(g)[:, np.newaxis], one, beta, value)
+        return Witness("vjp", arguments, keywords, 0, _f16(strict)[:, None], exact[:, None])
+    raise _unknown(kind)
+
+
+def _weightnorm_witness(quantity, dim, value, eps, kind) -> Witness:
+    one = _f16([GAMMA])
+    if quantity in (NORM2, NORM2_UNDERFLOW, EPS_ZERO):
+        v = np.zeros(dim) if quantity == EPS_ZERO else _hv(np.full(dim, value))
+        eps_used = value if quantity == EPS_ZERO else eps
+        strict = _weightnorm_weights(v, _h(eps_used))
+        with mpmath.workdps(_DPS):
+            norm2 = mpmath.fsum(mpmath.mpf(float(t)) ** 2 for t in v) + eps_used
+            if norm2 == 0:
+                exact = np.full(dim, math.nan)
+            else:
+                exact = np.array(
+                    [float(GAMMA * mpmath.mpf(float(t)) / mpmath.sqrt(norm2)) for t in v]
+                )
+        arguments = (_f16(np.zeros(dim)), _f16(v)[np.newaxis], one, eps_used)
+        return Witness("jacobian", arguments, (), None, _f16(strict)[np.newaxis], exact[None])
+    if quantity in (R_SQUARED, EPS_SUBNORMAL):
+        v, x = np.zeros(dim), np.ones(dim)
+        strict = _weightnorm_dv(v, x, 1.0, _h(value))
+        r = _exact_zero_scale(value)
+        exact = np.full(dim, math.nan) if r is None else np.full(dim, float(r))
+        arguments = (_f16(x)[np.newaxis], _f16([[1.0]]), _f16(v)[np.newaxis], one, value)
+        return Witness("vjp", arguments, (), 1, _f16(strict)[np.newaxis], exact[None])
+    raise _unknown(kind)
+
+
+def _softmax_exact(row: np.ndarray) -> np.ndarray:
+    with mpmath.workdps(_DPS):
+        e = [mpmath.exp(v) for v in _mp_vector(row)]
+        total = mpmath.fsum(e)
+        return _to_float([v / total for v in e], row.shape)
+
+
+def _softmax_witness(quantity, dim, value, kind) -> Witness:
+    if quantity in (EXP_UNDERFLOW, EXP_ABSORBED, EXP_STALLS):
+        if quantity == EXP_STALLS:
+            row = np.zeros(int(value))  # the parameter is the row length
+        else:
+            row = _hv(np.full(dim, value))
+            row[0] = 0.0  # the maximum first
+        y, _ = _softmax_weights(row)
+        exact = _softmax_exact(row)
+        return Witness("forward", (_f16(row)[np.newaxis],), (), None, _f16(y)[None], exact[None])
+    if quantity == G_SPREAD:
+        row, g = np.zeros(dim), np.zeros(dim)
+        g[0], g[1] = _h(value), -_h(value)
+        strict = _softmax_vjp(row, g)
+        exact = g / dim  # y = 1/D and <g, y> = 0, so dx = g/D (one float64 rounding)
+        arguments = (_f16(row)[np.newaxis], _f16(g)[np.newaxis])
+        return Witness("vjp", arguments, (), None, _f16(strict)[None], exact[None])
+    raise _unknown(kind)
+
+
+def _attention_witness(quantity, dim, value, kind) -> Witness:
+    if quantity != QK:
+        raise _unknown(kind)
+    X = _hv(np.full((2, 1), value))
+    Wq = np.ones((dim, 1))
+    Wv = np.ones((1, 1))
+    strict = _attention_forward(X, Wq, Wq, Wv)
+    exact = X.copy()  # two equal tokens: P = 1/2 each, Y = V = c
+    arguments = (_f16(X), _f16(Wq), _f16(Wq), _f16(Wv))
+    return Witness("forward", arguments, (), None, _f16(strict), exact)
+
+
+# --- the thresholds ------------------------------------------------------------------------------
+
+
+def _check(module: str, dim: int, eps: float | None) -> float:
+    if module not in STRICT_MODULES:
+        raise ValueError(f"module: expected one of {list(STRICT_MODULES)}, got {module!r}")
+    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
+        raise ValueError(f"dim: expected an integer >= 1, got {dim!r}")
+    if module == "centernorm" and dim < 2:
+        raise ValueError(f"dim: CenterNorm needs D >= 2, got {dim!r}")
+    if eps is None:
+        return DEFAULT_EPS.get(module, 0.0)
+    value = float(eps)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"eps: expected a finite number >= 0, got {eps!r}")
+    return value
+
+
+@_ieee
+def strict_thresholds(
+    module: str, dim: int, eps: float | None = None
+) -> tuple[StrictThreshold, ...]:
+    """The thresholds of ``module``'s strict kernel for the length ``dim`` and ``eps``.
+
+    ``dim``: the reduced length D (BatchNorm: the M values of one feature; attention: the
+    head width d; softmax: the row length). ``eps``: None for the kernel's default; ignored
+    by CenterNorm, softmax and attention. A threshold that the configuration cannot reach
+    (a sum of one term, a square underflow with eps nonzero in half) is left out.
+    """
+    eps = _check(module, dim, eps)
+    return _thresholds(module, int(dim), eps)
+
+
+@cache
+def _thresholds(module: str, dim: int, eps: float) -> tuple[StrictThreshold, ...]:
+    builders = {
+        "layernorm": _layernorm,
+        "rmsnorm": _rmsnorm,
+        "centernorm": _centernorm,
+        "batchnorm": _batchnorm,
+        "weightnorm": _weightnorm,
+        "softmax": _softmax,
+        "dp_attention": _dp_attention,
+    }
+    return tuple(builders[module](dim, eps))
+
+
+def _threshold(module, quantity, statement, parameter, outside, inside) -> StrictThreshold:
+    return StrictThreshold(module, quantity, statement, parameter, outside, inside, outside)
+
+
+def _sum_x(module: str, dim: int, noun: str, outcome: str) -> list[StrictThreshold]:
+    """A row (or feature) of D equal values c: the first c whose running sum is inf."""
+    b = _first_failing(lambda c: math.isinf(_repeat_sum(c, dim)))
+    if b is None:
+        return []
+    out, inside = _half_pair(b, upward=True)
+    reached = _repeat_sum(inside, dim)
+    statement = (
+        f"{noun} of {dim} equal values c: from c = {_g(out)} on the strict running sum "
+        f"reaches 65520 and rounds to inf (at c = {_g(inside)} it ends at {_g(reached)}, "
+        f"exact {_g(dim * inside)}), so the mean is inf and the strict kernel returns "
+        f"{outcome}, where the exact result is beta."
+    )
+    return [_threshold(module, SUM_X, statement, "c (all-c row)", out, inside)]
+
+
+def _sum_squares(module, terms, row, parameter, outcome, quantity=SUM_SQUARES) -> list:
+    """The first c whose ``terms`` rounded squares h(c^2) sum to inf."""
+    b = _first_failing(lambda c: math.isinf(_repeat_sum(_h(c * c), terms)))
+    if b is None:
+        return []
+    out, inside = _half_pair(b, upward=True)
+    q = _h(inside * inside)
+    reached = _repeat_sum(q, terms)
+    statement = (
+        f"{row}: from c = {_g(out)} on the strict running sum of the {terms} squares "
+        f"h(c^2) = {_g(_h(out * out))} rounds to inf (at c = {_g(inside)}, h(c^2) = {_g(q)}, "
+        f"it ends at {_g(reached)}, exact {_g(terms * q)}), and the strict kernel returns "
+        f"{outcome}."
+    )
+    return [_threshold(module, quantity, statement, parameter, out, inside)]
+
+
+def _square_underflow(
+    module, eps, terms, scale, row, parameter, outcome, quantity=SQUARE_UNDERFLOW
+) -> list[StrictThreshold]:
+    """The largest c whose squares leave the strict scale r = inf (a 1/0). ``scale`` maps
+    the strict sum of the ``terms`` squares to r."""
+    if terms == 0:
+        return []
+    b = _last_failing(lambda c: math.isinf(scale(_repeat_sum(_h(c * c), terms))), lo=1)
+    if b is None:
+        return []
+    out, inside = _half_pair(b, upward=False)
+    statement = (
+        f"With eps = {eps:g} ({_h(eps):.6g} in half), {row}: up to c = {_g(out)} the rounded "
+        f"squares (c^2 <= 2^-25 is 0; a long row of small squares stalls, and its mean "
+        f"flushes) leave the strict scale r = inf, and the strict kernel returns {outcome}, "
+        f"where the exact result is finite."
+    )
+    return [_threshold(module, quantity, statement, parameter, out, inside)]
+
+
+def _eps_zero(module, eps, scale, formula, what, quantity=EPS_ZERO) -> list[StrictThreshold]:
+    """The largest eps whose strict zero-variance scale is inf."""
+    boundary, fail, safe = _eps_boundary(lambda e: math.isinf(scale(0.0, e)))
+    statement = (
+        f"eps <= {_in_units(boundary)} is at most {fail:.6g} in half, where the strict "
+        f"zero-variance scale r = {formula} is inf (the next half, {safe:.6g}, gives "
+        f"r = {_g(scale(0.0, safe))}), so {what}; the configured eps = {eps:g} is "
+        f"{_side(eps, boundary)}."
+    )
+    inside = math.nextafter(boundary, math.inf)
+    return [_threshold(module, quantity, statement, "eps", boundary, inside)]
+
+
+def _eps_subnormal(module, eps, observable, share) -> list[StrictThreshold]:
+    """The largest eps stored as a subnormal half (relative error up to 2^-25/eps)."""
+    boundary, fail, _ = _eps_boundary(lambda e: e < HALF_SMALLEST_NORMAL)
+    eps_h = _h(eps)
+    if eps > 0 and eps_h > 0:
+        configured = (
+            f"the configured eps = {eps:g} is stored as {eps_h:.5g} ({eps_h / eps - 1:+.2%}), "
+            f"which gives r = {_g(_scale_sqrt(0.0, eps_h))} (exact {_g(1 / math.sqrt(eps))})"
+        )
+    else:
+        configured = f"the configured eps = {eps:g} is 0 in half"
+    statement = (
+        f"eps <= {_in_units(boundary)} (below 2^-14 - 2^-25) is stored as a subnormal half, "
+        f"at most {fail:.6g}, a multiple of 2^-24 off by up to 2^-25 (relative 2^-25/eps "
+        f"instead of 2^-11); nothing overflows there, but the strict zero-variance scale r "
+        f"({observable}) inherits {share} of that error; {configured}."
+    )
+    inside = math.nextafter(boundary, math.inf)
+    return [_threshold(module, EPS_SUBNORMAL, statement, "eps", boundary, inside)]
+
+
+def _r_squared(module, eps, observable) -> list[StrictThreshold]:
+    """The largest eps whose zero-variance r^2 = h(r r) is inf."""
+    boundary, fail, safe = _eps_boundary(lambda e: math.isinf(_h(_scale_sqrt(0.0, e) ** 2)))
+    r_fail, r_safe = _scale_sqrt(0.0, fail), _scale_sqrt(0.0, safe)
+    statement = (
+        f"eps <= {_in_units(boundary)} is at most {fail:.6g} in half, where the zero-variance "
+        f"scale is r = 1/sqrt(eps) = {_g(r_fail)} and h(r^2) = inf (the next half, "
+        f"{safe:.6g}, gives r = {_g(r_safe)}, h(r^2) = {_g(_h(r_safe * r_safe))}); r^2 = inf "
+        f"meets a zero factor: {observable}; the configured eps = {eps:g} is "
+        f"{_side(eps, boundary)}."
+    )
+    inside = math.nextafter(boundary, math.inf)
+    return [_threshold(module, R_SQUARED, statement, "eps", boundary, inside)]
+
+
+#: The witness families, as ``StrictThreshold.parameter`` names them.
+_ALL_C = "c (all-c row)"
+_ALTERNATING = "c (row +c, -c, ...)"
+
+
+def _alternating_text(noun: str, dim: int) -> str:
+    last = ", a last 0" if dim % 2 else ""
+    return f"{noun} alternating +c, -c (partial sums c, 0, ...: mean exactly 0{last})"
+
+
+_SQRT = "1/sqrt(eps)"
+_PLUS_MINUS_INF = "+-inf (NaN at a zero entry)"
+
+
+def _layernorm(dim: int, eps: float) -> list[StrictThreshold]:
+    terms = 2 * (dim // 2)
+    row = _alternating_text("a row", dim)
+    eps_h = _h(eps)
+    result = _sum_x("layernorm", dim, "A row", "NaN in the whole row (-inf * r with r = 0)")
+    outcome = "beta in the whole row (r = 0), not about +-gamma + beta"
+    result += _sum_squares("layernorm", terms, "A" + row[1:], _ALTERNATING, outcome)
+    if eps_h == 0:
+
+        def scale(total: float) -> float:
+            return _scale_sqrt(_mean(total, dim), eps_h)
+
+        result += _square_underflow(
+            "layernorm", eps, terms, scale, row, _ALTERNATING, _PLUS_MINUS_INF
+        )
+    what = "the zero row gives NaN (0 * inf), not beta"
+    result += _eps_zero("layernorm", eps, _scale_sqrt, _SQRT, what)
+    jacobian = "the strict Jacobian of a zero row is NaN, not r (I - 11^T/D)"
+    result += _r_squared("layernorm", eps, jacobian)
+    if dim >= 2:
+        observable = "dx = r g at a zero row, g = e_0 - e_1"
+        result += _eps_subnormal("layernorm", eps, observable, "half")
+    return result
+
+
+def _rmsnorm(dim: int, eps: float) -> list[StrictThreshold]:
+    row = f"a row of {dim} equal values c"
+    eps_h = _h(eps)
+    outcome = "beta (r = 0), not about gamma + beta"
+    result = _sum_squares("rmsnorm", dim, "A" + row[1:], _ALL_C, outcome)
+    if eps_h == 0:
+
+        def scale(total: float) -> float:
+            return _scale_sqrt(_mean(total, dim), eps_h)
+
+        result += _square_underflow("rmsnorm", eps, dim, scale, row, _ALL_C, "inf")
+    what = "the zero row gives NaN (0 * inf), not beta"
+    result += _eps_zero("rmsnorm", eps, _scale_sqrt, _SQRT, what)
+    result += _r_squared("rmsnorm", eps, "the strict Jacobian of a zero row is NaN, not r I")
+    observable = "dx = r g at a zero row, g = e_0 - e_1"
+    return result + _eps_subnormal("rmsnorm", eps, observable, "half")
+
+
+def _centernorm(dim: int, eps: float) -> list[StrictThreshold]:
+    # The strict loop also sums the squared deviations, but CenterNorm's scale D/(D-1)
+    # does not use them: their overflow changes nothing.
+    return _sum_x("centernorm", dim, "A row", "-inf (h(-inf * gamma) * D/(D-1))")
+
+
+def _batchnorm(dim: int, eps: float) -> list[StrictThreshold]:
+    terms = 2 * (dim // 2)
+    row = _alternating_text("a feature", dim)
+    either = " (either denom)"
+    eps_h = _h(eps)
+    result = _sum_x("batchnorm", dim, "A feature", "NaN for the whole feature" + either)
+    outcome = "beta for the whole feature" + either
+    result += _sum_squares("batchnorm", terms, "A" + row[1:], _ALTERNATING, outcome)
+    if eps_h == 0:
+
+        def scale(total: float) -> float:
+            return _scale_sqrt(_mean(total, dim), eps_h)
+
+        result += _square_underflow(
+            "batchnorm", eps, terms, scale, row, _ALTERNATING, _PLUS_MINUS_INF
+        )
+    if math.isinf(_scale_std(0.0, eps_h)):
+
+        def scale_std(total: float) -> float:
+            return _scale_std(_mean(total, dim), eps_h)
+
+        result += _square_underflow(
+            "batchnorm", eps, terms, scale_std, row + ", std_plus_eps", _ALTERNATING,
+            _PLUS_MINUS_INF, STD_SQUARE_UNDERFLOW,
+        )  # fmt: skip
+    what = "a zero feature gives NaN (0 * inf), not beta (sqrt_var_eps)"
+    result += _eps_zero("batchnorm", eps, _scale_sqrt, _SQRT, what)
+    what = "a zero feature gives NaN (0 * inf), not beta (std_plus_eps)"
+    result += _eps_zero("batchnorm", eps, _scale_std, "1/eps", what, STD_EPS)
+    if dim >= 2:
+        observable = "dx = r g of a zero feature, g = e_0 - e_1"
+        share = "half (sqrt_var_eps; all of it with std_plus_eps, r = 1/eps)"
+        result += _eps_subnormal("batchnorm", eps, observable, share)
+    return result
+
+
+def _weightnorm(dim: int, eps: float) -> list[StrictThreshold]:
+    row = f"a row v of {dim} equal values c"
+    eps_h = _h(eps)
+    outcome = "W = 0 (r = 0), not gamma/sqrt(D)"
+    result = _sum_squares("weightnorm", dim, "A" + row[1:], _ALL_C, outcome, NORM2)
+    if eps_h == 0:
+
+        def scale(total: float) -> float:
+            return _scale_sqrt(total, eps_h)
+
+        result += _square_underflow(
+            "weightnorm", eps, dim, scale, row, _ALL_C, "W = inf", NORM2_UNDERFLOW
+        )
+    what = "a zero row v_i gives W_i = NaN (inf * 0), not 0"
+    result += _eps_zero("weightnorm", eps, _scale_sqrt, _SQRT, what)
+    dv = "dv of a zero row v (x = 1, g = 1) is NaN (p h(r^2) = 0 * inf), not r"
+    result += _r_squared("weightnorm", eps, dv)
+    observable = "dv_j = r of a zero row v, x = 1, g = 1, while eps is above the r^2 threshold"
+    return result + _eps_subnormal("weightnorm", eps, observable, "half")
+
+
+def _softmax(dim: int, eps: float) -> list[StrictThreshold]:
+    result = []
+    if dim >= 2:
+        b = _first_failing(lambda a: _h(math.exp(-a)) == 0.0)
+        out, inside = -float(_HALVES[b]), -float(_HALVES[b - 1])
+        statement = (
+            f"A row (0, t, ..., t) of D = {dim}: for t <= {_g(out)} h(exp(t)) is 0 (exp(t) "
+            f"<= 2^-25) and the strict kernel returns y_j = 0 for j > 0, which is also the "
+            f"correctly rounded value (harmless; at t = {_g(inside)} exp(t) rounds to 2^-24)."
+        )
+        result.append(
+            _threshold("softmax", EXP_UNDERFLOW, statement, "t = x_j - max x", out, inside)
+        )
+        b = _first_failing(lambda a: _h(1.0 + _h(math.exp(-a))) == 1.0)
+        out, inside = -float(_HALVES[b]), -float(_HALVES[b - 1])
+        e = _h(math.exp(out))
+        exact = 1.0 / (1.0 + (dim - 1) * math.exp(out))
+        statement = (
+            f"A row (0, t, ..., t) of D = {dim}, the maximum first: for t <= {_g(out)} each "
+            f"h(exp(t)) <= 2^-11 is absorbed by the running sum 1 (half an ULP of 1), so the "
+            f"strict kernel returns y_0 = 1 and y_j = {_g(e)} where the exact y_0 is "
+            f"{exact:.4g} at t = {_g(out)}."
+        )
+        result.append(
+            _threshold("softmax", EXP_ABSORBED, statement, "t = x_j - max x", out, inside)
+        )
+    exact_terms = 0
+    acc = 0.0
+    while _h(acc + 1.0) != acc:  # ones sum exactly up to the stall
+        acc = _h(acc + 1.0)
+        exact_terms += 1
+    stall = exact_terms + 1
+    consequence = (
+        f"for this D = {dim}, y = {_g(_h(1.0 / _repeat_sum(1.0, dim)))} instead of 1/D = "
+        f"{1.0 / dim:.6g}"
+    )
+    statement = (
+        f"A constant row of length D: the strict running sum of the D ones is exact up to "
+        f"{exact_terms:g} and stalls there ({exact_terms:g} + 1 is a tie rounding to even), so "
+        f"from D = {stall} on the strict kernel returns y = 2^-11 instead of 1/D; {consequence}."
+    )
+    result.append(
+        _threshold("softmax", EXP_STALLS, statement, "D (constant row)", float(stall), stall - 1.0)
+    )
+    if dim >= 2:
+        b = _first_failing(lambda c: math.isinf(_h(c + c)))
+        out, inside = _half_pair(b, upward=True)
+        statement = (
+            f"vjp at x = 0 with g = (c, -c, 0, ...): from c = {_g(out)} on g_m - g_j = 2c "
+            f"rounds to inf, so c = sum y_j (g_m - g_j) is inf and the strict dx is inf and "
+            f"NaN (-inf + inf), where the exact dx = g/D is finite."
+        )
+        result.append(
+            _threshold("softmax", G_SPREAD, statement, "c (g = (c, -c, 0, ...))", out, inside)
+        )
+    return result
+
+
+def _dp_attention(dim: int, eps: float) -> list[StrictThreshold]:
+    b = _first_failing(lambda c: math.isinf(_repeat_sum(_h(c * c), dim)))
+    if b is None:
+        return []
+    out, inside = _half_pair(b, upward=True)
+    q = _h(inside * inside)
+    statement = (
+        f"Two equal tokens with q = k = (c, ..., c) of width d = {dim} (X = [[c], [c]], "
+        f"Wq = Wk = ones((d, 1)); or identity weights with D = d): from c = {_g(out)} on "
+        f"the strict running sum of the d products h(c^2) = {_g(_h(out * out))} in Q K^T "
+        f"rounds to inf (at c = {_g(inside)} it ends at {_g(_repeat_sum(q, dim))}), the row "
+        f"maximum is inf, inf - inf is NaN and the strict kernel returns Y = NaN, where the "
+        f"exact Y is c."
+    )
+    return [_threshold("dp_attention", QK, statement, "c (all-c tokens)", out, inside)]
