@@ -377,14 +377,10 @@ def _frac(value: float) -> Fraction:
     return Fraction(float(value))
 
 
-def _fmt_value(fmt: Format, value: float, name: str) -> Fraction:
+def _fmt_value(fmt: Format, value: float) -> Fraction:
     """``value`` rounded down to the format (a parameter of the witness network)."""
     v = _frac(value)
     return fmt.round_down(v) if v > 0 else Fraction(0)
-
-
-def _sqrt_text(value: Fraction) -> str:
-    return f"sqrt({_ftext(value)})"
 
 
 def _ftext(value: Fraction | float) -> str:
@@ -400,23 +396,6 @@ def _column_real(terms: list[Fraction], scale_square: Fraction | None, formula: 
     if scale_square is None:
         return Real.rational(total, formula)
     return Real.sqrt_of(total * total * scale_square, formula)
-
-
-def _describe(values: np.ndarray, name: str) -> str:
-    """``name`` by its distinct values and their counts."""
-    flat = values.ravel()
-    distinct, counts = np.unique(flat, return_counts=True)
-    if distinct.size == 1:
-        return f"{name} = {distinct[0]:.8g} (all {flat.size})"
-    if distinct.size <= 4:
-        parts = ", ".join(f"{v:.8g} x{c}" for v, c in zip(distinct, counts, strict=True))
-        return f"{name} has the values {parts}"
-    return f"{name} of {flat.size} values in [{distinct[0]:.6g}, {distinct[-1]:.6g}]"
-
-
-# --------------------------------------------------------------------------------------------
-# Row normalizations: LayerNorm and BatchNorm share K(D); RMSNorm has its own
-# --------------------------------------------------------------------------------------------
 
 
 def layernorm_k(size: int) -> tuple[Real, int, Real]:
@@ -620,7 +599,7 @@ def _layernorm_like(cfg: Config, title: str, what: str, batch: bool) -> Model:
     )
 
     def point(fmt: Format) -> Point | None:
-        gamma = _fmt_value(fmt, cfg.gamma_max, "gamma_max")
+        gamma = _fmt_value(fmt, cfg.gamma_max)
         if gamma == 0 or size == 1:
             return None
         return _layernorm_point(fmt, size, eps, gamma, what, batch)
@@ -724,7 +703,7 @@ def _rmsnorm(cfg: Config) -> Model:
     )
 
     def point(fmt: Format) -> Point | None:
-        gamma = _fmt_value(fmt, cfg.gamma_max, "gamma_max")
+        gamma = _fmt_value(fmt, cfg.gamma_max)
         return None if gamma == 0 else _rmsnorm_point(fmt, size, eps, gamma)
 
     return Model(
@@ -763,7 +742,7 @@ def _centernorm(cfg: Config) -> Model:
     gain_2 = Real.rational(c * gmax, "D/(D-1) max|gamma|")
 
     def point(fmt: Format) -> Point | None:
-        gamma = _fmt_value(fmt, cfg.gamma_max, "gamma_max")
+        gamma = _fmt_value(fmt, cfg.gamma_max)
         if gamma == 0:
             return None
         terms = [abs(c * gamma * ((1 if i == 0 else 0) - Fraction(1, size))) for i in range(size)]
@@ -805,7 +784,7 @@ def _weightnorm(cfg: Config) -> Model:
     )
 
     def point(fmt: Format) -> Point | None:
-        gamma = _fmt_value(fmt, cfg.gamma_max, "gamma_max")
+        gamma = _fmt_value(fmt, cfg.gamma_max)
         if gamma == 0:
             return None
         # v_i = t e_0 for every row: W_i0 = gamma t / sqrt(t^2 + eps). t = the largest format
@@ -851,7 +830,7 @@ def _linear(cfg: Config) -> Model:
     w, b = _frac(cfg.weight_max), _frac(cfg.bias_max)
 
     def point(fmt: Format) -> Point | None:
-        wf = _fmt_value(fmt, cfg.weight_max, "weight_max")
+        wf = _fmt_value(fmt, cfg.weight_max)
         if wf == 0:
             return None
         arrays = {"x": np.zeros((1, size)), "W": np.full((outputs, size), float(wf))}
@@ -887,8 +866,8 @@ def _residual_like(cfg: Config, weighted: bool) -> Model:
     nu_text = "nu " if weighted else ""
 
     def point(fmt: Format) -> Point | None:
-        wf = _fmt_value(fmt, cfg.weight_max, "weight_max")
-        nf = _fmt_value(fmt, cfg.nu_max, "nu_max") if weighted else Fraction(1)
+        wf = _fmt_value(fmt, cfg.weight_max)
+        nf = _fmt_value(fmt, cfg.nu_max) if weighted else Fraction(1)
         arrays = {"x": np.zeros((1, size)), "W": np.full((size, size), float(wf))}
         if weighted:
             arrays["nu"] = np.full(size, float(nf))
