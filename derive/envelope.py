@@ -350,7 +350,7 @@ def envelope(module: str, dtype: str = "float16", **config: Any) -> Envelope:
 
     >>> e = envelope("layernorm", dim=4, eps=1.0)
     >>> float(e.model.gain_max.value), float(e.safe), e.witness.steps
-    (1.5, 43680.0, 1)
+    (1.5, 43648.0, 1)
     """
     try:
         fmt = FORMATS[dtype]
