@@ -120,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     env.add_argument("--weight-max", type=float, help="bound on |W_ij| (default 1)")
     env.add_argument("--bias-max", type=float, help="bound on |b_i| (default 0)")
     env.add_argument("--nu-max", type=float, help="bound on the residual weight |nu_i| (default 1)")
+    env.add_argument("--tau-max", type=float, help="bound on SCS attention's |tau| (default 1)")
     env.add_argument("--tokens", type=int, help="N: tokens of an attention")
     env.add_argument("--channels", type=int, help="input channels of Conv2d")
     env.add_argument("--kernel", type=int, help="kernel size of Conv2d")

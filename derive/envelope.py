@@ -64,13 +64,14 @@ class Config:
     channels: int = 1
     kernel: int = 3
     stride: int = 1
+    tau_max: float = 1.0
 
     def __post_init__(self) -> None:
         for name in ("dim", "out_dim", "tokens", "channels", "kernel", "stride"):
             value = getattr(self, name)
             if value is not None and (int(value) != value or value < 1):
                 raise ValueError(f"{name}: expected a positive integer, got {value!r}")
-        for name in ("gamma_max", "beta_max", "weight_max", "bias_max", "nu_max"):
+        for name in ("gamma_max", "beta_max", "weight_max", "bias_max", "nu_max", "tau_max"):
             value = getattr(self, name)
             if not math.isfinite(value) or value < 0:
                 raise ValueError(f"{name}: expected a finite number >= 0, got {value!r}")
@@ -85,10 +86,13 @@ class Config:
 @dataclass(frozen=True)
 class Gain:
     """A supremum of a gain over all inputs, with how it is reached; ``value`` None means
-    the gain is unbounded (no upstream gradient is safe for every input)."""
+    the gain is unbounded (no upstream gradient is safe for every input). ``tight`` False
+    marks a proven upper bound that is not shown to be the supremum: the safe size is still
+    safe, and the witness bounds the supremum from below."""
 
     value: Real | None
     reached: str
+    tight: bool = True
 
 
 @dataclass(frozen=True)
@@ -198,17 +202,23 @@ class Envelope:
             )
         w = self.witness
         if w is not None:
-            tight = (
-                "no size is safe"
-                if w.steps == 0
-                else "the next value: the envelope is tight"
-                if w.steps == 1
-                else f"{w.steps} {fmt.name} steps past the safe size (the format's inputs "
-                "do not reach the real supremum more closely here)"
-            )
+            if w.steps == 0:
+                tight = "no size is safe"
+            elif w.steps == 1:
+                tight = "the next value: the envelope is tight"
+            elif not m.gain_max.tight:
+                tight = (
+                    f"{w.steps} {fmt.name} steps past the safe size: the gain is an upper "
+                    "bound not shown tight, the supremum lies between the witness's gain and it"
+                )
+            else:
+                tight = (
+                    f"{w.steps} {fmt.name} steps past the safe size (the format's inputs "
+                    "do not reach the real supremum more closely here)"
+                )
             out += [
                 f"witness: {w.point.description}; g = size * s with s the sign pattern of "
-                f"column {w.point.index[-1]} of J (gain there {_short(w.point.gain)}).",
+                f"column {list(w.point.index)} of J (gain there {_short(w.point.gain)}).",
                 f"  at size {_num(w.inside)}: exact dx{list(w.point.index)} in "
                 f"[{_dec(w.inside_dx[0])}, {_dec(w.inside_dx[1])}], finite.",
                 f"  at size {_num(w.outside)} ({tight}): exact dx{list(w.point.index)} in "

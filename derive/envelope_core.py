@@ -106,12 +106,19 @@ class Format:
         return -self.neighbour(-value, not up)
 
     def steps(self, lo: Fraction, hi: Fraction) -> int:
-        """How many format values lie in ``(lo, hi]`` (0 < lo <= hi, both format values)."""
-        count, value = 0, lo
-        while value < hi:
-            value = self.next_up(value)
-            count += 1
-        return count
+        """How many format values lie in ``(lo, hi]`` (0 < lo <= hi, both format values),
+        counted per binade."""
+        return self._index(hi) - self._index(lo)
+
+    def _index(self, value: Fraction) -> int:
+        """The position of a positive format value among the positive format values."""
+        per_binade = 1 << (self.precision - 1)
+        q = self.quantum(value)
+        top = _floor_log2(value)
+        if top < self.emin:  # subnormal
+            return int(value / q)
+        # per_binade subnormals (0 included) below 2^emin, then per_binade per binade.
+        return per_binade * (top - self.emin + 1) + int((value - _pow2(top)) / q)
 
 
 def _pow2(exponent: int) -> Fraction:
