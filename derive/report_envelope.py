@@ -147,15 +147,19 @@ def _strict_lines() -> list[str]:
         "| module | D | eps | intermediate | threshold | what happens |",
         "|---|---|---|---|---|---|",
     ]
+    rows: dict[tuple, list[str]] = {}
     for module in STRICT_MODULES:
         for dim in (768, 4096):
             for eps in (1e-5, 1e-12):
                 for t in strict_thresholds(module, dim, eps):
-                    lines.append(
-                        f"| {module} | {dim} | {eps:g} | {t.quantity} | {t.parameter} = "
-                        f"{t.threshold:.6g} | {_cell(t.statement)} |"
-                    )
-    return [*dict.fromkeys(lines), ""]
+                    key = (module, dim, t.quantity, t.parameter, t.threshold, t.statement)
+                    rows.setdefault(key, []).append(f"{eps:g}")
+    for (module, dim, quantity, parameter, threshold, statement), eps in rows.items():
+        lines.append(
+            f"| {module} | {dim} | {', '.join(eps)} | {quantity} | {parameter} = "
+            f"{threshold:.6g} | {_cell(statement)} |"
+        )
+    return [*lines, ""]
 
 
 def envelope_section() -> tuple[list[str], dict[str, str]]:
