@@ -354,9 +354,11 @@ def _witness(model: Model, fmt: Format, safe: Fraction | None) -> Witness | None
     )
 
 
-def envelope(module: str, dtype: str = "float16", **config: Any) -> Envelope:
+def envelope(
+    module: str, dtype: str = "float16", *, witness: bool = True, **config: Any
+) -> Envelope:
     """The FP16 (bfloat16, float32) envelope of ``module`` for the configuration ``config``
-    (the fields of :class:`Config`).
+    (the fields of :class:`Config`); ``witness=False`` skips building the witness.
 
     >>> e = envelope("layernorm", dim=4, eps=1.0)
     >>> float(e.model.gain_max.value), float(e.safe), e.witness.steps
@@ -375,7 +377,7 @@ def envelope(module: str, dtype: str = "float16", **config: Any) -> Envelope:
     model = build(cfg)
     gain = model.gain_max.value
     safe = Fraction(0) if gain is None else safe_gradient(gain, fmt)
-    return Envelope(module, cfg, fmt, model, safe, _witness(model, fmt, safe))
+    return Envelope(module, cfg, fmt, model, safe, _witness(model, fmt, safe) if witness else None)
 
 
 # --------------------------------------------------------------------------------------------
@@ -490,20 +492,22 @@ def _layernorm_point(
         )
     counts = (1, k, n - k) if lam_f < 1.0 and eps != 0 else (1, 0, n)
     values = _best_neighbour(fmt, [x[0], x[1] if counts[1] else 0.0, x[-1]], counts, eps, _ln_gain)
-    xf = [values[0]] + [values[1]] * counts[1] + [values[2]] * counts[2]
-    mean = sum(xf, Fraction(0)) / size
-    d = [v - mean for v in xf]
-    var = sum((v * v for v in d), Fraction(0)) / size
+    # The row has the distinct values ``values`` with multiplicities ``counts`` (entry 0
+    # first); every sum below runs over the distinct values, weighted exactly.
+    mean = sum((c * v for c, v in zip(counts, values, strict=True)), Fraction(0)) / size
+    d = [v - mean for v in values]
+    var = sum((c * v * v for c, v in zip(counts, d, strict=True)), Fraction(0)) / size
     denom = var + eps
     # J_i0 = gamma_i r (delta_i0 - 1/D - d_i d_0 r^2 / D), r^2 = 1/(var + eps): rational
     # brackets times r.
     brackets = [
-        (1 if i == 0 else 0) - Fraction(1, size) - d[i] * d[0] / (size * denom) for i in range(size)
+        (1 if i == 0 else 0) - Fraction(1, size) - d[i] * d[0] / (size * denom) for i in range(3)
     ]
-    signs = np.array([np.sign(float(q)) for q in brackets])
-    terms = [abs(gamma * q) for q in brackets]
+    signs = np.repeat([np.sign(float(q)) for q in brackets], counts)
+    terms = [c * abs(gamma * q) for c, q in zip(counts, brackets, strict=True)]
     gain = _column_real(terms, 1 / denom, "sum_i |J_i0| at the witness")
-    x_arr = np.array([float(v) for v in xf])
+    xf = np.repeat([float(v) for v in values], counts)
+    x_arr = xf
     params = np.full(size, float(gamma))
     options = {"eps": float(eps)}
     text = description + f", gamma = {float(gamma):g}"
@@ -685,13 +689,13 @@ def _rmsnorm_point(fmt: Format, size: int, eps: Fraction, gamma: Fraction) -> Po
         if lam_f < 1.0
         else [Fraction(0)] * 2
     )
-    xf = [values[0]] + [values[1]] * (size - 1)
-    denom = sum((v * v for v in xf), Fraction(0)) / size + eps
-    brackets = [(1 if i == 0 else 0) - xf[i] * xf[0] / (size * denom) for i in range(size)]
-    signs = np.array([np.sign(float(q)) for q in brackets])
-    gain = _column_real([abs(gamma * q) for q in brackets], 1 / denom, "sum_i |J_i0|")
+    denom = sum((c * v * v for c, v in zip(counts, values, strict=True)), Fraction(0)) / size + eps
+    brackets = [(1 if i == 0 else 0) - values[i] * values[0] / (size * denom) for i in range(2)]
+    signs = np.repeat([np.sign(float(q)) for q in brackets], counts)
+    terms = [c * abs(gamma * q) for c, q in zip(counts, brackets, strict=True)]
+    gain = _column_real(terms, 1 / denom, "sum_i |J_i0|")
     arrays = {
-        "x": np.array([float(v) for v in xf]).reshape(1, size),
+        "x": np.repeat([float(v) for v in values], counts).reshape(1, size),
         "gamma": np.full(size, float(gamma)),
         "beta": np.zeros(size),
     }

@@ -231,9 +231,10 @@ def build(modules: Iterable[str] | None = None) -> dict[str, str]:
         for r in results:
             if r.claim.module == name:
                 lines += _claim_section(r)
-    section, figures = envelope_section()
-    lines += section
-    files.update(figures)
+    if modules is None:  # the envelopes span every module: only in the full report
+        section, figures = envelope_section()
+        lines += section
+        files.update(figures)
     files["index.md"] = "\n".join(lines).rstrip("\n") + "\n"
     records = [r.to_json() for r in results]
     files["claims.json"] = json.dumps(records, indent=2, ensure_ascii=False) + "\n"
