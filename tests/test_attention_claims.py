@@ -12,6 +12,10 @@ from derive import attention as A
 from derive.check import check
 from derive.claims import ATTENTION_CLAIMS
 
+#: The claim checks are cached per process: under pytest-xdist (--dist loadgroup) the
+#: files that run them share one worker instead of each recomputing them.
+pytestmark = pytest.mark.xdist_group("claims")
+
 
 @pytest.fixture(scope="module")
 def results():

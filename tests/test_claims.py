@@ -13,6 +13,10 @@ from derive.check import Result, UnprovenError, check, check_all
 from derive.claims import CLAIMS, KINDS, claim
 from derive.modules import x
 
+#: The claim checks are cached per process: under pytest-xdist (--dist loadgroup) the
+#: files that run them share one worker instead of each recomputing them.
+pytestmark = pytest.mark.xdist_group("claims")
+
 REQUIRED = {
     "id",
     "module",

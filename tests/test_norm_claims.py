@@ -18,6 +18,10 @@ from derive.norms import ROW_NORMS, closed_form_proof, row_norm, vector
 from kernels import centernorm, layernorm, rmsnorm, weightnorm
 from proofs import norms as pn
 
+#: The claim checks are cached per process: under pytest-xdist (--dist loadgroup) the
+#: files that run them share one worker instead of each recomputing them.
+pytestmark = pytest.mark.xdist_group("claims")
+
 
 @pytest.fixture(scope="module")
 def verdicts() -> dict[str, str]:

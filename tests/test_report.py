@@ -11,6 +11,10 @@ import pytest
 from derive import report
 from derive.check import check_all
 
+#: The claim checks are cached per process: under pytest-xdist (--dist loadgroup) the
+#: files that run them share one worker instead of each recomputing them.
+pytestmark = pytest.mark.xdist_group("claims")
+
 
 @pytest.fixture(scope="module")
 def files() -> dict[str, str]:

@@ -15,6 +15,10 @@ from derive.claims import ROW_CLAIMS
 from proofs import rows as pr
 from proofs.matrices import Case, decide, same
 
+#: The claim checks are cached per process: under pytest-xdist (--dist loadgroup) the
+#: files that run them share one worker instead of each recomputing them.
+pytestmark = pytest.mark.xdist_group("claims")
+
 
 @pytest.fixture(scope="module")
 def results():
