@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -141,5 +142,13 @@ def main(argv: list[str] | None = None) -> int:
     return args.run(args)
 
 
-if __name__ == "__main__":
+def entry() -> None:
+    """The ``liptable`` console script: ``main`` with the default SIGPIPE action, so that
+    ``liptable envelope ... | head`` ends quietly."""
+    if hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()
