@@ -586,16 +586,13 @@ def _layernorm_like(cfg: Config, title: str, what: str, batch: bool) -> Model:
         raise ValueError("eps: must be > 0 (with eps = 0 the gain is unbounded near constant rows)")
     gmax, bmax = _frac(cfg.gamma_max), _frac(cfg.beta_max)
     k_real, k, lam = layernorm_k(size)
-    inv = Real.sqrt_of(
-        gmax * gmax / eps, f"max|gamma|/sqrt(eps) = {cfg.gamma_max:g}/sqrt({float(eps):g})"
-    )
     gain_2 = Real.sqrt_of(
         (gmax * gmax / eps) if size > 1 else Fraction(0),
         "max|gamma|/sqrt(eps)" if size > 1 else "0 (D = 1)",
     )
     gain_max = Real(
         f"max|gamma| K({size})/sqrt(eps), K({size}) = {float(k_real):.10g}",
-        lambda: k_real.ball() * inv.ball(),
+        lambda: k_real.ball() * (as_arb(gmax * gmax / eps)).sqrt(),
         exact=None,
         square=None if k_real.exact is None else (k_real.exact**2) * gmax * gmax / eps,
     )

@@ -9,7 +9,8 @@ is decided. No SymPy (the ``liptable envelope`` command answers in about a secon
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -159,23 +160,23 @@ class Real:
     @classmethod
     def rational(cls, value: Fraction, formula: str | None = None) -> Real:
         value = Fraction(value)
-        return cls(formula or _fraction_text(value), lambda: _arb(value), exact=value)
+        return cls(formula or _fraction_text(value), lambda: as_arb(value), exact=value)
 
     @classmethod
     def sqrt_of(cls, square: Fraction, formula: str) -> Real:
         """``sqrt(square)``, exactly comparable."""
         square = Fraction(square)
-        return cls(formula, lambda: _arb(square).sqrt(), square=square)
+        return cls(formula, lambda: as_arb(square).sqrt(), square=square)
 
     def __float__(self) -> float:
         if self.exact is not None:
             return float(self.exact)
-        with _precision(PRECISIONS[0]):
+        with precision(PRECISIONS[0]):
             return float(self.ball().mid())
 
     def enclosure(self, digits: int = DIGITS) -> tuple[str, str]:
         """Rigorous decimal lower and upper bounds (equal strings when exact and short)."""
-        with _precision(PRECISIONS[-1]):
+        with precision(PRECISIONS[-1]):
             ball = self.ball()
             lo, hi = ball.lower(), ball.upper()
             return lo.str(digits, radius=False), hi.str(digits, radius=False)
@@ -184,7 +185,7 @@ class Real:
         """The value to ``digits`` significant digits (from a ball far narrower)."""
         if self.exact is not None and self.exact.denominator == 1:
             return str(self.exact.numerator)
-        with _precision(PRECISIONS[-1]):
+        with precision(PRECISIONS[-1]):
             return self.ball().mid().str(digits, radius=False)
 
     def times_reaches(self, g: Fraction, threshold: Fraction) -> bool:
@@ -194,8 +195,8 @@ class Real:
         if self.square is not None:
             return g * g * self.square >= threshold * threshold
         for prec in PRECISIONS:
-            with _precision(prec):
-                difference = _arb(g) * self.ball() - _arb(threshold)
+            with precision(prec):
+                difference = as_arb(g) * self.ball() - as_arb(threshold)
                 if difference >= 0:
                     return True
                 if difference < 0:
@@ -203,33 +204,24 @@ class Real:
         raise ArithmeticError(f"cannot decide {float(g)} * ({self.formula}) >= {threshold}")
 
 
-class _precision:
-    """Set flint's working precision for a block (restored afterwards)."""
+@contextmanager
+def precision(bits: int) -> Iterator[None]:
+    """``with precision(bits):`` evaluates arb expressions at ``bits`` bits (restored after).
 
-    def __init__(self, bits: int) -> None:
-        self.bits = bits
-
-    def __enter__(self) -> None:
-        self.saved = ctx.prec
-        ctx.prec = self.bits
-
-    def __exit__(self, *exc: object) -> None:
-        ctx.prec = self.saved
-
-
-def precision(bits: int) -> _precision:
-    """``with precision(bits):`` evaluates arb expressions at ``bits`` bits."""
-    return _precision(bits)
-
-
-def _arb(value: Fraction | int) -> arb:
-    value = Fraction(value)
-    return arb(value.numerator) / arb(value.denominator)
+    ``proofs.arb.working_precision`` does the same but imports SymPy, which the envelope
+    command avoids."""
+    saved = ctx.prec
+    ctx.prec = bits
+    try:
+        yield
+    finally:
+        ctx.prec = saved
 
 
 def as_arb(value: Fraction | int) -> arb:
     """A rational as an arb ball (exact when the denominator is a power of two)."""
-    return _arb(value)
+    value = Fraction(value)
+    return arb(value.numerator) / arb(value.denominator)
 
 
 def _fraction_text(value: Fraction) -> str:
@@ -241,7 +233,7 @@ def safe_gradient(gain: Real, fmt: Format) -> Fraction | None:
     when even the largest finite value is safe (``gain * max_finite < overflow``)."""
     if not gain.times_reaches(fmt.max_finite, fmt.overflow):
         return None
-    with _precision(PRECISIONS[0]):
+    with precision(PRECISIONS[0]):
         guess = Fraction(float(gain.ball().mid()))
     g = fmt.round_down(fmt.overflow / guess) if guess > 0 else fmt.max_finite
     while gain.times_reaches(g, fmt.overflow):
