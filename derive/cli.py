@@ -11,7 +11,7 @@ import numpy as np
 
 
 def _report(args: argparse.Namespace) -> int:
-    from derive import report
+    from derive.report import document as report
 
     written = report.write(Path(args.out), args.modules)
     for path in written:
@@ -20,7 +20,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from derive import generate
+    from derive.codegen import generate as generate
 
     if args.check:
         stale = [p for p, text in generate.generated_files().items() if p.read_text() != text]
@@ -42,7 +42,7 @@ def _bench(args: argparse.Namespace) -> int:
 def _envelope(args: argparse.Namespace) -> int:
     import json
 
-    from derive.envelope import envelope, kernel_dx
+    from derive.envelope.modules import envelope, kernel_dx
 
     config = {
         name: getattr(args, name)
@@ -73,7 +73,7 @@ def _envelope(args: argparse.Namespace) -> int:
     for line in result.lines():
         print(line)
     if args.dtype == "float16":
-        from derive.strict_thresholds import STRICT_MODULES, strict_thresholds
+        from derive.envelope.strict import STRICT_MODULES, strict_thresholds
 
         if args.module in STRICT_MODULES:
             print("strict half arithmetic (strict_fp16=True), predicted from the kernels' order:")

@@ -13,7 +13,7 @@ affine map, Jacobian ``diag(gamma r)``. ``momentum`` is accepted for PyTorch's s
 and used by :func:`running_update` only; no kernel writes into its inputs, so the running
 statistics are returned by :func:`running_update`, not updated in place.
 
-Backward (proven equal to sympy.diff of the forward, M = 1..5, ``derive/batchnorm.py``):
+Backward (proven equal to sympy.diff of the forward, M = 1..5, ``derive/definitions/batchnorm.py``):
 with d = x - mu, r the scale, a = gamma g, ``dx = r (a - mean(a) - d w mean(a d))``,
 ``w = r^2`` (sqrt_var_eps) or ``r / sqrt(var)`` (std_plus_eps), ``dgamma = sum g d r``,
 ``dbeta = sum g`` (sums over the batch). The Jacobian of one feature is

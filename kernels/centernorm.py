@@ -3,7 +3,7 @@
 ``y = D/(D-1) * gamma * (x - mean(x)) + beta`` (001_76ce3a8a4b6079c3.txt, Table 2 row
 CenterNorm, after Qi et al. 2023): centering without rescaling, a linear map of x.
 
-Backward (proven equal to sympy.diff of the forward, D = 2..5; see ``derive/norms.py``):
+Backward (proven equal to sympy.diff of the forward, D = 2..5; see ``derive/definitions/norms.py``):
 with ``c = D/(D-1)``, ``a = gamma * g``: ``dx = c (a - mean(a))``,
 ``dgamma = sum_rows g c (x - mean)``, ``dbeta = sum_rows g``; the Jacobian is
 ``J = c diag(gamma) (I - 11^T/D)`` (numerator layout), the same at every x.

@@ -14,7 +14,7 @@ roles of W^Q and W^K exchanged and everything transposed,
 ``Y_p = forward(X_p^T, W^K, W^Q, W^V)^T``. For one head, ``sqrt(D/H)`` is ``sqrt(d)``.
 
 Backward, for ``G = dL/dY`` (proven equal to sympy.diff of the forward; see
-``derive/attention.py``; ``rowsum`` broadcasts over columns)::
+``derive/definitions/attention.py``; ``rowsum`` broadcasts over columns)::
 
     dV = P^T G,  dP = G V^T,  dS = P * (dP - rowsum(dP * P)),
     dQ = dS K / sqrt(d),  dK = dS^T Q / sqrt(d),

@@ -20,7 +20,7 @@ cancellation (a sum of squares of exact-or-nearly differences, relative error at
 ``(d + 2) u``, ``u = 2^-53``, beyond the error of Q itself; cost N^2 d, in a Numba loop).
 
 Backward, for ``G = dL/dY`` (proven equal to sympy.diff of the forward; see
-``derive/attention.py``; ``rowsum`` broadcasts over columns)::
+``derive/definitions/attention.py``; ``rowsum`` broadcasts over columns)::
 
     B = A Wv^T = Wq^T Wq Wv^T / sqrt(d),  M = X B,  Y = P M,
     dM = P^T G,  dP = G M^T,  dS = P * (dP - rowsum(dP * P)),  T = dS + dS^T,

@@ -5,7 +5,7 @@
 (001_76ce3a8a4b6079c3.txt, Table 2 row LayerNorm, Eq. 18) adds its eps to the squared
 norm ``|x - mean|^2``; the two agree with ``eps_paper = D * eps``.
 
-Backward (proven equal to sympy.diff of the forward, D = 1..5; see ``derive/norms.py``):
+Backward (proven equal to sympy.diff of the forward, D = 1..5; see ``derive/definitions/norms.py``):
 with ``z = (x - mean) r``, ``r = 1/sqrt(var + eps)``, ``a = gamma * g``,
 ``dx = r (a - mean(a) - z mean(a z))``, ``dgamma = sum_rows g z``, ``dbeta = sum_rows g``;
 the Jacobian is ``J = diag(gamma) r (I - 11^T/D - z z^T/D)`` (numerator layout).

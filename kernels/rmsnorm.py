@@ -4,7 +4,7 @@
 mean of squares (PyTorch). The paper (001_76ce3a8a4b6079c3.txt, Table 2 row RMSNorm) adds
 its eps to ``|x|^2``; the two agree with ``eps_paper = D * eps``.
 
-Backward (proven equal to sympy.diff of the forward, D = 1..5; see ``derive/norms.py``):
+Backward (proven equal to sympy.diff of the forward, D = 1..5; see ``derive/definitions/norms.py``):
 with ``z = x r``, ``r = 1/sqrt(mean(x^2) + eps)``, ``a = gamma * g``,
 ``dx = r (a - z mean(a z))``, ``dgamma = sum_rows g z``, ``dbeta = sum_rows g`` (None
 without beta); the Jacobian is ``J = diag(gamma) r (I - z z^T/D)`` (numerator layout).

@@ -20,7 +20,7 @@ spreads to every output that reads it (for a zero q_i: row i of Y; for a zero k_
 all of Y). With eps > 0 the normalization is smooth and ``|q~_i| < 1``.
 
 Backward, for ``G = dL/dY`` (proven equal to sympy.diff of the forward; see
-``derive/attention.py``; ``rowsum`` broadcasts over columns)::
+``derive/definitions/attention.py``; ``rowsum`` broadcasts over columns)::
 
     dV~ = nu P^T G,  dP = nu G V~^T,  dS = P * (dP - rowsum(dP * P)),
     dQ~ = tau dS K~,  dK~ = tau dS^T Q~,

@@ -33,7 +33,7 @@ computed in float64 this way and rounded once.
 ``strict_fp16=True`` (float16 input only) runs the same algorithm in half precision, each
 difference, ``exp``, partial sum (sequential, left to right), quotient and product rounded
 to half (``kernels/_f16.round_to_half``). Where it breaks (measured, see
-``tests/test_softmax.py``): the partial sums of ``s`` stop growing at 2048, where the
+``tests/kernels/test_softmax.py``): the partial sums of ``s`` stop growing at 2048, where the
 spacing of halves is 2 and ``2048 + 1`` rounds back to 2048, so a constant row of
 ``D > 2048`` gives ``y = 1/2048`` instead of ``1/D`` (D = 4096: every y_i twice too large);
 ``s`` never overflows, it stalls first. The shifted exponents lose accuracy with the spread

@@ -5,7 +5,7 @@
 the paper's eps; ``eps = 0``, the default, is PyTorch's ``weight_norm``).
 
 Backward (proven equal to sympy.diff of the forward, D = 1..5, O = 1, 2; see
-``derive/norms.py``): ``dx = g W``, ``dW = g^T x`` (summed over rows),
+``derive/definitions/norms.py``): ``dx = g W``, ``dW = g^T x`` (summed over rows),
 ``dv_i = gamma_i r_i (dW_i - v_i r_i^2 (dW_i . v_i))``, ``dgamma_i = r_i (dW_i . v_i)`` with
 ``r_i = 1/sqrt(|v_i|^2 + eps)``. The Jacobian of one sample is W (numerator layout).
 

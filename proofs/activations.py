@@ -3,7 +3,7 @@ r"""Machine-checked proofs of :math:`\sup_x |f'(x)|` for the elementwise activat
 For an elementwise map ``y_i = f(x_i)`` the 2-norm Lipschitz constant is
 ``sup_x |f'(x)|`` (the Jacobian is ``diag(f'(x_i))``); Table 2 of
 001_76ce3a8a4b6079c3.txt prints 1/4 (Sigmoid), 1.0 (ReLU), ~1.1 (GeLU, Swish). Every
-function below is taken from :data:`derive.modules.ELEMENTWISE` (``.derivative`` and
+function below is taken from :data:`derive.definitions.activations.ELEMENTWISE` (``.derivative`` and
 ``.second_derivative`` are ``sympy.diff`` of the forward); the arb enclosures are produced
 from those same SymPy trees by :func:`proofs.arb.to_arb`.
 
@@ -34,7 +34,13 @@ from fractions import Fraction
 
 import sympy as sp
 
-from derive.modules import GELU_SIGMOID_SLOPE, GELU_TANH_CUBIC, Elementwise, elementwise, x
+from derive.definitions.activations import (
+    GELU_SIGMOID_SLOPE,
+    GELU_TANH_CUBIC,
+    Elementwise,
+    elementwise,
+    x,
+)
 from proofs import arb as ball
 from proofs.core import (
     Proof,
@@ -552,7 +558,7 @@ _BUILDERS: dict[str, Callable[[], SupDerivative]] = {
     "gelu_sigmoid": _gelu_sigmoid,
 }
 
-#: The activations with a proof of ``sup |f'|``, in the order of ``derive.modules.ELEMENTWISE``.
+#: The activations with a proof of ``sup |f'|``, in the order of ``derive.definitions.activations.ELEMENTWISE``.
 SUP_DERIVATIVE_KEYS: tuple[str, ...] = tuple(_BUILDERS)
 
 

@@ -1,7 +1,7 @@
 """Rigorous interval arithmetic for the proofs: python-flint ``arb`` balls driven by SymPy.
 
 * :func:`to_arb` translates a SymPy expression into a function on ``arb`` balls, so that a
-  proof evaluates the same expression tree that :mod:`derive.modules` defines (one
+  proof evaluates the same expression tree that :mod:`derive.definitions.activations` defines (one
   definition, several arithmetics). Unsupported nodes raise :class:`ArbTranslationError`.
 * :func:`working_precision` sets python-flint's global ``ctx.prec`` for a block and restores
   it; every public function here takes its precision ``prec`` (bits) explicitly.
@@ -144,7 +144,7 @@ def to_arb(expr: sp.Expr, var: sp.Symbol | None = None) -> ArbFunction:
     functions) raises :class:`ArbTranslationError`. Constants are evaluated at the
     precision in force when the function is called (see :func:`working_precision`).
 
-    >>> from derive.modules import x
+    >>> from derive.definitions.activations import x
     >>> f = to_arb(sp.erf(x / sp.sqrt(2)) + sp.pi, x)
     >>> with working_precision(64):
     ...     f(arb(0)).str(15, radius=False)
@@ -331,7 +331,7 @@ def prove_abs_bound(
     provable only with some slack (the enclosures overestimate by about the square of the
     box radius near an interior maximum): prove ``max + 10**-k`` for the digits you need.
 
-    >>> from derive.modules import x
+    >>> from derive.definitions.activations import x
     >>> prove_abs_bound(x * (1 - x), x, 0, 1, "0.25000000000000000000000000000001").proved
     True
     >>> prove_abs_bound(x * (1 - x), x, 0, 1, "0.2499").reason
@@ -398,7 +398,7 @@ def certify_unique_root(
     (existence, by continuity) and the enclosure of the derivative over ``[lo, hi]``
     excludes 0 (uniqueness, by monotonicity).
 
-    >>> from derive.modules import x
+    >>> from derive.definitions.activations import x
     >>> certify_unique_root(x**2 - 2, x, 1, 2), certify_unique_root(x**2 - 2, x, 2, 3)
     (True, False)
     """
@@ -434,7 +434,7 @@ def isolate_roots(
     once. Raises :class:`SearchFailed` if the budget runs out (e.g. a double zero, or a zero
     exactly at a bisection point).
 
-    >>> from derive.modules import x
+    >>> from derive.definitions.activations import x
     >>> isolate_roots(x**2 - 2, x, -2, 2)
     ((Fraction(-2, 1), Fraction(-1, 1)), (Fraction(1, 1), Fraction(2, 1)))
     """
@@ -482,7 +482,7 @@ def refine_root(
     ``ValueError`` without a certain sign change at the ends, and :class:`SearchFailed` if
     a midpoint's sign cannot be decided at ``prec`` bits (raise ``prec``).
 
-    >>> from derive.modules import x
+    >>> from derive.definitions.activations import x
     >>> lo, hi = refine_root(x**2 - 2, x, 1, 2, digits=20)
     >>> to_decimal(lo, 20), to_decimal(hi, 20)
     ('1.4142135623730950488', '1.4142135623730950488')

@@ -2,7 +2,7 @@ r"""Lipschitz constants of the three single-head attentions of Table 2 (001_76ce
 rows DP Attention, L2 Attention and SCS Attention), against the constants the table prints.
 
 The maps are the kernels' (SPEC "Modules and kernel API"; SymPy forwards in
-:mod:`derive.attention`), rows as tokens, X of shape (N, D), ``d = Wq.shape[0]``::
+:mod:`derive.definitions.attention`), rows as tokens, X of shape (N, D), ``d = Wq.shape[0]``::
 
     DP   Y = softmax_rows(Q K^T / sqrt(d)) V,        Q, K, V = X Wq^T, X Wk^T, X Wv^T
     L2   Y = P X (Wq^T Wq / sqrt(d)) Wv^T,           P_ij = softmax_j(-|q_i - q_j|^2 / sqrt(d))
@@ -51,8 +51,8 @@ import numpy as np
 import sympy as sp
 from flint import arb
 
-from derive import attention as A
-from derive.rows import matrix
+from derive.definitions import attention as A
+from derive.definitions.rows import matrix
 from proofs.arb import DEFAULT_PREC, enclose, endpoints, point, working_precision
 from proofs.core import Proof, Step, identity, limit
 from proofs.spectral import Bounds, SigmaMax, sigma_max
@@ -64,7 +64,7 @@ HP_DIGITS = 50
 
 
 # --------------------------------------------------------------------------------------
-# Helpers on the SymPy forwards of derive.attention
+# Helpers on the SymPy forwards of derive.definitions.attention
 # --------------------------------------------------------------------------------------
 
 
@@ -830,7 +830,7 @@ def natural_scale(module: str, weights: tuple) -> float:
 
 
 def _hp_forward(module: str, weights: tuple, n: int):
-    """The SymPy forward of :mod:`derive.attention` with the weights taken exactly,
+    """The SymPy forward of :mod:`derive.definitions.attention` with the weights taken exactly,
     lambdified for mpmath: a function of the N*D entries of X (C order)."""
     arrays, scalars = _split(module, weights)
     exact = [sp.Matrix(W.shape[0], W.shape[1], [sp.Rational(v) for v in W.ravel()]) for W in arrays]
@@ -848,9 +848,9 @@ def high_precision_norm(
 ) -> mpmath.mpf:
     """``|J(X)|_2`` to about ``digits`` digits, by mpmath's SVD of a high-precision Jacobian.
 
-    ``method="reference"``: the forward-mode Jacobian of :mod:`derive.reference_attention`
+    ``method="reference"``: the forward-mode Jacobian of :mod:`derive.reference.attention`
     at ``digits + 20`` digits. ``method="sympy"``: an independent path -- the SymPy forward
-    of :mod:`derive.attention` (weights exact), lambdified for mpmath at ``2 digits + 10``
+    of :mod:`derive.definitions.attention` (weights exact), lambdified for mpmath at ``2 digits + 10``
     digits, differentiated by central differences with step ``h = 10^-(digits/2 + 5)`` times
     the input scale (truncation ``O(h^2)``, rounding ``O(10^-(2 digits + 10) / h)``, both
     far below ``10^-digits``).
@@ -858,7 +858,7 @@ def high_precision_norm(
     X = np.asarray(X, dtype=np.float64)
     n, D = X.shape
     if method == "reference":
-        from derive import reference_attention as R
+        from derive.reference import attention as R
 
         jacobian = getattr(R, f"{module}_jacobian")
         arrays, scalars = _split(module, weights)

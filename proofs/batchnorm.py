@@ -1,10 +1,10 @@
 r"""Proofs for the BatchNorm statements of the sources.
 
 Printed formulas are SymPy expressions in the generic symbols of
-:mod:`derive.batchnorm` (one feature: entries ``x_k``, ``x_j``, mean ``mu``, biased
+:mod:`derive.definitions.batchnorm` (one feature: entries ``x_k``, ``x_j``, mean ``mu``, biased
 ``sigma`` or ``sigma^2``, batch size ``M``, ``delta_jk``); the notes' ``Z_ik, Z_ij, K,
 \mu_i, \sigma_i`` and 001's ``X_{j,i}, N`` map onto them. A printed formula is compared
-with the derived one (the chain rule of :func:`derive.batchnorm.derivation`, itself
+with the derived one (the chain rule of :func:`derive.definitions.batchnorm.derivation`, itself
 proven equal to ``sympy.diff`` of the forward at M = 1..5): equal is a symbolic identity;
 different is shown by an exact point where they differ.
 """
@@ -15,8 +15,8 @@ from functools import cache
 
 import sympy as sp
 
-from derive import batchnorm as bn
-from derive.norms import PROOF_SIZES, eps, vector
+from derive.definitions import batchnorm as bn
+from derive.definitions.norms import PROOF_SIZES, eps, vector
 from proofs.core import Proof, Step, is_zero
 
 #: The exact point where printed and derived formulas are compared when they differ.

@@ -51,7 +51,7 @@ class Step:
     ``check()`` must return ``True`` only if the statement holds by ``method``; it returns
     ``False`` when the method cannot decide (see the module docstring for exceptions).
 
-    >>> from derive.modules import x
+    >>> from derive.definitions.activations import x
     >>> step = Step("$\\sin^2 x + \\cos^2 x = 1$", "symbolic identity",
     ...             identity(sp.sin(x) ** 2 + sp.cos(x) ** 2, 1))
     >>> step.check(), step.rigorous
@@ -123,7 +123,7 @@ class Verification:
 class Proof:
     """A claim (LaTeX) and the steps that establish it; the claim holds if every step does.
 
-    >>> from derive.modules import x
+    >>> from derive.definitions.activations import x
     >>> proof = Proof("cosh(x)^2 - sinh(x)^2 = 1",
     ...               (Step("by definition", "symbolic identity",
     ...                     identity(sp.cosh(x) ** 2 - sp.sinh(x) ** 2, 1)),))
@@ -242,7 +242,7 @@ def _certainly_nonzero_somewhere(expr: sp.Expr) -> bool:
 def identity(a: sp.Expr, b: sp.Expr) -> Check:
     """Check that ``a == b`` identically (for all values of the real symbols).
 
-    >>> from derive.modules import x
+    >>> from derive.definitions.activations import x
     >>> identity(sp.tanh(x), (sp.exp(2 * x) - 1) / (sp.exp(2 * x) + 1))()
     True
     >>> identity(sp.tanh(x), 1 - 2 / (sp.exp(2 * x) - 1))()
@@ -257,7 +257,7 @@ def assumption(expr: sp.Expr, predicate: str) -> Check:
     ``predicate`` is e.g. ``"positive"`` or ``"nonnegative"``; the answer ``None`` (unknown)
     is ``False``. The domain is that of the symbols' own assumptions (``real``, ``positive``).
 
-    >>> from derive.modules import x
+    >>> from derive.definitions.activations import x
     >>> assumption(sp.exp(-x) / (1 + sp.exp(-x)) ** 2, "positive")()
     True
     >>> assumption(x, "positive")()
@@ -269,7 +269,7 @@ def assumption(expr: sp.Expr, predicate: str) -> Check:
 def limit(expr: sp.Expr, var: sp.Symbol, point: sp.Expr, value: sp.Expr) -> Check:
     """Check that ``sympy.limit(expr, var, point)`` equals ``value`` exactly.
 
-    >>> from derive.modules import x
+    >>> from derive.definitions.activations import x
     >>> limit(1 / (1 + sp.exp(-x)), x, sp.oo, 1)()
     True
     """
@@ -284,7 +284,7 @@ def limit(expr: sp.Expr, var: sp.Symbol, point: sp.Expr, value: sp.Expr) -> Chec
 def solution_set(condition: sp.Basic, var: sp.Symbol, expected: sp.Set) -> Check:
     """Check that ``{var in R : condition}`` (by ``sympy.solveset``) equals ``expected``.
 
-    >>> from derive.modules import x
+    >>> from derive.definitions.activations import x
     >>> solution_set(2 - x**2 > 0, x, sp.Interval.open(-sp.sqrt(2), sp.sqrt(2)))()
     True
     """
@@ -301,7 +301,7 @@ def solution_set(condition: sp.Basic, var: sp.Symbol, expected: sp.Set) -> Check
 def witness(expr: sp.Expr, var: sp.Symbol, point: sp.Expr, value: sp.Expr) -> Check:
     """Check exactly that ``expr`` at ``var = point`` equals ``value``.
 
-    >>> from derive.modules import x
+    >>> from derive.definitions.activations import x
     >>> witness(sp.exp(-x) / (1 + sp.exp(-x)) ** 2, x, 0, sp.Rational(1, 4))()
     True
     """

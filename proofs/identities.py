@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from derive.modules import x
+from derive.definitions.activations import x
 from proofs.arb import ArbTranslationError, enclose, sign
 from proofs.core import Proof, Step, is_zero
 

@@ -118,7 +118,7 @@ def decide(
         return "holds", Proof(statement, identity_steps(cases, what)), None
     found = witness(differing)
     if found is None:
-        from derive.check import UnprovenError
+        from derive.check.activations import UnprovenError
 
         raise UnprovenError(f"{statement}: no identity and no witness at {differing.label}")
     steps = (_witness_step(differing, found),)

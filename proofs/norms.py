@@ -24,7 +24,7 @@ from functools import cache
 
 import sympy as sp
 
-from derive.norms import (
+from derive.definitions.norms import (
     PROOF_SIZES,
     WEIGHTNORM,
     eps,

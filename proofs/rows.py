@@ -3,7 +3,7 @@ and Weighted Residual of Table 2 (001_76ce3a8a4b6079c3.txt) and Eq. 9-14, 22-23,
 
 Printed matrices are written here at concrete sizes, as the paper prints them (its
 denominator layout: ``dy/dx`` has ``dy_j/dx_i`` at (i, j)), and compared with the
-transpose of ``sympy.Matrix.jacobian`` of the forwards in :mod:`derive.rows`
+transpose of ``sympy.Matrix.jacobian`` of the forwards in :mod:`derive.definitions.rows`
 (:func:`proofs.matrices.decide`). Lipschitz constants get steps of their own below.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import sympy as sp
 
-from derive import rows as R
+from derive.definitions import rows as R
 from proofs.core import Proof, Step, assumption, identity, limit
 from proofs.matrices import Case, decide, same
 
@@ -32,7 +32,7 @@ def _point(*columns: sp.Matrix, start: int = 1) -> dict:
 
 
 def printed_definition(statement: str, which: str) -> Decision:
-    """A printed forward that is written exactly as :mod:`derive.rows` defines it."""
+    """A printed forward that is written exactly as :mod:`derive.definitions.rows` defines it."""
 
     def case(d: int) -> Case:
         x = R.vector("x", d)

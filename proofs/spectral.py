@@ -34,7 +34,7 @@ studied by :func:`conv_circular_lipschitz`: the circular formula for every
 whenever ``Kh - sh <= 2 ph <= Kh - 1`` (and likewise for w), because then ``OH = H / sh``;
 its singular values do not depend on ``p`` (a circular shift of the input is orthogonal).
 
-**Fourier analysis** (verified against dense matrices in ``tests/test_spectral.py``). Put
+**Fourier analysis** (verified against dense matrices in ``tests/proofs/test_spectral.py``). Put
 ``What(k) = sum_{a,b} W[:, :, a, b] exp(2 pi i (a k1 / H + b k2 / W))`` (O x C). A plane wave
 ``x[c, r, q] = u_c exp(2 pi i (k1 r / H + k2 q / W))`` is mapped to
 ``y[:, i, j] = exp(-2 pi i (k1 ph / H + k2 pw / W)) exp(2 pi i (l1 i / m1 + l2 j / m2)) What(k) u``

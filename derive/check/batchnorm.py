@@ -1,0 +1,555 @@
+"""Verdicts of the BatchNorm claims, from the derivation in :mod:`derive.definitions.batchnorm` and the
+proofs in :mod:`proofs.batchnorm`.
+
+Formula claims compare the printed expression with the derived one: equal -> ``holds``;
+different, but the claim's ``intended`` expression (the evident intent of a garbled or
+misprinted line) equal -> ``misprinted``; different -> ``fails`` with the exact point.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import sympy as sp
+
+from derive.check.norms import _result
+from derive.claims import Claim
+from derive.definitions import batchnorm as bn
+from derive.definitions.norms import PROOF_SIZES, eps, vector
+from proofs import batchnorm as pb
+from proofs.core import Proof, Step, is_zero
+from proofs.norms import attained_check, spectral_check
+
+SQRT, STD = "sqrt_var_eps", "std_plus_eps"
+
+
+def _derived(denom: str) -> bn.Derivation:
+    return bn.derivation(denom)
+
+
+def _decide_formula(c: Claim, derived: sp.Basic, denom: str, what: str, extra_notes=()):
+    """holds / misprinted / fails of a printed formula against the derived one."""
+    if c.formal is not None:
+        holds, proof, witness = pb.formula_proof(c.statement_latex, c.formal, derived, denom, what)
+        if holds:
+            return _result(c, "holds", _text(derived), proof, notes=extra_notes)
+    elif c.intended is None:
+        from derive.check.activations import UnprovenError
+
+        raise UnprovenError(f"{c.id}: neither a printed formula nor its intent to check")
+    else:
+        holds, proof, witness = False, None, {"printed": "not a formula (garbled)"}
+    if c.intended is not None:
+        intended_holds, intended_proof, _ = pb.formula_proof(
+            c.statement_latex, c.intended, derived, denom, f"{what} (as intended)"
+        )
+        if intended_holds:
+            steps = (proof.steps if proof else ()) + intended_proof.steps
+            return _result(
+                c,
+                "misprinted",
+                _text(derived),
+                Proof(claim=c.statement_latex, steps=steps),
+                witness=witness or None,
+                notes=(f"Intended: {sp.sstr(c.intended)}, which holds.", *extra_notes),
+            )
+    return _result(
+        c,
+        "fails",
+        _text(derived),
+        proof,
+        witness=witness,
+        notes=(f"Derived: {_text(derived)}.", *extra_notes),
+    )
+
+
+def _text(expr: sp.Basic) -> str:
+    """A derived expression as a short SymPy-parsable string."""
+    if isinstance(expr, sp.Tuple):
+        return sp.sstr(sp.Tuple(*(sp.simplify(e) for e in expr.args)))
+    return sp.sstr(sp.simplify(expr))
+
+
+def _entry(denom: str, diagonal: bool | None) -> sp.Expr:
+    assembled = _derived(denom).assembled
+    if diagonal is True:
+        return assembled.subs({bn.x_j: bn.x_k, bn.delta_jk: 1})
+    if diagonal is False:
+        return assembled.subs(bn.delta_jk, 0)
+    return assembled
+
+
+def _eq15(c):
+    return _decide_formula(c, _derived(SQRT).xhat, SQRT, "normalized value")
+
+
+def _eq16(c):
+    return _decide_formula(c, _entry(SQRT, True), SQRT, "diagonal entry")
+
+
+def _eq17(c):
+    return _decide_formula(c, _entry(SQRT, False), SQRT, "off-diagonal entry")
+
+
+def _independent(size: int = 2) -> bool:
+    """Two features, batch ``size``: no output depends on the other feature's column."""
+    f = bn.form(SQRT)
+    a, b = vector("a", size), vector("b", size)
+    _, _, ya = f.normalize(a)
+    _, _, yb = f.normalize(b)
+    return all(sp.diff(e, v) == 0 for e in ya for v in b) and all(
+        sp.diff(e, v) == 0 for e in yb for v in a
+    )
+
+
+def _table_jacobian(c):
+    from derive.claims import claim
+
+    eq16, eq17 = claim("batchnorm.eq16").formal, claim("batchnorm.eq17").formal
+    steps = [
+        Step(
+            statement="Eq. 16 and Eq. 17 equal the derived diagonal and off-diagonal entries",
+            method="symbolic identity",
+            check=lambda: (
+                pb.compare(eq16, _entry(SQRT, True), "Eq. 16")[0]
+                and pb.compare(eq17, _entry(SQRT, False), "Eq. 17")[0]
+            ),
+        ),
+        pb.derivation_step(SQRT),
+        Step(
+            statement="entries of different features are 0 (two features, batch 2 and 3)",
+            method="symbolic identity",
+            check=lambda: _independent(2) and _independent(3),
+        ),
+        Step(
+            statement="the closed form J = gamma r (I - 11^T/M - d d^T r^2/M) of one feature "
+            "equals sympy.diff, M = 1..5 (Eq. 16 on the diagonal, Eq. 17 off it)",
+            method="symbolic identity",
+            check=lambda: all(bn.batchnorm_checks(SQRT, s)["jacobian"] for s in PROOF_SIZES),
+        ),
+    ]
+    return _result(
+        c,
+        "holds",
+        "gamma_j*r*(delta_jk - 1/M - d_k*d_j*r**2/M)",
+        Proof(
+            claim=r"Table 2: $\partial\,\mathrm{BN}/\partial X$ is given by Eq. 16 and 17",
+            steps=tuple(steps),
+        ),
+        notes=(
+            "Block diagonal: one M x M block per feature, gamma_j times Eq. 16 (diagonal) and "
+            "Eq. 17 (off-diagonal); r = 1/sqrt(sigma^2 + eps), d = x - mu.",
+        ),
+    )
+
+
+def _lipschitz(c):
+    norm, _ = pb.block_norm_witness()
+    steps = (
+        Step(
+            statement=r"one feature's block is $J_j = \gamma_j r_j (I - 11^\top/M - z z^\top/M)$,"
+            r" LayerNorm's $r A$ with D = M (sympy.diff, M = 1..5); features are independent,"
+            r" so $\|J\|_2 = \max_j \|J_j\|_2$",
+            method="symbolic identity",
+            check=lambda: (
+                all(bn.batchnorm_checks(SQRT, s)["jacobian"] for s in PROOF_SIZES)
+                and _independent(2)
+            ),
+        ),
+        Step(
+            statement=r"$A = (P - Q) + \frac{\epsilon}{\sigma^2+\epsilon}Q$: eigenvalues 0, "
+            r"$\epsilon/(\sigma^2+\epsilon)$ and 1, the last with multiplicity M - 2, so "
+            r"$\|J_j\|_2 = |\gamma_j| / \sqrt{\sigma_j^2+\epsilon}$ for M >= 3 (M = 2..5)",
+            method="symbolic identity",
+            check=lambda: all(spectral_check("layernorm", s) for s in PROOF_SIZES[1:]),
+        ),
+        Step(
+            statement=f"M = 3, x = (0, 1, 5), gamma = 2, eps = 1/2: "
+            f"$\\|J\\|_2 = {sp.latex(norm)} = 2/\\sqrt{{\\sigma^2+\\epsilon}}$ exactly",
+            method="exact witness",
+            check=lambda: sp.simplify(pb.block_norm_witness()[0] - pb.block_norm_witness()[1]) == 0,
+        ),
+        Step(
+            statement=r"over all batches: a constant feature gives "
+            r"$J_j = \gamma_j P/\sqrt{\epsilon}$ (M = 1..5), so the global training constant "
+            r"is $\max_j|\gamma_j|/\sqrt\epsilon$ (M >= 2)",
+            method="exact witness",
+            check=lambda: all(attained_check("layernorm", s) for s in PROOF_SIZES),
+        ),
+        Step(
+            statement=r"inference mode: $y = \gamma(x - \mu_{run})/\sqrt{\sigma^2_{run}+"
+            r"\epsilon} + \beta$ has $\partial y/\partial x = \gamma/\sqrt{\sigma^2_{run}+"
+            r"\epsilon}$, constant: its Lipschitz constant is the printed value with the "
+            r"running variance",
+            method="symbolic identity",
+            check=lambda: is_zero(
+                sp.diff(_inference(), bn.x_k) - sp.Symbol("gamma") / sp.sqrt(bn.sigma2 + eps)
+            ),
+        ),
+    )
+    return _result(
+        c,
+        "approx",
+        "Max(Abs(gamma_j)/sqrt(sigma_j**2 + epsilon))",
+        Proof(
+            claim=r"BatchNorm's $\mathrm{Lip}$ at a batch, over all batches, and in inference",
+            steps=steps,
+        ),
+        witness={"M": "3", "x": "(0, 1, 5)", "gamma": "2", "eps": "1/2", "norm": sp.sstr(norm)},
+        notes=(
+            "Relative error 0 where the printed value applies: at a training batch with M >= 3 "
+            "(sigma_j^2 the batch variance) and in inference mode (the running variance) the "
+            "2-norm Lipschitz constant is exactly max_j |gamma_j|/sqrt(sigma_j^2 + eps).",
+            "Not a global constant in training mode: over all batches the supremum is "
+            "max_j |gamma_j|/sqrt(eps), reached at constant features (the printed value "
+            "understates it by sqrt(eps/(sigma^2 + eps)), e.g. 0.00316 at unit variance and "
+            "eps = 1e-5). M = 2: max_j |gamma_j| eps/(sigma_j^2 + eps)^(3/2); M = 1: 0.",
+            "std + eps form (004): r = 1/(sigma + eps) and the same structure: locally "
+            "max_j |gamma_j|/(sigma_j + eps) for M >= 3, globally max_j |gamma_j|/eps.",
+        ),
+        relative_error="0",
+    )
+
+
+def _inference() -> sp.Expr:
+    rm = sp.Symbol("mu_run", real=True)
+    return sp.Symbol("gamma") * (bn.x_k - rm) / sp.sqrt(bn.sigma2 + eps) + sp.Symbol("beta")
+
+
+def _a2_definition(c):
+    return _decide_formula(c, _derived(SQRT).xhat, SQRT, "normalized value")
+
+
+def _a2_jacobian(c):
+    def difference_norm() -> bool:
+        f = bn.form(SQRT)
+        xs = vector("x", 3)
+        _, var, xhat = f.normalize(xs)
+        point = {xs[0]: 0, xs[1]: 1, xs[2]: 5, eps: sp.Rational(1, 2)}
+        jacobian = xhat.jacobian(xs).subs(point)
+        r = 1 / sp.sqrt(var.subs(point) + sp.Rational(1, 2))
+        diff = jacobian - r * sp.eye(3)
+        eigenvalues = (diff.T * diff).eigenvals()
+        largest = max(eigenvalues, key=lambda e: sp.N(e, 50))
+        return sp.simplify(sp.sqrt(largest) - r) == 0
+
+    steps = (
+        Step(
+            statement=r"$J_j - \gamma_j r_j I = -\gamma_j r_j (\mathbf{1}\mathbf{1}^\top + z "
+            r"z^\top)/M$ with $\mathbf{1} \perp z$, eigenvalues 1 and $\sigma^2/(\sigma^2+"
+            r"\epsilon) < 1$: the error has 2-norm $|\gamma_j| r_j$, the norm of $J_j$ itself "
+            r"(M >= 3), for every M; entrywise it is $O(1/M)$ (Eq. 16-17)",
+            method="symbolic identity",
+            check=lambda: all(spectral_check("layernorm", s) for s in (3, 4)),
+        ),
+        Step(
+            statement=r"M = 3, x = (0, 1, 5), eps = 1/2: $\|J - rI\|_2 = r$ exactly",
+            method="exact witness",
+            check=difference_norm,
+        ),
+    )
+    return _result(
+        c,
+        "approx",
+        "1",
+        Proof(claim=c.statement_latex, steps=steps),
+        notes=(
+            "value: the relative 2-norm error of the approximation, 1 for every batch size: "
+            "the dropped rank-two part 11^T/M + z z^T/M never becomes small in norm, only "
+            "entry by entry (O(1/M)). The two matrices still have the same 2-norm "
+            "(|gamma_j| r_j for M >= 3), which is all the Lipschitz statement uses.",
+        ),
+        relative_error="1",
+    )
+
+
+def _definition_004(c):
+    point = {sp.Symbol("Zbar_ii"): -1, sp.Symbol("Zbar_ik"): 1, sp.Symbol("G"): 2}
+    derived = sp.Symbol("G") * sp.Symbol("Zbar_ik") + sp.Symbol("B")
+    literal = c.formal.subs(point) - derived.subs(point)
+    steps = (
+        Step(
+            statement=r"with $\overline Z_{ii} = -1 \ne \overline Z_{ik} = 1$, $G_i = 2$: the "
+            r"printed line gives $B_i - 2$, the definition (B.40) $B_i + 2$",
+            method="exact witness",
+            check=lambda: literal == -4,
+        ),
+        Step(
+            statement=r"intended $\widehat Z_{ik} = G_i \overline Z_{ik} + B_i$ with "
+            r"$\overline Z = (Z - \mu)/(\sigma + \varepsilon)$: the std + eps form, whose "
+            r"forward the kernels use (M = 1..5)",
+            method="symbolic identity",
+            check=lambda: (
+                is_zero(c.intended - derived)
+                and all(bn.output_matches(STD, s) for s in PROOF_SIZES)
+            ),
+        ),
+    )
+    return _result(
+        c,
+        "misprinted",
+        "G*Zbar_ik + B",
+        Proof(claim=c.statement_latex, steps=steps),
+        witness={"Zbar_ii": "-1", "Zbar_ik": "1", "G": "2"},
+    )
+
+
+def _partial_claim(c, derived, what):
+    return _decide_formula(c, derived, STD, what)
+
+
+def _b42(c):
+    zbar, g_, b_ = sp.Symbol("Zbar_ik"), sp.Symbol("G"), sp.Symbol("B")
+    return _partial_claim(c, sp.diff(g_ * zbar + b_, zbar), "dZhat/dZbar")
+
+
+def _b46(c):
+    d = _derived(STD)
+    return _partial_claim(c, sp.Tuple(d.by_x, d.by_mu, d.by_spread), "three partials")
+
+
+def _b47(c):
+    return _partial_claim(c, _derived(STD).x_by_x, "dZ_ik/dZ_ij")
+
+
+def _statistic_partial(which: str, size: int) -> bool:
+    """d mu/dx_j = 1/M, d sigma/dx_j = (x_j - mu)/(M sigma), by sympy.diff at batch size."""
+    xs = vector("x", size)
+    mean = sum(xs) / size
+    var = sum((v - mean) ** 2 for v in xs) / size
+    for j in range(size):
+        if which == "mu":
+            ok = is_zero(sp.diff(mean, xs[j]) - sp.Rational(1, size))
+        else:
+            ok = is_zero(sp.diff(sp.sqrt(var), xs[j]) - (xs[j] - mean) / (size * sp.sqrt(var)))
+        if not ok:
+            return False
+    return True
+
+
+def _b48(c):
+    result = _partial_claim(c, _derived(STD).mu_by_x, "dmu/dZ_ij")
+    return _with_step(
+        result,
+        Step(
+            statement="d mu/dZ_ij = 1/K by sympy.diff of the mean, K = 1..5",
+            method="symbolic identity",
+            check=lambda: all(_statistic_partial("mu", s) for s in PROOF_SIZES),
+        ),
+    )
+
+
+def _b49(c):
+    result = _partial_claim(c, _derived(STD).spread_by_x, "dsigma/dZ_ij")
+    return _with_step(
+        result,
+        Step(
+            statement="d sigma/dZ_ij = (Z_ij - mu)/(K sigma) by sympy.diff of the biased "
+            "standard deviation, K = 2..5 (sigma > 0)",
+            method="symbolic identity",
+            check=lambda: all(_statistic_partial("sigma", s) for s in PROOF_SIZES[1:]),
+        ),
+    )
+
+
+def _with_step(result, step: Step):
+    import dataclasses
+
+    proof = Proof(claim=result.proof.claim, steps=(*result.proof.steps, step))
+    if not proof.verify().ok:
+        from derive.check.activations import UnprovenError
+
+        raise UnprovenError(proof.verify().summary())
+    return dataclasses.replace(result, proof=proof)
+
+
+def _b50(c):
+    proof = Proof(claim=c.statement_latex, steps=(pb.derivation_step(STD),))
+    return _result(
+        c,
+        "holds",
+        sp.sstr(_derived(STD).assembled),
+        proof,
+        notes=("value: the assembled derivative (B.52) in the generic symbols.",),
+    )
+
+
+def _assembled(c):
+    return _decide_formula(c, _derived(STD).assembled, STD, "derivative")
+
+
+def _gradient(which: str):
+    def decide(c):
+        return _result(
+            c,
+            "holds",
+            {
+                "dx": "Sum(g_k*G*dZbar_k/dZ_j, (k, 1, K))",
+                "dbeta": "Sum(g_k, (k, 1, K))",
+                "dgamma": "Sum(g_k*Zbar_k, (k, 1, K))",
+            }[which],
+            pb.gradient_proof(c.statement_latex, which),
+        )
+
+    return decide
+
+
+def _against_derived(c, derived: sp.Tuple, what: str, steps: tuple, value: str, note: str):
+    """holds if the printed tuple equals the derived one, else fails at an exact point;
+    ``steps`` prove the derived tuple (identities and a concrete batch)."""
+    equal, witness = pb.compare(c.formal, derived, what)
+    comparison = Step(
+        statement=(
+            f"the printed {what} equal the derived ones"
+            if equal
+            else f"at the exact point {witness['point']}, component {witness['component']} of "
+            f"the printed {what} is {witness['printed']}, of the derived ones "
+            f"{witness['derived']}"
+        ),
+        method="symbolic identity" if equal else "exact witness",
+        check=lambda: pb.compare(c.formal, derived, what) == (equal, witness),
+    )
+    return _result(
+        c,
+        "holds" if equal else "fails",
+        value,
+        Proof(claim=c.statement_latex, steps=(comparison, *steps)),
+        witness=witness or None,
+        notes=(() if equal else (note,)),
+    )
+
+
+def _moments_000(c):
+    gamma, beta = sp.Symbol("gamma"), sp.Symbol("beta")
+    derived = sp.Tuple(beta, gamma**2 * bn.sigma**2 / (bn.sigma**2 + eps))
+    steps = (
+        Step(
+            statement=r"mean of the output = $\beta$ and its variance = $\gamma^2\sigma^2/"
+            r"(\sigma^2+\epsilon)$, exactly (M = 2..4)",
+            method="symbolic identity",
+            check=lambda: all(pb.moments_hold(s) for s in (2, 3, 4)),
+        ),
+        Step(
+            statement=r"a batch: x = (0, 2), eps = 1, gamma = 1, beta = 0 gives an output with "
+            r"mean 0 and variance 1/2",
+            method="exact witness",
+            check=lambda: pb.moment_counterexample() == (0, sp.Rational(1, 2)),
+        ),
+    )
+    return _against_derived(
+        c,
+        derived,
+        "(mean, variance)",
+        steps,
+        "Tuple(beta_j, gamma_j**2*sigma**2/(sigma**2 + epsilon))",
+        "Corrected: the mean is beta; the variance is gamma^2 sigma^2/(sigma^2 + eps), below "
+        "gamma^2 for every eps > 0 (it tends to gamma^2 as eps/sigma^2 -> 0).",
+    )
+
+
+def _identity_000(c):
+    derived = sp.Tuple(bn.mu, sp.sqrt(bn.sigma**2 + eps))
+    steps = (
+        Step(
+            statement=r"$\gamma = \sqrt{\sigma_{\mathcal B}^2 + \epsilon}$, "
+            r"$\beta = \mu_{\mathcal B}$ give $h = x$ exactly (M = 2..4)",
+            method="symbolic identity",
+            check=lambda: all(pb.corrected_identity(s) for s in (2, 3, 4)),
+        ),
+        Step(
+            statement=r"a batch: x = (0, 2), eps = 1 with $\gamma = \sigma_{\mathcal B} = 1$, "
+            r"$\beta = \mu_{\mathcal B} = 1$: $h - x = (1 - 1/\sqrt2, -1 + 1/\sqrt2) \ne 0$",
+            method="exact witness",
+            check=lambda: (
+                pb.identity_counterexample() == sp.Matrix([1 - sp.sqrt(2) / 2, -1 + sp.sqrt(2) / 2])
+            ),
+        ),
+    )
+    return _against_derived(
+        c,
+        derived,
+        "(beta, gamma)",
+        steps,
+        "Tuple(mu_B, sqrt(sigma_B**2 + epsilon))",
+        "value: the (beta, gamma) that make the transformation the identity.",
+    )
+
+
+def _moments_002(c):
+    derived = sp.Tuple(0, bn.sigma / sp.sqrt(bn.sigma**2 + eps))
+    steps = (
+        Step(
+            statement=r"$\hat x$ has mean 0 and variance $\sigma^2/(\sigma^2+\epsilon)$ "
+            r"exactly (the output with gamma = 1, beta = 0; M = 2..4)",
+            method="symbolic identity",
+            check=lambda: all(pb.moments_hold(s) for s in (2, 3, 4)),
+        ),
+        Step(
+            statement=r"a batch: x = (0, 2), eps = 1 gives $\hat x = (-1/\sqrt2, 1/\sqrt2)$, "
+            r"standard deviation $1/\sqrt2$",
+            method="exact witness",
+            check=lambda: pb.moment_counterexample() == (0, sp.Rational(1, 2)),
+        ),
+    )
+    return _against_derived(
+        c,
+        derived,
+        "(mean, standard deviation)",
+        steps,
+        "Tuple(0, sigma/sqrt(sigma**2 + epsilon))",
+        "Corrected: mean 0 and standard deviation sigma/sqrt(sigma^2 + eps) < 1.",
+    )
+
+
+def _test_002(c):
+    rm, rv = sp.Symbol("E_x"), sp.Symbol("Var_x", nonnegative=True)
+    derived = (bn.x_k - rm) / sp.sqrt(rv + eps)
+    steps = (
+        Step(
+            statement="the printed test-time normalization is the inference-mode kernel's "
+            "(x - running_mean)/sqrt(running_var + eps)",
+            method="symbolic identity",
+            check=lambda: is_zero(c.formal - derived),
+        ),
+    )
+    return _result(
+        c,
+        "holds",
+        sp.sstr(derived),
+        Proof(claim=c.statement_latex, steps=steps),
+        notes=("E[x], Var[x]: the running statistics (running_update; PyTorch's convention).",),
+    )
+
+
+DECIDERS: dict[str, Callable[[Claim], object]] = {
+    "batchnorm.eq15": _eq15,
+    "batchnorm.eq16": _eq16,
+    "batchnorm.eq17": _eq17,
+    "batchnorm.jacobian": _table_jacobian,
+    "batchnorm.lipschitz": _lipschitz,
+    "batchnorm.a2_definition": _a2_definition,
+    "batchnorm.a2_jacobian": _a2_jacobian,
+    "batchnorm.definition_004": _definition_004,
+    "batchnorm.B42": _b42,
+    "batchnorm.B46": _b46,
+    "batchnorm.B47": _b47,
+    "batchnorm.B48": _b48,
+    "batchnorm.B49": _b49,
+    "batchnorm.B50": _b50,
+    "batchnorm.B51": _assembled,
+    "batchnorm.B52": _assembled,
+    "batchnorm.KE21": _assembled,
+    "batchnorm.B53": _gradient("dx"),
+    "batchnorm.B55": _gradient("dbeta"),
+    "batchnorm.B57": _gradient("dgamma"),
+    "batchnorm.KE22": _gradient("dbeta"),
+    "batchnorm.moments_000": _moments_000,
+    "batchnorm.identity_000": _identity_000,
+    "batchnorm.moments_002": _moments_002,
+    "batchnorm.test_002": _test_002,
+}
+
+
+def check_batchnorm(c: Claim):
+    """The verdict of a BatchNorm claim."""
+    return DECIDERS[c.id](c)

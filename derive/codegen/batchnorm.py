@@ -1,0 +1,407 @@
+"""Writes ``kernels/_generated/batchnorm.py`` from the closed forms of :mod:`derive.definitions.batchnorm`.
+
+The kernel works on x laid out as (A, L, C), features last: an (N, D) input as (N, 1, D),
+an (N, C, H, W) input as (N, H*W, C). Each feature's statistics run over (a, p); blocks of
+features run in parallel, and the innermost loops run along the contiguous feature axis.
+The statistics are LayerNorm's, per column (compensated for float64, corrected two-pass
+float64 for float32/float16, rounded half steps in strict mode); the one-feature Jacobian
+uses LayerNorm's row statistics (``kernels/_generated/layernorm.py``). The per-element
+stages are emitted here for both denominators, and the loops are the templates below.
+Paths and arithmetic are those of :mod:`derive.codegen.norms`.
+"""
+
+from __future__ import annotations
+
+import sympy as sp
+
+from derive.codegen.emit import Constants
+from derive.codegen.norms import HEADER, REDUCE, _emit_stages, _serial_strict
+from derive.definitions import batchnorm as bn
+from derive.definitions import norms as norms
+
+#: denom -> the suffix of its stage functions and loops.
+SUFFIX = {"sqrt_var_eps": "sqrt", "std_plus_eps": "std"}
+
+STATISTICS_IMPORT = (
+    "from kernels._generated.layernorm import statistics_f16s, statistics_f64, statistics_wide"
+)
+
+JACOBIAN_LOOP = '''\
+@njit(cache=True, error_model="numpy")
+def jacobian_{path}_{denom}(x, gamma_i, epsilon, out):
+    """Training mode: the (M, M) block J[k, p] = dy_k / dx_l of one feature."""
+    size = x.size
+    n = {size_n}
+    mh, ml, s = statistics_{path}(x)
+    r = scale_{denom}_{mode}(s, epsilon)
+    w = weight_{denom}_{mode}(s, epsilon, r) if s > 0.0 else 0.0 * r * r
+    for k in range(size):
+        dk = {dev_k}
+        for j in range(size):
+            dj = {dev_j}
+            kronecker = 1.0 if k == j else 0.0
+            out[k, j] = entry_{mode}(dk, dj, r, np.float64(gamma_i), n, w, kronecker)
+'''
+
+COLUMN_STATISTICS = {
+    "f64": """\
+@njit(cache=True, error_model="numpy")
+def column_statistics_f64(x, c0, c1):
+    \"\"\"(mean hi, mean lo, biased variance) of features c0..c1 of x (A, L, C), compensated.\"\"\"
+    width, count = c1 - c0, x.shape[0] * x.shape[1]
+    hi, lo = np.zeros(width), np.zeros(width)
+    for a in range(x.shape[0]):
+        for p in range(x.shape[1]):
+            for c in range(c0, c1):
+                t, e = two_sum(hi[c - c0], x[a, p, c])
+                hi[c - c0] = t
+                lo[c - c0] += e
+    mh, ml = np.empty(width), np.empty(width)
+    for k in range(width):
+        mh[k], ml[k] = dd_div(hi[k], lo[k], np.float64(count), 0.0)
+    hi[:] = 0.0
+    lo[:] = 0.0
+    for a in range(x.shape[0]):
+        for p in range(x.shape[1]):
+            for c in range(c0, c1):
+                d = (x[a, p, c] - mh[c - c0]) - ml[c - c0]
+                t, e = two_sum(hi[c - c0], d * d)
+                hi[c - c0] = t
+                lo[c - c0] += e
+    return mh, ml, (hi + lo) / count
+""",
+    "wide": """\
+@njit(cache=True, error_model="numpy", fastmath={reduce})
+def column_statistics_wide(x, c0, c1):
+    \"\"\"(mean, correction, biased variance) of features c0..c1 of x (A, L, C), float64,
+    corrected two-pass.\"\"\"
+    width, count = c1 - c0, x.shape[0] * x.shape[1]
+    first = np.zeros(width)
+    for a in range(x.shape[0]):
+        for p in range(x.shape[1]):
+            for c in range(c0, c1):
+                first[c - c0] += np.float64(x[a, p, c])
+    m = first / count
+    first[:] = 0.0
+    second = np.zeros(width)
+    for a in range(x.shape[0]):
+        for p in range(x.shape[1]):
+            for c in range(c0, c1):
+                d = np.float64(x[a, p, c]) - m[c - c0]
+                first[c - c0] += d
+                second[c - c0] += d * d
+    correction = first / count
+    moment = second / count - correction * correction
+    for k in range(width):
+        if moment[k] < 0.0:
+            moment[k] = 0.0
+    return m, correction, moment
+""",
+    "f16s": """\
+@njit(cache=True, error_model="numpy")
+def column_statistics_f16s(x, c0, c1):
+    \"\"\"(mean, 0, biased variance) of features c0..c1, every operation rounded to half.\"\"\"
+    width = c1 - c0
+    count = round_to_half(np.float64(x.shape[0] * x.shape[1]))
+    acc = np.zeros(width)
+    for a in range(x.shape[0]):
+        for p in range(x.shape[1]):
+            for c in range(c0, c1):
+                acc[c - c0] = round_to_half(acc[c - c0] + x[a, p, c])
+    m = np.empty(width)
+    for k in range(width):
+        m[k] = round_to_half(acc[k] / count)
+    acc[:] = 0.0
+    for a in range(x.shape[0]):
+        for p in range(x.shape[1]):
+            for c in range(c0, c1):
+                d = round_to_half(x[a, p, c] - m[c - c0])
+                acc[c - c0] = round_to_half(acc[c - c0] + round_to_half(d * d))
+    moment = np.empty(width)
+    for k in range(width):
+        moment[k] = round_to_half(acc[k] / count)
+    return m, np.zeros(width), moment
+""",
+}
+
+COLUMN_SUMS = {
+    "f64": """\
+        sums = np.zeros((8, width))
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    k = c - c0
+                    dk = (x[a, p, c] - mh[k]) - ml[k]
+                    gk = g[a, p, c]
+                    t, e = two_sum(sums[0, k], summand_a_f64(gammas[k], gk))
+                    sums[0, k] = t
+                    sums[1, k] += e
+                    t, e = two_sum(sums[2, k], summand_ad_f64(dk, gammas[k], gk))
+                    sums[2, k] = t
+                    sums[3, k] += e
+                    t, e = two_sum(sums[4, k], summand_gz_f64(dk, r[k], gk))
+                    sums[4, k] = t
+                    sums[5, k] += e
+                    t, e = two_sum(sums[6, k], gk)
+                    sums[6, k] = t
+                    sums[7, k] += e
+        sum_a, sum_ad = sums[0] + sums[1], sums[2] + sums[3]
+        sum_gz, sum_g = sums[4] + sums[5], sums[6] + sums[7]""",
+    "wide": """\
+        sum_a, sum_ad, sum_gz, sum_g = _column_sums_wide(x, g, c0, c1, gammas, mh, ml, r)""",
+    "f16s": """\
+        sum_a, sum_ad = np.zeros(width), np.zeros(width)
+        sum_gz, sum_g = np.zeros(width), np.zeros(width)
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    k = c - c0
+                    dk = round_to_half((x[a, p, c] - mh[k]) - ml[k])
+                    gk = g[a, p, c]
+                    sum_a[k] = round_to_half(sum_a[k] + summand_a_f16s(gammas[k], gk))
+                    sum_ad[k] = round_to_half(sum_ad[k] + summand_ad_f16s(dk, gammas[k], gk))
+                    sum_gz[k] = round_to_half(sum_gz[k] + summand_gz_f16s(dk, r[k], gk))
+                    sum_g[k] = round_to_half(sum_g[k] + gk)""",
+}
+
+WIDE_COLUMN_SUMS = """\
+@njit(cache=True, error_model="numpy", fastmath={reduce})
+def _column_sums_wide(x, g, c0, c1, gammas, m, correction, r):
+    \"\"\"The four per-feature sums of the VJP, in float64.\"\"\"
+    width = c1 - c0
+    sum_a, sum_ad = np.zeros(width), np.zeros(width)
+    sum_gz, sum_g = np.zeros(width), np.zeros(width)
+    for a in range(x.shape[0]):
+        for p in range(x.shape[1]):
+            for c in range(c0, c1):
+                k = c - c0
+                dk = (np.float64(x[a, p, c]) - m[k]) - correction[k]
+                gk = np.float64(g[a, p, c])
+                sum_a[k] += summand_a_f64(gammas[k], gk)
+                sum_ad[k] += summand_ad_f64(dk, gammas[k], gk)
+                sum_gz[k] += summand_gz_f64(dk, r[k], gk)
+                sum_g[k] += gk
+    return sum_a, sum_ad, sum_gz, sum_g
+"""
+
+COLUMN_LOOPS = '''\
+@njit(cache=True, parallel=True, error_model="numpy")
+def forward_{path}_{denom}(x, gamma, beta, epsilon, block, out):
+    """Training mode on x (A, L, C): features c (the last axis) normalized over (a, p),
+    blocks of features in parallel."""
+    A, L, C = x.shape
+    for b in {range}((C + block - 1) // block):
+        c0, c1 = b * block, min(C, (b + 1) * block)
+        mh, ml, s = column_statistics_{path}(x, c0, c1)
+        r = np.empty(c1 - c0)
+        for k in range(c1 - c0):
+            r[k] = scale_{denom}_{mode}(s[k], epsilon)
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    k = c - c0
+                    dk = {dev}
+                    gamma_k, beta_k = np.float64(gamma[c]), np.float64(beta[c])
+                    out[a, p, c] = output_{mode}(dk, r[k], gamma_k, beta_k)
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def vjp_{path}_{denom}(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
+    """Training mode on x (A, L, C): dx, and each feature's dgamma and dbeta."""
+    A, L, C = x.shape
+    n = {count}
+    for b in {range}((C + block - 1) // block):
+        c0, c1 = b * block, min(C, (b + 1) * block)
+        width = c1 - c0
+        mh, ml, s = column_statistics_{path}(x, c0, c1)
+        r, w, gammas = np.empty(width), np.empty(width), np.empty(width)
+        for k in range(width):
+            r[k] = scale_{denom}_{mode}(s[k], epsilon)
+            # The sigma path vanishes with the deviations: w = 0 at zero variance (its limit),
+            # NaN when r is inf there (eps = 0: 0/0).
+            w[k] = weight_{denom}_{mode}(s[k], epsilon, r[k]) if s[k] > 0.0 else 0.0 * r[k] * r[k]
+            gammas[k] = np.float64(gamma[c0 + k])
+{sums}
+        ma, mad = np.empty(width), np.empty(width)
+        for k in range(width):
+            ma[k] = {mean_a}
+            mad[k] = {mean_ad}
+            dgamma[c0 + k] = sum_gz[k]
+            dbeta[c0 + k] = sum_g[k]
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    k = c - c0
+                    dk = {dev}
+                    gk = np.float64(g[a, p, c])
+                    dx[a, p, c] = dx_{mode}(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k])
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def forward_inference_{path}_{denom}(x, gamma, beta, mean, var, epsilon, block, out):
+    """Inference mode: the affine map with the running statistics."""
+    A, L, C = x.shape
+    for b in {range}((C + block - 1) // block):
+        c0, c1 = b * block, min(C, (b + 1) * block)
+        r = np.empty(c1 - c0)
+        for k in range(c1 - c0):
+            r[k] = scale_{denom}_{mode}(np.float64(var[c0 + k]), epsilon)
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    dk = {dev_infer}
+                    gamma_c, beta_c = np.float64(gamma[c]), np.float64(beta[c])
+                    out[a, p, c] = output_{mode}(dk, r[c - c0], gamma_c, beta_c)
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def vjp_inference_{path}_{denom}(x, g, gamma, mean, var, epsilon, block, dx, dgamma, dbeta):
+    """Inference mode: dx = gamma r g, dgamma = sum g (x - mean) r, dbeta = sum g."""
+    A, L, C = x.shape
+    for b in {range}((C + block - 1) // block):
+        c0, c1 = b * block, min(C, (b + 1) * block)
+        r = np.empty(c1 - c0)
+        sum_gz, sum_g = np.zeros(c1 - c0), np.zeros(c1 - c0)
+        for k in range(c1 - c0):
+            r[k] = scale_{denom}_{mode}(np.float64(var[c0 + k]), epsilon)
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    k = c - c0
+                    dk = {dev_infer}
+                    gk = np.float64(g[a, p, c])
+                    dx[a, p, c] = dx_inference_{mode}(r[k], np.float64(gamma[c]), gk)
+                    sum_gz[k] = {acc_gz}
+                    sum_g[k] = {acc_g}
+        for k in range(c1 - c0):
+            dgamma[c0 + k] = sum_gz[k]
+            dbeta[c0 + k] = sum_g[k]
+'''
+
+
+def _stages(constants: Constants) -> list[str]:
+    shared = [
+        ("output", bn.SQRT_VAR_EPS.output, (norms.d, norms.r, norms.gamma_i, norms.beta_i), "y"),
+        (
+            "dx",
+            bn.SQRT_VAR_EPS.vjp,
+            (norms.d, norms.r, norms.gamma_i, norms.g_i, norms.m_a, bn.m_ad, bn.w),
+            "dL/dx_k, m_a = mean(gamma g), m_ad = mean(gamma g d), w the sigma-path weight",
+        ),
+        (
+            "entry",
+            bn.SQRT_VAR_EPS.jacobian_entry,
+            (norms.d, norms.d_j, norms.r, norms.gamma_i, bn.m, bn.w, norms.delta),
+            "J_kl (one feature; delta is 1 on the diagonal)",
+        ),
+        ("summand_a", norms.gamma_i * norms.g_i, (norms.gamma_i, norms.g_i), "a summand of m_a"),
+        (
+            "summand_ad",
+            norms.gamma_i * norms.g_i * norms.d,
+            (norms.d, norms.gamma_i, norms.g_i),
+            "a summand of m_ad",
+        ),
+        (
+            "summand_gz",
+            bn.SQRT_VAR_EPS.dgamma_term,
+            (norms.d, norms.r, norms.g_i),
+            "a summand of dgamma",
+        ),
+        (
+            "dx_inference",
+            norms.gamma_i * norms.r * norms.g_i,
+            (norms.r, norms.gamma_i, norms.g_i),
+            "dL/dx in inference mode",
+        ),
+    ]
+    for denom, suffix in SUFFIX.items():
+        f = bn.form(denom)
+        shared.append((f"scale_{suffix}", f.scale, (norms.s, norms.eps), f"the scale r ({denom})"))
+        shared.append(
+            (
+                f"weight_{suffix}",
+                f.weight,
+                (norms.s, norms.eps, norms.r),
+                f"the sigma-path weight w ({denom}; the caller takes 0 at zero variance)",
+            )
+        )
+    return _emit_stages("BatchNorm", shared, constants)
+
+
+def batchnorm_source() -> str:
+    """The full text of ``kernels/_generated/batchnorm.py``."""
+    constants = Constants()
+    functions = _stages(constants)
+    loops = []
+    for path, mode, prange_, rounding in (
+        ("f64", "f64", "prange", ""),
+        ("wide", "f64", "prange", ""),
+        ("f16s", "f16s", "range", "round_to_half"),
+    ):
+
+        def rounded(code: str, rounding: str = rounding) -> str:
+            return f"{rounding}({code})" if rounding else code
+
+        if path == "f16s":
+            acc_gz = "round_to_half(sum_gz[k] + summand_gz_f16s(dk, r[k], gk))"
+            acc_g = "round_to_half(sum_g[k] + gk)"
+        else:
+            acc_gz, acc_g = "sum_gz[k] + summand_gz_f64(dk, r[k], gk)", "sum_g[k] + gk"
+        loops.append(COLUMN_STATISTICS[path].format(reduce=REDUCE))
+        for denom in SUFFIX.values():
+            loops.append(
+                COLUMN_LOOPS.format(
+                    path=path,
+                    mode=mode,
+                    denom=denom,
+                    range=prange_,
+                    count=rounded("np.float64(A * L)"),
+                    dev=rounded("(np.float64(x[a, p, c]) - mh[k]) - ml[k]"),
+                    dev_infer=rounded("np.float64(x[a, p, c]) - np.float64(mean[c])"),
+                    sums=COLUMN_SUMS[path],
+                    mean_a=rounded("sum_a[k] / n"),
+                    mean_ad=rounded("sum_ad[k] / n"),
+                    acc_gz=acc_gz,
+                    acc_g=acc_g,
+                )
+            )
+            loops.append(
+                JACOBIAN_LOOP.format(
+                    path=path,
+                    mode=mode,
+                    denom=denom,
+                    size_n=rounded("np.float64(size)"),
+                    dev_k=rounded("(np.float64(x[k]) - mh) - ml"),
+                    dev_j=rounded("(np.float64(x[j]) - mh) - ml"),
+                )
+            )
+    summary = (
+        f"y = {sp.sstr(bn.SQRT_VAR_EPS.output)}, dx_k = {sp.sstr(bn.SQRT_VAR_EPS.vjp)};\n"
+        "r and w per denominator: sqrt_var_eps r = 1/sqrt(s + eps), w = r**2;\n"
+        "std_plus_eps r = 1/(sqrt(s) + eps), w = r/sqrt(s) (0 at s = 0)."
+    )
+    header = HEADER.format(
+        title="BatchNorm",
+        key="batchnorm",
+        summary=summary,
+        source="001_76ce3a8a4b6079c3.txt Eq. 15-17; 004_a581282367ea7257.txt Definition 17",
+        block=0,
+        imports="{imports}",
+    )
+    header = header.replace(
+        "#: Rows per block of the parameter-gradient sums (fixed: results do not depend on "
+        "threads).\nBLOCK_ROWS = 0\n",
+        "",
+    )
+    header = header.replace(
+        "from kernels._f16 import round_to_half",
+        "from kernels._f16 import round_to_half\n" + STATISTICS_IMPORT,
+    ).replace("from derive/definitions/norms.py.", "from derive/definitions/batchnorm.py.")
+    header = header.rstrip("\n") + "\n"
+    sections = [
+        "\n".join(constants.lines),
+        *functions,
+        WIDE_COLUMN_SUMS.format(reduce=REDUCE).strip("\n"),
+        *(loop.strip("\n") for loop in loops),
+    ]
+    return _serial_strict(header + "\n" + "\n\n\n".join(sections) + "\n")

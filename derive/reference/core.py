@@ -1,0 +1,911 @@
+"""High-precision references: exact values, correct rounding and ULP arithmetic.
+
+The references the tests judge the kernels by. They share nothing with the kernels except the
+SymPy forward definition in :mod:`derive.definitions.activations`: an expression is turned into mpmath code by
+``sympy.lambdify(x, expr, modules="mpmath")`` and evaluated at >= 50 significant digits, always
+inside ``mpmath.workprec`` (never a bare ``mp.dps = ...``), so no global precision leaks.
+
+Conventions
+-----------
+*Correct to d digits.* :func:`evaluate` returns ``v`` with
+``|v - f(x)| <= 2^-t * max(|f(x)|, 2^-floor_bits)``, ``t = ceil(d log2 10) + 1`` (so the
+relative error is at most ``10^-d / 2`` above the floor). The floor defaults to
+``2^-1075``, half the smallest float64 subnormal: a value below it rounds to zero in every
+supported dtype, so the references only resolve it absolutely (possibly as an exact 0 whose
+sign is then not known). Pass a larger ``floor_bits`` to resolve tinier values to full digits.
+
+*Adaptive precision.* An expression is evaluated at a pair of working precisions ``p`` and
+``p + 32`` bits. The pair is accepted when
+
+1. the two values agree: ``|v_p - v_(p+32)| <= 2^-t * max(|v_(p+32)|, 2^-floor_bits)``, and
+2. ``p`` is high enough that nothing can hide below both. A term can vanish at both
+   precisions only if it is absorbed exactly and then cancelled (``tanh(u)`` rounds to -1
+   once ``e^(2u) < 2^-p``, so ``1 + tanh(u)`` is exactly 0 at p and at p + 32: agreement
+   alone would accept 0 for GeLU-tanh at x = -30, whose value is -9.6e-857). Such a term is
+   below ``2^-p * S(x)``, where ``S(x) = max(1, |x|)^K`` is the scale of the intermediate
+   terms and ``K`` an error-growth degree read off the expression tree (:func:`error_degree`).
+   The rule is ``p >= t + 32 + log2 S(x) - log2 max(|v|, 2^-floor_bits)``: the hidden-term
+   bound must sit ``t + 32`` bits below the value, or below the floor. So a result that comes
+   out 0 (or tiny) is accepted only at a precision that would have revealed any value above
+   2^-1075 relative to the input's scale (about 1300 bits for |x| < 2). The rule is skipped
+   where no sum may add terms of opposite signs (:func:`may_cancel`: sigmoid, Swish and
+   GeLU-sigmoid forwards, the sigmoid derivative), since without cancellation every
+   operation has a small relative error that the agreement test sees. ``K`` assumes the
+   hidden terms are amplified polynomially, as in the catalog (``exp`` appears in logistic
+   ratios); a branch that is a binary rational constant (ReLU's 0 and 1) is exact at once.
+
+Otherwise the pair is retried at a higher precision (at least 1.5 times higher, or as high as
+the observed disagreement or rule 2 asks), up to ``max_precision`` bits (default 2^16), after
+which :class:`PrecisionError` is raised. The first pair starts at ``t + 40 + log2 S(x)``, so
+most inputs cost two evaluations at about 210 bits for 50 digits.
+
+*Non-finite inputs.* At +-inf the result is the limit (``sympy.limit``; a Piecewise takes the
+branch that holds on a ray towards the infinity), cached per expression; a limit that does
+not exist (oscillation, ``zoo``) is NaN. At NaN the result is NaN. A top-level Piecewise is
+decided by its own conditions, evaluated in mpmath at the (exact) input, e.g. ReLU's
+``x > 0`` makes ``relu'(0) = 0``.
+
+*Rounding.* :func:`round_to_dtype` rounds to nearest, ties to even, with gradual underflow and
+overflow to +-inf as IEEE 754 prescribes, using the format parameters from ``np.finfo``
+(:func:`float_format`). :func:`correctly_rounded` and :func:`reference_array` add Ziv's test: a
+reference whose error interval straddles a rounding boundary is recomputed with twice the
+digits, and one that comes out bit-identical at both digit counts is taken as exact.
+
+>>> import sympy as sp
+>>> from derive.definitions.activations import SIGMOID, x
+>>> evaluate(SIGMOID, 0)
+mpf('0.5')
+>>> round_to_dtype(mpmath.mpf(65520), np.float16)
+np.float16(inf)
+>>> ulp(mpmath.mpf(1), np.float16) == mpmath.mpf(2) ** -10
+True
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+
+import mpmath
+import numpy as np
+import numpy.typing as npt
+import sympy as sp
+from mpmath import libmp
+
+from derive.definitions.activations import x
+
+__all__ = [
+    "FLOOR_BITS",
+    "MAX_PRECISION",
+    "MIN_REFERENCE_DIGITS",
+    "Float16Table",
+    "FloatFormat",
+    "PrecisionError",
+    "clear_caches",
+    "condition_number",
+    "correctly_rounded",
+    "error_degree",
+    "evaluate",
+    "float16_table",
+    "float_format",
+    "may_cancel",
+    "reference_array",
+    "reference_values",
+    "round_to_dtype",
+    "ulp",
+    "ulp_error",
+]
+
+#: Values below 2^-FLOOR_BITS are resolved absolutely, not relatively: 2^-1075 is half the
+#: smallest float64 subnormal, so anything smaller rounds to zero in every supported dtype.
+FLOOR_BITS = 1075
+
+#: The highest working precision (bits) :func:`evaluate` tries before giving up.
+MAX_PRECISION = 1 << 16
+
+#: References used by tests carry at least this many significant digits (SPEC, "Tests").
+MIN_REFERENCE_DIGITS = 50
+
+#: Extra bits: the second evaluation of a pair, and the margin of the hidden-term rule.
+_GUARD_BITS = 32
+
+#: Extra bits of the first pair beyond the rule's minimum (covers results >= 2^-8 at once).
+_START_MARGIN_BITS = 8
+
+#: reference_array goes through the exhaustive float16 table from this many inputs on.
+_TABLE_THRESHOLD = 4096
+
+
+class PrecisionError(ArithmeticError):
+    """No two successive evaluations agreed before the precision cap was reached."""
+
+
+# --------------------------------------------------------------------------------------------
+# Exact conversion of inputs
+# --------------------------------------------------------------------------------------------
+
+
+def _to_mpf(value: object) -> mpmath.mpf:
+    """``value`` as an mpf, exactly (independent of the context precision)."""
+    if isinstance(value, mpmath.mpf):
+        return value
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"expected a real number, got the bool {value!r}")
+    if isinstance(value, (int, np.integer)):
+        return mpmath.mp.make_mpf(libmp.from_int(int(value)))
+    if isinstance(value, np.floating) and np.dtype(type(value)).itemsize > 8:
+        raise TypeError(f"{np.dtype(type(value))} inputs are not supported (float16/32/64 are)")
+    if isinstance(value, (float, np.floating)):
+        return mpmath.mp.make_mpf(libmp.from_float(float(value)))
+    raise TypeError(f"expected an mpf, int or float, got {type(value).__name__}: {value!r}")
+
+
+def _target_bits(digits: int) -> int:
+    """Bits ``t`` with ``2^-t <= 10^-digits / 2``."""
+    if not isinstance(digits, (int, np.integer)) or digits < 1:
+        raise ValueError(f"digits must be a positive integer, got {digits!r}")
+    return math.ceil(int(digits) * math.log2(10)) + 1
+
+
+def _level(value: mpmath.mpf, floor_bits: int) -> int:
+    """A lower bound for ``log2 max(|value|, 2^-floor_bits)`` (``value`` finite)."""
+    if not value:
+        return -floor_bits
+    return max(int(mpmath.mag(value)) - 1, -floor_bits)
+
+
+# --------------------------------------------------------------------------------------------
+# Floating-point formats and correct rounding
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FloatFormat:
+    """An IEEE 754 binary format by its parameters.
+
+    ``precision`` p counts the significand bits including the implicit one; normal numbers
+    are ``m * 2^(e - p + 1)`` with ``2^(p-1) <= m < 2^p`` and ``emin <= e <= emax``;
+    subnormals have ``e = emin`` and ``m < 2^(p-1)``.
+    """
+
+    dtype: np.dtype
+    precision: int
+    emin: int
+    emax: int
+
+    @property
+    def smallest_subnormal(self) -> mpmath.mpf:
+        """``2^(emin - p + 1)`` (2^-24 for float16)."""
+        return _pow2(self.emin - self.precision + 1)
+
+    @property
+    def smallest_normal(self) -> mpmath.mpf:
+        """``2^emin`` (2^-14 for float16)."""
+        return _pow2(self.emin)
+
+    @property
+    def max_finite(self) -> mpmath.mpf:
+        """``(2 - 2^(1-p)) * 2^emax`` (65504 for float16)."""
+        man = (1 << self.precision) - 1
+        return mpmath.mp.make_mpf(libmp.from_man_exp(man, self.emax - self.precision + 1))
+
+    @property
+    def overflow_threshold(self) -> mpmath.mpf:
+        """``(2 - 2^-p) * 2^emax``: the least magnitude that rounds to infinity (65520)."""
+        man = (1 << (self.precision + 1)) - 1
+        return mpmath.mp.make_mpf(libmp.from_man_exp(man, self.emax - self.precision))
+
+
+def _pow2(exponent: int) -> mpmath.mpf:
+    return mpmath.mp.make_mpf(libmp.from_man_exp(1, exponent))
+
+
+_SUPPORTED = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+
+
+@cache
+def _format_of(dtype: np.dtype) -> FloatFormat:
+    info = np.finfo(dtype)
+    return FloatFormat(dtype, int(info.nmant) + 1, int(info.minexp), int(info.maxexp) - 1)
+
+
+def float_format(dtype: npt.DTypeLike) -> FloatFormat:
+    """The :class:`FloatFormat` of float16, float32 or float64, from ``np.finfo``.
+
+    >>> f = float_format(np.float16)
+    >>> (f.precision, f.emin, f.emax, float(f.max_finite), float(f.overflow_threshold))
+    (11, -14, 15, 65504.0, 65520.0)
+    """
+    dt = np.dtype(dtype)
+    if dt not in _SUPPORTED:
+        raise TypeError(f"dtype must be float16, float32 or float64, got {dt}")
+    return _format_of(dt)
+
+
+def _round_parts(value: mpmath.mpf, fmt: FloatFormat) -> tuple[int, int, int] | str:
+    """Round to ``fmt``: ``(sign, n, q)`` meaning ``(-1)^sign * n * 2^q``, or "nan"/"inf"/"-inf".
+
+    Round to nearest, ties to even, at the quantum of the value's binade (never below the
+    subnormal quantum); a result of ``2^(emax+1)`` or more overflows to infinity.
+    """
+    sign, man, exp, bc = value._mpf_
+    if not man:
+        if value._mpf_ == libmp.fnan:
+            return "nan"
+        if value._mpf_ == libmp.finf:
+            return "inf"
+        if value._mpf_ == libmp.fninf:
+            return "-inf"
+        return (sign, 0, 0)
+    top = exp + bc - 1  # 2^top <= |value| < 2^(top + 1)
+    if top > fmt.emax:
+        return "-inf" if sign else "inf"
+    q = max(top, fmt.emin) - fmt.precision + 1
+    if exp >= q:
+        n = man << (exp - q)
+    else:
+        shift = q - exp
+        if shift > bc:  # |value| < half the quantum: rounds to zero
+            n = 0
+        else:
+            n = man >> shift
+            rem = man - (n << shift)
+            half = 1 << (shift - 1)
+            if rem > half or (rem == half and n & 1):
+                n += 1
+    if n.bit_length() + q - 1 > fmt.emax:
+        return "-inf" if sign else "inf"
+    return (sign, n, q)
+
+
+def _parts_to_numpy(parts: tuple[int, int, int] | str, fmt: FloatFormat) -> np.floating:
+    if isinstance(parts, str):
+        return fmt.dtype.type({"nan": math.nan, "inf": math.inf, "-inf": -math.inf}[parts])
+    sign, n, q = parts
+    magnitude = math.ldexp(n, q)  # exact: n < 2^53 and n * 2^q is representable
+    return fmt.dtype.type(-magnitude if sign else magnitude)
+
+
+def round_to_dtype(value: mpmath.mpf | float | int, dtype: npt.DTypeLike) -> np.floating:
+    """``value`` correctly rounded to ``dtype`` (float16, float32 or float64).
+
+    Round to nearest, ties to even, with subnormals and overflow as in IEEE 754: a magnitude
+    at or above :attr:`FloatFormat.overflow_threshold` becomes +-inf, a negative value that
+    rounds to zero gives -0.0. ``value`` is taken exactly (an mpf carries its own mantissa;
+    ``float(mpf)`` is not used because it rounds twice in the float64 subnormal range).
+
+    >>> float(round_to_dtype(65519, np.float16)), round_to_dtype(-1e-300, np.float32)
+    (65504.0, np.float32(-0.0))
+    """
+    fmt = float_format(dtype)
+    return _parts_to_numpy(_round_parts(_to_mpf(value), fmt), fmt)
+
+
+def ulp(value: mpmath.mpf | float | int, dtype: npt.DTypeLike) -> mpmath.mpf:
+    """The spacing of ``dtype`` at ``|value|``: ``2^(e - p + 1)`` for ``2^e <= |value| < 2^(e+1)``.
+
+    Conventions: the binade is that of the exact value (so just below a power of two the
+    finer spacing counts); below the normal range it is the subnormal spacing, the smallest
+    subnormal (also at 0); beyond the largest finite number it stays the top binade's
+    spacing; NaN or +-inf give NaN.
+
+    >>> ulp(mpmath.mpf(65504), np.float16), ulp(0, np.float16) == mpmath.mpf(2) ** -24
+    (mpf('32.0'), True)
+    """
+    fmt = float_format(dtype)
+    v = _to_mpf(value)
+    if not mpmath.isfinite(v):
+        return mpmath.mpf("nan")
+    if not v:
+        return fmt.smallest_subnormal
+    _, _, exp, bc = v._mpf_
+    top = min(max(exp + bc - 1, fmt.emin), fmt.emax)
+    return _pow2(top - fmt.precision + 1)
+
+
+def ulp_error(
+    actual: mpmath.mpf | float | np.floating, exact: mpmath.mpf | float, dtype: npt.DTypeLike
+) -> float:
+    """``|actual - exact| / ulp(exact, dtype)``, with non-finite values judged by class.
+
+    * ``exact`` NaN: 0 if ``actual`` is NaN, else inf; ``actual`` NaN otherwise: inf.
+    * If ``exact`` correctly rounds to +-inf in ``dtype`` (it is infinite or overflows):
+      0 if ``actual`` is that same infinity, else inf. A finite answer where IEEE overflows
+      is wrong, whatever its distance.
+    * ``actual`` +-inf where ``exact`` rounds to a finite number: inf (spurious overflow).
+    * Otherwise the finite quotient, computed exactly and rounded to a Python float.
+
+    >>> ulp_error(np.float16(1.0), mpmath.mpf(1) + mpmath.mpf(2) ** -12, np.float16)
+    0.25
+    """
+    fmt = float_format(dtype)
+    a, e = _to_mpf(actual), _to_mpf(exact)
+    if mpmath.isnan(e):
+        return 0.0 if mpmath.isnan(a) else math.inf
+    if mpmath.isnan(a):
+        return math.inf
+    rounded = _round_parts(e, fmt)
+    if isinstance(rounded, str):  # "inf" or "-inf"
+        return 0.0 if mpmath.isinf(a) and (a > 0) == (rounded == "inf") else math.inf
+    if mpmath.isinf(a):
+        return math.inf
+    difference = abs(mpmath.fsub(a, e, exact=True))
+    return float(mpmath.fdiv(difference, ulp(e, fmt.dtype), prec=60))
+
+
+# --------------------------------------------------------------------------------------------
+# Compiling SymPy expressions to mpmath
+# --------------------------------------------------------------------------------------------
+
+#: Functions with bounded values and bounded derivative: no polynomial growth of their own.
+_BOUNDED_FUNCTIONS = (sp.tanh, sp.erf, sp.erfc, sp.sin, sp.cos, sp.atan)
+
+
+def error_degree(expr: sp.Expr) -> int:
+    """The error-growth degree ``K``: evaluation errors of ``expr`` scale like ``|x|^K``.
+
+    Read off the tree with (magnitude degree m, error degree k) per node: ``x`` (1, 1),
+    numbers (0, 0); a sum takes the maxima; a product adds magnitudes, and its error is
+    the largest ``k_i + sum_(j != i) m_j``; an integer power ``b^n`` has (n m, k + (n-1) m);
+    bounded functions (tanh, erf, ...) and ``exp`` keep the argument's k with m = 0 (``exp``
+    errors are relative: the scale only follows polynomial growth); a Piecewise takes the
+    maxima over its branches. It bounds the scale of the terms whose cancellation can hide a
+    value, conservatively (``x (1 + tanh(x + x^3))`` gives 4).
+
+    >>> from derive.definitions.activations import elementwise
+    >>> error_degree(elementwise("gelu_tanh").forward), error_degree(elementwise("sigmoid").forward)
+    (4, 1)
+    """
+    return _degrees(sp.sympify(expr))[1]
+
+
+def _degrees(e: sp.Basic) -> tuple[int, int]:
+    if e == x:
+        return 1, 1
+    if e.is_number or not e.free_symbols:
+        return 0, 0
+    if isinstance(e, sp.Piecewise):
+        pairs = [_degrees(arg.expr) for arg in e.args]
+        return max(m for m, _ in pairs), max(k for _, k in pairs)
+    if isinstance(e, sp.Add):
+        pairs = [_degrees(arg) for arg in e.args]
+        return max(m for m, _ in pairs), max(k for _, k in pairs)
+    if isinstance(e, sp.Mul):
+        pairs = [_degrees(arg) for arg in e.args]
+        total = sum(m for m, _ in pairs)
+        return total, max([total] + [k + total - m for m, k in pairs])
+    if isinstance(e, sp.Pow):
+        (mb, kb), n = _degrees(e.base), e.exp
+        if n.is_number and n.is_real:
+            if n > 0:
+                grow = math.ceil(float(n) * mb)
+                return grow, kb + max(0, grow - mb)
+            return 0, kb  # a reciprocal: assumes the base stays away from 0
+        mn, kn = _degrees(n)
+        return 0, kb + kn + mb + mn
+    pairs = [_degrees(arg) for arg in e.args if isinstance(arg, sp.Expr)] or [(0, 0)]
+    k = max(k for _, k in pairs)
+    if isinstance(e, (*_BOUNDED_FUNCTIONS, sp.exp)):
+        return 0, k
+    return max(m for m, _ in pairs), k
+
+
+def may_cancel(expr: sp.Expr) -> bool:
+    """Whether some sum in ``expr`` may add terms of opposite signs (SymPy's assumptions).
+
+    Without such a sum every operation has a small relative error, so no term can vanish
+    unseen and the agreement test alone decides; with one, rule 2 of the module docstring
+    applies. ``1 + exp(-x)`` cannot cancel, ``1 + erf(x)`` or ``x e^-x + 1`` may.
+
+    >>> from derive.definitions.activations import elementwise
+    >>> may_cancel(elementwise("sigmoid").forward), may_cancel(elementwise("swish").derivative)
+    (False, True)
+    """
+    for total in sp.sympify(expr).atoms(sp.Add):
+        terms = total.args
+        if not (all(t.is_nonnegative for t in terms) or all(t.is_nonpositive for t in terms)):
+            return True
+    return False
+
+
+def _exact_constant(e: sp.Expr) -> mpmath.mpf | None:
+    """The value of a rational constant with a power-of-two denominator, else None."""
+    if not e.is_Rational:
+        return None
+    p, q = int(e.p), int(e.q)
+    if q & (q - 1):
+        return None
+    return mpmath.mp.make_mpf(libmp.from_man_exp(p, -(q.bit_length() - 1)))
+
+
+_NAN = mpmath.mpf("nan")
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    """An expression as mpmath code: its top-level Piecewise branches, each lambdified.
+
+    ``degree`` is :func:`error_degree`, or None if no sum may cancel (:func:`may_cancel`).
+    """
+
+    expr: sp.Expr
+    degree: int | None
+    branches: tuple[tuple[Callable[[mpmath.mpf], bool] | None, Callable, mpmath.mpf | None], ...]
+
+    def __call__(self, xm: mpmath.mpf) -> tuple[mpmath.mpf, bool]:
+        """``(value, exact)`` at the current mpmath precision."""
+        for condition, function, exact in self.branches:
+            if condition is None or condition(xm):
+                if exact is not None:
+                    return exact, True
+                value = function(xm)
+                return (value if isinstance(value, mpmath.mpf) else mpmath.mpf(value)), False
+        return _NAN, True  # no branch applies: undefined
+
+
+@cache
+def _compile(expr: sp.Expr) -> _Compiled:
+    extra = expr.free_symbols - {x}
+    if extra:
+        names = sorted(map(str, extra))
+        raise ValueError(
+            f"expression {expr} must depend on derive.definitions.activations.x only; has {names}"
+        )
+    pieces = expr.args if isinstance(expr, sp.Piecewise) else ((expr, sp.true),)
+    branches = []
+    for branch, condition in pieces:
+        test = None if condition == sp.true else sp.lambdify(x, condition, modules="mpmath")
+        function = sp.lambdify(x, branch, modules="mpmath", cse=True)
+        branches.append((test, function, _exact_constant(branch)))
+    degree = error_degree(expr) if may_cancel(expr) else None
+    return _Compiled(expr, degree, tuple(branches))
+
+
+def _compiled(expr: sp.Expr) -> _Compiled:
+    return _compile(sp.sympify(expr))
+
+
+# --------------------------------------------------------------------------------------------
+# Limits at +-inf
+# --------------------------------------------------------------------------------------------
+
+
+def _holds_on_ray(where: sp.Set, direction: int) -> bool:
+    boundary = where.boundary
+    points = [p for p in boundary if p.is_finite] if isinstance(boundary, sp.FiniteSet) else []
+    if direction > 0:
+        ray = sp.Interval(max(points, default=0) + 1, sp.oo)
+    else:
+        ray = sp.Interval(-sp.oo, min(points, default=0) - 1)
+    return bool(ray.is_subset(where))
+
+
+@cache
+def _symbolic_limit(expr: sp.Expr, direction: int) -> sp.Expr:
+    """``lim f(x)`` as ``x -> direction * oo``; a Piecewise by the branch that holds there."""
+    folded = sp.piecewise_fold(expr)
+    if isinstance(folded, sp.Piecewise):
+        for branch, where in folded.as_expr_set_pairs():
+            if _holds_on_ray(where, direction):
+                return _symbolic_limit(branch, direction)
+        return sp.nan
+    return sp.limit(folded, x, direction * sp.oo)
+
+
+def _limit_value(expr: sp.Expr, direction: int, digits: int, floor_bits: int) -> mpmath.mpf:
+    limit = _symbolic_limit(expr, direction)
+    if limit == sp.oo:
+        return mpmath.mpf("inf")
+    if limit == -sp.oo:
+        return mpmath.mpf("-inf")
+    if isinstance(limit, sp.Limit) or limit.has(sp.Limit):
+        raise ValueError(f"SymPy cannot decide the limit of {expr} at {direction * sp.oo}")
+    if limit.free_symbols or not (limit.is_extended_real and limit.is_finite):
+        return mpmath.mpf("nan")  # does not exist: nan, zoo, AccumBounds
+    return evaluate(limit, 0, digits, floor_bits=floor_bits)
+
+
+# --------------------------------------------------------------------------------------------
+# Adaptive evaluation
+# --------------------------------------------------------------------------------------------
+
+
+def _run(compiled: _Compiled, points: Iterable[mpmath.mpf], prec: int) -> list:
+    """``compiled`` at every point, at ``prec`` bits; None where it divided by zero."""
+    out = []
+    with mpmath.workprec(prec):
+        for xm in points:
+            try:
+                out.append(compiled(xm))
+            except ZeroDivisionError:
+                out.append(None)
+    return out
+
+
+def _next_precision(
+    lo, hi, prec: int, scale: int | None, target: int, floor_bits: int
+) -> int | None:
+    """None to accept the pair ``(lo, hi)`` at ``(prec, prec + 32)`` bits, else the next prec.
+
+    ``scale`` is ``log2 S(x)`` of rule 2, or None where no term can hide (nothing cancels).
+    """
+    if lo is None or hi is None:
+        return 2 * prec
+    (a, a_exact), (b, b_exact) = lo, hi
+    if a_exact and b_exact:
+        return None
+    if not (mpmath.isfinite(a) and mpmath.isfinite(b)):
+        same = (mpmath.isnan(a) and mpmath.isnan(b)) or a == b
+        return None if same else 2 * prec
+    level = _level(b, floor_bits)
+    _, man, exp, bc = libmp.mpf_sub(a._mpf_, b._mpf_, 32, libmp.round_nearest)
+    agree = not man or exp + bc <= level - target
+    required = 0 if scale is None else target + _GUARD_BITS + scale - level
+    if agree:
+        return None if prec >= required else required
+    lost = exp + bc - level + prec  # bits the lower evaluation lost
+    return max(required, lost + target + _GUARD_BITS, prec + prec // 2)
+
+
+def _scale_bits(compiled: _Compiled, xm: mpmath.mpf) -> int | None:
+    """``ceil(log2 S(x))`` for ``S(x) = max(1, |x|)^K``; None if nothing can cancel."""
+    if compiled.degree is None:
+        return None
+    return compiled.degree * max(0, int(mpmath.mag(xm))) if xm else 0
+
+
+def _evaluate_points(
+    compiled: _Compiled,
+    points: Sequence[mpmath.mpf],
+    digits: int,
+    floor_bits: int,
+    max_precision: int,
+) -> list[mpmath.mpf]:
+    """Adaptive evaluation at many points, each pass batched by working precision."""
+    target = _target_bits(digits)
+    results: list[mpmath.mpf | None] = [None] * len(points)
+    scales: dict[int, int | None] = {}
+    pending: dict[int, int] = {}
+    for i, xm in enumerate(points):
+        if mpmath.isnan(xm):
+            results[i] = _NAN
+        elif mpmath.isinf(xm):
+            results[i] = _limit_value(compiled.expr, 1 if xm > 0 else -1, digits, floor_bits)
+        else:
+            scales[i] = _scale_bits(compiled, xm)
+            pending[i] = target + _GUARD_BITS + _START_MARGIN_BITS + (scales[i] or 0)
+    while pending:
+        by_precision: dict[int, list[int]] = defaultdict(list)
+        for i, prec in pending.items():
+            by_precision[prec].append(i)
+        pending = {}
+        for prec, indices in sorted(by_precision.items()):
+            if prec > max_precision:
+                i = indices[0]
+                raise PrecisionError(
+                    f"{compiled.expr} at x = {mpmath.nstr(points[i], 20)}: no agreement to "
+                    f"{digits} digits up to {max_precision} bits"
+                )
+            chosen = [points[i] for i in indices]
+            lows = _run(compiled, chosen, prec)
+            highs = _run(compiled, chosen, prec + _GUARD_BITS)
+            for i, lo, hi in zip(indices, lows, highs, strict=True):
+                step = _next_precision(lo, hi, prec, scales[i], target, floor_bits)
+                if step is None:
+                    results[i] = hi[0]
+                else:
+                    pending[i] = step
+    return results  # type: ignore[return-value]
+
+
+def evaluate(
+    expr: sp.Expr,
+    value: mpmath.mpf | float | int,
+    digits: int = 50,
+    *,
+    floor_bits: int = FLOOR_BITS,
+    max_precision: int = MAX_PRECISION,
+) -> mpmath.mpf:
+    """``expr`` (SymPy, in :data:`derive.definitions.activations.x`) at ``value``, to ``digits`` digits.
+
+    The input is taken exactly. The result ``v`` satisfies
+    ``|v - f(x)| <= 10^-digits / 2 * max(|f(x)|, 2^-floor_bits)`` under the adaptive rule of
+    the module docstring; at +-inf it is the limit, at NaN it is NaN. The returned mpf keeps
+    the mantissa of the working precision: do further arithmetic on it inside
+    ``mpmath.workprec``. Raises :class:`PrecisionError` past ``max_precision`` bits.
+
+    >>> from derive.definitions.activations import elementwise
+    >>> gelu = elementwise("gelu_none")
+    >>> with mpmath.workdps(30):  # GeLU'(sqrt 2) = 1/2 + erf(1)/2 + exp(-1)/sqrt(pi)
+    ...     print(evaluate(gelu.derivative, mpmath.sqrt(2)))
+    1.12890414518515478634074444226
+    >>> evaluate(elementwise("relu").derivative, 0.0), evaluate(gelu.forward, -math.inf)
+    (mpf('0.0'), mpf('0.0'))
+    """
+    (result,) = _evaluate_points(
+        _compiled(expr), [_to_mpf(value)], digits, floor_bits, max_precision
+    )
+    return result
+
+
+def reference_values(
+    expr: sp.Expr,
+    xs: Iterable[mpmath.mpf | float] | np.ndarray,
+    digits: int = MIN_REFERENCE_DIGITS,
+    *,
+    floor_bits: int = FLOOR_BITS,
+) -> list[mpmath.mpf]:
+    """:func:`evaluate` at each input (flattened), batched by working precision."""
+    items = np.asarray(xs).ravel().tolist() if isinstance(xs, np.ndarray) else list(xs)
+    points = [_to_mpf(v) for v in items]
+    return _evaluate_points(_compiled(expr), points, digits, floor_bits, MAX_PRECISION)
+
+
+# --------------------------------------------------------------------------------------------
+# Correctly rounded references
+# --------------------------------------------------------------------------------------------
+
+
+def _rounding_is_safe(value: mpmath.mpf, fmt: FloatFormat, target: int, floor_bits: int) -> bool:
+    """True if every number within the error bound of ``value`` rounds alike (Ziv's test).
+
+    The bound is ``2^-target * max(|value|, 2^-floor_bits)``, doubled. Rounding to nearest
+    changes only at midpoints, so it suffices that no midpoint lies within the bound; for
+    ``target > p + 2`` only the midpoint in the value's own quantum can.
+    """
+    _, man, exp, bc = value._mpf_
+    if not man:
+        return True  # zero (the bound is far below every format's smallest midpoint) or special
+    top = exp + bc - 1
+    radius = max(top + 1, -floor_bits) - target + 1  # log2 of the bound
+    if top > fmt.emax:
+        return True  # |value| >= 2^(emax+1), far above the overflow threshold
+    q = max(top, fmt.emin) - fmt.precision + 1
+    if exp >= q:
+        return True  # representable: the nearest midpoint is half a quantum away
+    shift = q - exp
+    if shift >= bc:  # below the smallest quantum: decide by rounding both ends
+        below = _round_parts(mpmath.fsub(value, _pow2(radius), exact=True), fmt)
+        above = _round_parts(mpmath.fadd(value, _pow2(radius), exact=True), fmt)
+        return _parts_to_numpy(below, fmt) == _parts_to_numpy(above, fmt)
+    rem = man & ((1 << shift) - 1)
+    distance = abs(rem - (1 << (shift - 1)))  # to the midpoint, in units of 2^exp
+    return distance > 0 and (radius < exp or distance > 1 << (radius - exp))
+
+
+def _round_reference(
+    compiled: _Compiled,
+    xm: mpmath.mpf,
+    value: mpmath.mpf,
+    fmt: FloatFormat,
+    digits: int,
+    floor_bits: int,
+) -> np.floating:
+    while not _rounding_is_safe(value, fmt, _target_bits(digits), floor_bits):
+        more = 2 * digits
+        floor_more = floor_bits + _target_bits(more) - _target_bits(digits)
+        (sharper,) = _evaluate_points(compiled, [xm], more, floor_more, MAX_PRECISION)
+        if sharper == value:  # bit-identical at two digit counts: the value is exact
+            break
+        value, digits, floor_bits = sharper, more, floor_more
+    return round_to_dtype(value, fmt.dtype)
+
+
+def correctly_rounded(
+    expr: sp.Expr,
+    value: mpmath.mpf | float | int,
+    dtype: npt.DTypeLike,
+    digits: int = MIN_REFERENCE_DIGITS,
+) -> np.floating:
+    """``expr`` at ``value``, correctly rounded to ``dtype`` (with Ziv's rounding test).
+
+    >>> from derive.definitions.activations import SIGMOID
+    >>> correctly_rounded(SIGMOID, 2.0, np.float16)
+    np.float16(0.881)
+    """
+    fmt = float_format(dtype)
+    _check_reference_digits(digits)
+    compiled, xm = _compiled(expr), _to_mpf(value)
+    (exact,) = _evaluate_points(compiled, [xm], digits, FLOOR_BITS, MAX_PRECISION)
+    return _round_reference(compiled, xm, exact, fmt, digits, FLOOR_BITS)
+
+
+def _check_reference_digits(digits: int) -> None:
+    if not isinstance(digits, (int, np.integer)) or digits < MIN_REFERENCE_DIGITS:
+        raise ValueError(f"references need >= {MIN_REFERENCE_DIGITS} digits, got {digits!r}")
+
+
+def _float_inputs(xs: npt.ArrayLike) -> np.ndarray:
+    arr = np.asarray(xs)
+    if arr.dtype not in _SUPPORTED:
+        raise TypeError(f"xs must be a float16, float32 or float64 array, got {arr.dtype}")
+    return arr
+
+
+def _rounded_array(
+    compiled: _Compiled, arr: np.ndarray, fmt: FloatFormat, digits: int
+) -> tuple[np.ndarray, list[mpmath.mpf]]:
+    points = [_to_mpf(v) for v in arr.ravel().tolist()]
+    values = _evaluate_points(compiled, points, digits, FLOOR_BITS, MAX_PRECISION)
+    flat = np.empty(len(points), dtype=fmt.dtype)
+    for i, (xm, value) in enumerate(zip(points, values, strict=True)):
+        flat[i] = _round_reference(compiled, xm, value, fmt, digits, FLOOR_BITS)
+    return flat.reshape(arr.shape), values
+
+
+def reference_array(
+    expr: sp.Expr, xs: npt.ArrayLike, dtype: npt.DTypeLike, digits: int = MIN_REFERENCE_DIGITS
+) -> np.ndarray:
+    """``expr`` at every element of ``xs``, correctly rounded to ``dtype``; same shape.
+
+    ``xs`` (float16/32/64) is taken exactly. For float16 inputs and a float16 result, from
+    4096 inputs on, or whenever the table is already built, the values come from the cached
+    exhaustive :func:`float16_table`.
+
+    >>> from derive.definitions.activations import elementwise
+    >>> reference_array(elementwise("relu").forward, np.array([-1.5, 0.0, 2.5]), np.float32)
+    array([0. , 0. , 2.5], dtype=float32)
+    """
+    fmt = float_format(dtype)
+    _check_reference_digits(digits)
+    arr = _float_inputs(xs)
+    key = (sp.sympify(expr), int(digits))
+    if (
+        arr.dtype == np.float16
+        and fmt.dtype == np.float16
+        and (arr.size >= _TABLE_THRESHOLD or key in _FLOAT16_TABLES)
+    ):
+        return float16_table(expr, digits).lookup(arr)
+    rounded, _ = _rounded_array(_compiled(expr), arr, fmt, digits)
+    return rounded
+
+
+# --------------------------------------------------------------------------------------------
+# Exhaustive float16 tables
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class Float16Table:
+    """``f`` at all 65,536 float16 inputs, indexed by the input's bit pattern.
+
+    ``rounded`` is the correctly rounded float16 result (from >= 50-digit references);
+    ``exact`` the same reference correctly rounded to float64 (enough to measure float16 ULP
+    errors to within 2^-42 ULP) and ``spacing`` its :func:`ulp` in float16. The arrays are
+    read-only; ``seconds`` is the (wall-clock) time the build took. Where ``|f(x)|`` is below
+    2^-1075 the reference may be an unsigned 0, so ``rounded`` holds +0.0 where IEEE would
+    give -0.0: compare zeros as numbers (``ulp_errors`` does).
+    """
+
+    expr: sp.Expr
+    digits: int
+    inputs: np.ndarray
+    rounded: np.ndarray
+    exact: np.ndarray
+    spacing: np.ndarray
+    seconds: float = field(default=0.0)
+
+    def lookup(self, xs: npt.ArrayLike) -> np.ndarray:
+        """The correctly rounded float16 results at the float16 inputs ``xs``."""
+        arr = np.asarray(xs)
+        if arr.dtype != np.float16:
+            raise TypeError(f"xs must be float16, got {arr.dtype}")
+        return self.rounded[arr.view(np.uint16)]
+
+    def ulp_errors(self, xs: npt.ArrayLike, actual: npt.ArrayLike) -> np.ndarray:
+        """:func:`ulp_error` of ``actual`` (a result at each float16 input ``xs``), as float64.
+
+        Same conventions as :func:`ulp_error`: NaN against NaN and a matching overflow are 0,
+        any other mismatch of class is inf.
+        """
+        arr = np.asarray(xs)
+        got = np.asarray(actual).astype(np.float64)
+        if arr.dtype != np.float16 or arr.shape != got.shape:
+            raise ValueError(
+                f"xs must be float16 with the shape of actual {got.shape}, got {arr.dtype} "
+                f"{arr.shape}"
+            )
+        bits = arr.view(np.uint16)
+        exact, rounded, spacing = self.exact[bits], self.rounded[bits], self.spacing[bits]
+        errors = np.full(got.shape, np.inf)
+        both_nan = np.isnan(exact) & np.isnan(got)
+        errors[both_nan] = 0.0
+        overflow = np.isinf(rounded)
+        errors[overflow & (got == rounded)] = 0.0
+        finite = np.isfinite(rounded) & np.isfinite(got)
+        errors[finite] = np.abs(got[finite] - exact[finite]) / spacing[finite]
+        return errors
+
+
+_FLOAT16_TABLES: dict[tuple[sp.Expr, int], Float16Table] = {}
+
+
+def float16_table(expr: sp.Expr, digits: int = MIN_REFERENCE_DIGITS) -> Float16Table:
+    """The exhaustive float16 :class:`Float16Table` of ``expr``, built once per process.
+
+    Cached by (expression, digits) for the life of the process (each pytest-xdist worker
+    builds the tables it uses). One table costs 65,536 adaptive evaluations, two mpmath
+    evaluations each where the first pair at ~210 bits is accepted. CPU time per table on one
+    core (forward / derivative): relu 0.6 / 0.6 s, sigmoid 2.6 / 2.8 s, Swish 2.2 / 4.2 s,
+    GeLU-sigmoid ~3 / ~6 s, GeLU-tanh ~9 / ~12 s, GeLU 21 / ~28 s -- GeLU's ``1 + erf`` must
+    be resolved at ~1300 bits for x in [-40, -17], where mpmath's erf costs milliseconds.
+    """
+    _check_reference_digits(digits)
+    key = (sp.sympify(expr), int(digits))
+    table = _FLOAT16_TABLES.get(key)
+    if table is None:
+        start = time.perf_counter()
+        fmt16, fmt64 = float_format(np.float16), float_format(np.float64)
+        inputs = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
+        rounded, values = _rounded_array(_compiled(key[0]), inputs, fmt16, key[1])
+        exact = np.array([_parts_to_numpy(_round_parts(v, fmt64), fmt64) for v in values])
+        spacing = np.array([float(ulp(v, np.float16)) for v in values])
+        for array in (inputs, rounded, exact, spacing):
+            array.setflags(write=False)
+        table = Float16Table(
+            key[0], key[1], inputs, rounded, exact, spacing, time.perf_counter() - start
+        )
+        _FLOAT16_TABLES[key] = table
+    return table
+
+
+def clear_caches() -> None:
+    """Forget the float16 tables, compiled expressions and limits (e.g. to time a build)."""
+    _FLOAT16_TABLES.clear()
+    _compile.cache_clear()
+    _symbolic_limit.cache_clear()
+    _derivative.cache_clear()
+
+
+# --------------------------------------------------------------------------------------------
+# Condition numbers
+# --------------------------------------------------------------------------------------------
+
+
+@cache
+def _derivative(expr: sp.Expr) -> sp.Expr:
+    return sp.diff(expr, x)
+
+
+def condition_number(
+    f_expr: sp.Expr,
+    x_value: mpmath.mpf | float | int,
+    digits: int = 20,
+    *,
+    floor_bits: int = FLOOR_BITS,
+) -> mpmath.mpf:
+    """The relative condition number ``|x f'(x) / f(x)|``, ``f'`` by ``sympy.diff``.
+
+    Conventions: a value below the evaluation floor ``2^-floor_bits`` counts as zero. Where
+    ``x f'(x) = 0`` (x = 0, or f' = 0) the result is 0 -- a relative perturbation of x does
+    not move f to first order, even if f(x) = 0 as well (ReLU left of the kink, GeLU at 0).
+    Otherwise, where ``f(x) = 0`` it is inf. At +-inf it is the limit of ``x f'/f``; at NaN,
+    NaN.
+
+    >>> from derive.definitions.activations import SIGMOID
+    >>> condition_number(SIGMOID, 0)  # x sigma'(x) / sigma(x) = x / (1 + e^x)
+    mpf('0.0')
+    >>> mpmath.nstr(condition_number(SIGMOID, 2), 15), mpmath.nstr(2 / (1 + mpmath.e**2), 15)
+    ('0.238405844044235', '0.238405844044235')
+    """
+    expr = sp.sympify(f_expr)
+    xm = _to_mpf(x_value)
+    if mpmath.isnan(xm):
+        return _NAN
+    derivative = _derivative(expr)
+    if mpmath.isinf(xm):
+        ratio = sp.Abs(x * derivative / expr)
+        return _limit_value(ratio, 1 if xm > 0 else -1, digits, floor_bits)
+    floor = _pow2(-floor_bits)
+    slope = evaluate(derivative, xm, digits, floor_bits=floor_bits)
+    if not xm or abs(slope) < floor:
+        return mpmath.mpf(0)
+    fx = evaluate(expr, xm, digits, floor_bits=floor_bits)
+    if abs(fx) < floor:
+        return mpmath.mpf("inf")
+    with mpmath.workprec(_target_bits(digits) + _GUARD_BITS):
+        return abs(xm * slope / fx)

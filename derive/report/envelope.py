@@ -1,0 +1,214 @@
+"""The report's "FP16 envelopes" section: safe upstream-gradient sizes with their proofs.
+
+Every number comes from :func:`derive.envelope.modules.envelope` (exact or arb decisions); the
+max-norm constants K(D) of LayerNorm/BatchNorm and RMSNorm are verified by the proofs of
+``proofs/envelope.py`` for every D in the tables, and the witnesses are run through the
+kernels by ``tests/envelope/test_modules.py``.
+"""
+
+from __future__ import annotations
+
+from derive.envelope.modules import envelope, layernorm_k, models, rmsnorm_k
+from derive.report.figures import loglog_figure
+from proofs.envelope import verified
+
+#: The configurations of the main table.
+TABLE_DIMS = (768, 1024, 4096, 8192)
+TABLE_EPS = (1e-5, 1e-6, 1e-12)
+#: The figure: safe size against eps for these (module, D) curves.
+FIGURE_CURVES = (
+    ("layernorm", 768),
+    ("layernorm", 4096),
+    ("rmsnorm", 768),
+    ("rmsnorm", 4096),
+    ("batchnorm", 32),
+    ("batchnorm", 256),
+)
+FIGURE_EPS = tuple(10.0 ** (-12 + i / 4) for i in range(41))  # 1e-12 .. 1e-2
+FIGURE = "figures/fp16_safe_gradient.svg"
+
+#: One configuration per module for the overview table (the CLI defaults otherwise).
+OVERVIEW = {
+    "linear": {"dim": 768, "out_dim": 3072, "weight_max": 0.125},
+    "conv2d": {"channels": 64, "out_dim": 64, "weight_max": 0.0625},
+    "sigmoid": {},
+    "softmax": {"dim": 768},
+    "relu": {},
+    "gelu": {},
+    "swish": {},
+    "dp_attention": {"tokens": 8, "dim": 64},
+    "l2_attention": {"tokens": 8, "dim": 64},
+    "scs_attention": {"tokens": 8, "dim": 64},
+    "layernorm": {"dim": 768, "eps": 1e-5},
+    "batchnorm": {"dim": 256, "eps": 1e-5},
+    "weightnorm": {"dim": 768, "out_dim": 768, "eps": 1e-5},
+    "rmsnorm": {"dim": 768, "eps": 1e-6},
+    "centernorm": {"dim": 768},
+    "residual": {"dim": 768, "weight_max": 0.125},
+    "weighted_residual": {"dim": 768, "weight_max": 0.125, "nu_max": 0.25},
+    "maxpool": {"dim": 768},
+    "avgpool": {"dim": 768},
+}
+
+
+def _cell(text: str) -> str:
+    """A Markdown table cell: pipes escaped."""
+    return text.replace("|", "\\|")
+
+
+def _g(value) -> str:
+    return "every finite" if value is None else ("none" if value == 0 else f"{float(value):.6g}")
+
+
+def _main_table() -> list[str]:
+    lines = [
+        "| module | D | eps | 2-norm gain | max-norm gain | K(D) | safe g, float16 | "
+        "witness overflows at | safe g, bfloat16 | K(D) proof |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for module in ("layernorm", "rmsnorm", "batchnorm"):
+        for dim in TABLE_DIMS:
+            kind = "rmsnorm" if module == "rmsnorm" else "layernorm"
+            proof = "verified" if verified(kind, dim) else "NOT verified"
+            k_value = float(rmsnorm_k(dim)[0] if kind == "rmsnorm" else layernorm_k(dim)[0])
+            for eps in TABLE_EPS:
+                e = envelope(module, "float16", dim=dim, eps=eps)
+                b = envelope(module, "bfloat16", witness=False, dim=dim, eps=eps)
+                gain_max = float(e.model.gain_max.value)
+                w = e.witness
+                lines.append(
+                    f"| {module} | {dim} | {eps:g} | {float(e.model.gain_2.value):.6g} | "
+                    f"{gain_max:.8g} | {k_value:.8g} | {_g(e.safe)} | "
+                    f"{float(w.outside):.6g} ({w.steps} step{'s' if w.steps > 1 else ''}) | "
+                    f"{_g(b.safe)} | {proof} |"
+                )
+    return lines
+
+
+def _overview() -> tuple[list[str], list[str]]:
+    lines = [
+        "| module | configuration | 2-norm gain | max-norm gain | forward | safe g, float16 | "
+        "witness |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    missing = []
+    known = models()
+    for module, config in OVERVIEW.items():
+        if module not in known:
+            missing.append(module)
+            continue
+        e = envelope(module, "float16", **config)
+        m = e.model
+
+        def gain(g) -> str:
+            return "unbounded" if g.value is None else f"{float(g.value):.6g}"
+
+        if m.forward.sup is not None:
+            forward = f"<= {float(m.forward.sup):.6g}"
+        else:
+            at = e.forward_overflow_input
+            forward = (
+                "never overflows" if at is None else f"overflows from max abs x = {float(at):.6g}"
+            )
+        w = e.witness
+        witness = "-" if w is None else f"inf at g = {float(w.outside):.6g}"
+        lines.append(
+            f"| {module} | {_cell(m.parameters)} | {gain(m.gain_2)} | {gain(m.gain_max)} | "
+            f"{forward} | {_g(e.safe)} | {witness} |"
+        )
+    return lines, missing
+
+
+def figure() -> str:
+    """Safe float16 upstream-gradient size against eps (PyTorch convention)."""
+    series = {}
+    for module, dim in FIGURE_CURVES:
+        points = []
+        for eps in FIGURE_EPS:
+            e = envelope(module, "float16", witness=False, dim=dim, eps=eps)
+            points.append((eps, float(e.safe) if e.safe else 65504.0))
+        label = {"layernorm": "LayerNorm D", "rmsnorm": "RMSNorm D", "batchnorm": "BatchNorm M"}
+        series[f"{label[module]} = {dim}"] = points
+    return loglog_figure("largest safe float16 upstream gradient max|g| against eps", series)
+
+
+def _strict_lines() -> list[str]:
+    try:
+        from derive.envelope.strict import STRICT_MODULES, strict_thresholds
+    except ImportError:
+        return []
+    lines = [
+        "### Strict half arithmetic: where naive FP16 breaks",
+        "",
+        "Predicted from the order of the strict kernels' operations (`strict_fp16=True`, every "
+        "intermediate rounded to half) and pinned on both sides by "
+        "`tests/envelope/test_strict.py`.",
+        "",
+        "| module | D | eps | intermediate | threshold | what happens |",
+        "|---|---|---|---|---|---|",
+    ]
+    rows: dict[tuple, list[str]] = {}
+    for module in STRICT_MODULES:
+        for dim in (768, 4096):
+            for eps in (1e-5, 1e-12):
+                for t in strict_thresholds(module, dim, eps):
+                    key = (module, dim, t.quantity, t.parameter, t.threshold, t.statement)
+                    rows.setdefault(key, []).append(f"{eps:g}")
+    for (module, dim, quantity, parameter, threshold, statement), eps in rows.items():
+        lines.append(
+            f"| {module} | {dim} | {', '.join(eps)} | {quantity} | {parameter} = "
+            f"{threshold:.6g} | {_cell(statement)} |"
+        )
+    return [*lines, ""]
+
+
+def envelope_section() -> tuple[list[str], dict[str, str]]:
+    """The section's lines and its figure (relative name -> SVG)."""
+    example = envelope("layernorm", "float16", dim=4096, eps=1e-5)
+    overview, missing = _overview()
+    lines = [
+        "## FP16 envelopes",
+        "",
+        "Principles 1 and 2 of the paper (section 4.2) ask that activations and gradients stay "
+        "below the float range R. `liptable envelope MODULE ...` turns this into numbers. For a "
+        "backward pass dx = J^T g, the 2-norm gain is the Lipschitz constant, "
+        "sup_x sigma_max(J). What overflows, though, is one entry of dx. The gain that decides "
+        "it is the max-norm gain sup_x max_j sum_i |J_ij|. The safe size is the largest format "
+        "value g* such that no input and no upstream gradient with max|g_i| <= g* gives an "
+        "exact dx entry of magnitude 65520 or more (65520 is where float16 rounding reaches "
+        "inf). The witness is an input in the format, with a sign pattern s. At g = g* s the "
+        "exact dx_j is finite. At the next float16 value it overflows, and the kernel returns "
+        "inf there, in mixed mode. eps follows PyTorch (added to the variance). BatchNorm's "
+        "D is the number of values normalized together per feature (N, or N H W).",
+        "",
+        "LayerNorm's max-norm gain is max|gamma| K(D)/sqrt(eps). K(D) = 2(D-1)/D, from a "
+        "constant row, for D <= 57. From D = 58 on, a non-constant row gives more, and K(D) "
+        "grows like sqrt(D/27). The closed form, its proof and the maximizing row are in "
+        "`proofs/envelope.py` and `derive.envelope.modules.layernorm_k`. BatchNorm has the same "
+        "constant with D = M. RMSNorm's K(D) is 1 for D <= 4 and (2/3)(1+c)sqrt((1+c)/(3c)) "
+        "with c = (sqrt(D)-1)/2 above. So in float16 the backward pass of a D = 4096 "
+        "LayerNorm with eps = 1e-5 overflows for some input once max|g| reaches "
+        f"{float(example.witness.outside):.6g}. The 2-norm gain alone would suggest "
+        f"65520/{float(example.model.gain_2.value):.6g} = "
+        f"{65520 / float(example.model.gain_2.value):.4g}.",
+        "",
+        "```",
+        "$ liptable envelope layernorm --dim 4096 --eps 1e-5",
+        *example.lines(),
+        "```",
+        "",
+        "### LayerNorm, RMSNorm and BatchNorm (|gamma| <= 1, beta = 0)",
+        "",
+        *_main_table(),
+        "",
+        f"![safe upstream gradient against eps]({FIGURE})",
+        "",
+        "### Every module (one configuration each)",
+        "",
+        *overview,
+        "",
+    ]
+    if missing:
+        lines += [f"No envelope yet for: {', '.join(missing)}.", ""]
+    lines += _strict_lines()
+    return lines, {FIGURE: figure()}

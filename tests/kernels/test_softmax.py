@@ -1,0 +1,567 @@
+"""``kernels.softmax`` against the mpmath reference, in float64, float32 and float16.
+
+Reference: ``derive/reference/softmax_pool.py`` (``exp(x_i) / sum exp(x_j)`` as written,
+the VJP by hand-written reverse mode, the Jacobian by forward mode, at >= 50 digits with
+adaptive precision where they cancel).
+
+Error bounds (u = 2^-53; "exact" is the reference value)
+--------------------------------------------------------
+Every non-strict path computes in float64 / double-double and rounds once to the output
+format T, so a result passes when
+
+    |result - exact| <= ulp_T(exact) / 2 + E64,
+
+E64 being the error of the float64 value before that rounding (for T = float64 the final
+rounding is the ``ulp/2`` and E64 counts what happens before it):
+
+* ``y_j``: ``E64 = FORWARD_ROUNDINGS u |y_j| + FORWARD_UNDERFLOW``. The shift ``x_j - x_m``
+  is exact (two_sum), so the spread of the row costs nothing: ``exp`` of the pair carries
+  the libm error only (glibc: < 1 ULP, 2u relative), the sum ``s`` of such terms at most
+  the same 2u, the double-double quotient ``e_j / s`` at most 4u, and rounding the pair to
+  a float64 before a narrower format 1u more: 5u. A subnormal ``exp`` is off by half a
+  subnormal ULP absolutely, which the quotient by ``s >= 1`` does not enlarge: 2^-1073.
+* ``dx_i``: ``E64 = VJP_ROUNDINGS u S_i + U_i`` with
+  ``S_i = y_i (|g_i - g_m| + C)``, ``C = sum_{j != m} y_j |g_m - g_j|`` (m = first argmax).
+  The kernel forms ``dx_i = y_i ((g_i - g_m) + c)``, ``c = sum_{j != m} y_j (g_m - g_j)``,
+  with the differences of g exact and the rest in double-double: each y carries 4u, so c
+  errs by at most 4u C, and the product by ``y_i`` (4u) gives ``8u S_i``; 1u for the
+  pre-rounding and the O(D u^2) double-double residue: 10u. ``S_i`` is the size of the
+  terms, so a g that cancels (``g_i`` close to ``<g, y>``) is judged relative to it, but
+  at the argmax ``S_m = y_m C`` is as small as the value itself when g does not cancel:
+  ``x = (0, -46)``, ``g = (1, 0)`` must give ``dx_0 = y_0 y_1 = 1.05e-20`` to a few ULPs.
+  ``U_i = VJP_UNDERFLOW (1 + D + |g_i - g_m| + sum_{j != m} |g_m - g_j|)``: subnormal
+  y and the double-double products' low parts err by a subnormal ULP per term (times 8
+  when ``max|g| >= 2^1020`` is scaled by 1/8): 2^-1068 covers both.
+* Jacobian ``J_ik``: ``E64 = JACOBIAN_ROUNDINGS u |J_ik| + JACOBIAN_UNDERFLOW``: products of
+  two y (8u); ``1 - y_i`` for ``i != m`` has ``y_i <= 1/2`` and errs by 4u relative at most,
+  ``1 - y_m`` is a sum of y (4u); 1u pre-rounding, 1u residue.
+
+float16 with ``strict_fp16=True`` is judged by a running error analysis of its own half
+arithmetic (``Approx`` below: every operation adds ``u_h |value| + 2^-25``,
+``u_h = 2^-11``), starting from the bound on each strict ``y_j`` derived in
+:func:`strict_y_error`. Where strict arithmetic breaks (a constant row of D > 2048, a
+gradient difference past 65504) has its own tests.
+
+float16 exhaustive: softmax of a D = 2 row depends on ``x_0 - x_1`` only, so all 65,536
+half values of ``x_0`` with ``x_1 = 0`` are checked against the reference.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import mpmath
+import numpy as np
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+import kernels.softmax as softmax
+from derive.reference import softmax_pool as reference
+from derive.reference.core import ulp
+from tests.helpers.norms import assert_same_values, mp
+
+DTYPES = (np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.float16))
+HALF = np.dtype(np.float16)
+
+#: Digits of the bound computations (they are bounds; the references carry 50).
+BOUND_DPS = 30
+UNIT = mpmath.mpf(2) ** -53
+UNIT_HALF = mpmath.mpf(2) ** -11
+#: Half of the smallest half subnormal: the absolute error of a rounding to half.
+HALF_SUBNORMAL_ROUNDING = mpmath.mpf(2) ** -25
+
+FORWARD_ROUNDINGS = 5
+FORWARD_UNDERFLOW = mpmath.mpf(2) ** -1073
+VJP_ROUNDINGS = 10
+VJP_UNDERFLOW = mpmath.mpf(2) ** -1068
+JACOBIAN_ROUNDINGS = 10
+JACOBIAN_UNDERFLOW = mpmath.mpf(2) ** -1071
+
+#: Examples per property (the adaptive reference is slow on wide spreads).
+EXAMPLES = 60
+STRICT_EXAMPLES = 40
+MAX_ROWS, MAX_DIM = 3, 6
+#: |g| for the strict tests: g_i - g_m and (g_i - g_m) + c stay below 65504.
+STRICT_G = 8192.0
+
+
+# --------------------------------------------------------------------------------------
+# Checking one value
+# --------------------------------------------------------------------------------------
+
+
+def check(what: str, index: tuple, actual, exact, dtype: np.dtype, float64_error) -> None:
+    """``|actual - exact| <= ulp_dtype(exact) / 2 + float64_error`` (NaN must match NaN)."""
+    where = f"{what} [{dtype}] at index {index}: got {actual!r}, expected "
+    with mpmath.workdps(BOUND_DPS):
+        if mpmath.isnan(exact):
+            assert np.isnan(actual), where + "nan"
+            return
+        assert np.isfinite(actual), where + mpmath.nstr(exact, 20)
+        allowed = ulp(exact, dtype) / 2 + float64_error
+        error = abs(mp(actual) - exact)
+        assert error <= allowed, (
+            f"{where}{mpmath.nstr(exact, 20)}: |error| = {mpmath.nstr(error, 4)} > allowed "
+            f"{mpmath.nstr(allowed, 4)} ({mpmath.nstr(error / ulp(exact, dtype), 4)} ULP)"
+        )
+
+
+def check_bound(what: str, index: tuple, actual, exact, bound) -> None:
+    """``|actual - exact| <= bound`` (a derived bound that includes the last rounding)."""
+    with mpmath.workdps(BOUND_DPS):
+        if mpmath.isnan(exact):
+            assert np.isnan(actual), f"{what} at index {index}: got {actual!r}, expected nan"
+            return
+        error = abs(mp(actual) - exact)
+        assert error <= bound, (
+            f"{what} at index {index}: got {actual!r}, expected {mpmath.nstr(exact, 20)}: "
+            f"|error| = {mpmath.nstr(error, 4)} > bound {mpmath.nstr(bound, 4)}"
+        )
+
+
+def argmax_first(row: np.ndarray) -> int:
+    return int(np.argmax(row))  # the first index of the maximum, as the kernel's m
+
+
+def finite_row(row: np.ndarray) -> bool:
+    return not (np.any(np.isnan(row)) or np.any(row == np.inf) or np.all(row == -np.inf))
+
+
+def vjp_terms(row: np.ndarray, grow: np.ndarray, y: list) -> tuple[list, list]:
+    """``S_i`` and ``U_i`` of one row (call inside ``workdps(BOUND_DPS)``)."""
+    m = argmax_first(row)
+    g = [mp(v) for v in grow]
+    others = [j for j in range(row.size) if j != m]
+    spread = mpmath.fsum(y[j] * abs(g[m] - g[j]) for j in others)
+    total = mpmath.fsum(abs(g[m] - g[j]) for j in others)
+    sizes = [y[i] * (abs(g[i] - g[m]) + spread) for i in range(row.size)]
+    under = [VJP_UNDERFLOW * (1 + row.size + abs(g[i] - g[m]) + total) for i in range(row.size)]
+    return sizes, under
+
+
+# --------------------------------------------------------------------------------------
+# Strategies
+# --------------------------------------------------------------------------------------
+
+_WIDTH = {np.dtype(np.float64): 64, np.dtype(np.float32): 32, np.dtype(np.float16): 16}
+#: (moderate range, full range) of the drawn inputs per dtype: moderate spreads give
+#: outputs across many binades, full ones spreads of 1e300.
+_X_RANGES = {
+    np.dtype(np.float64): (60.0, 1e300),
+    np.dtype(np.float32): (60.0, 1e38),
+    np.dtype(np.float16): (20.0, 65504.0),
+}
+_G_RANGES = {
+    np.dtype(np.float64): (1e6, 1.7e308),
+    np.dtype(np.float32): (1e6, 1e38),
+    np.dtype(np.float16): (100.0, 65504.0),
+}
+
+
+def _values(dtype: np.dtype, ranges: dict, masks: bool) -> st.SearchStrategy[float]:
+    width = _WIDTH[dtype]
+    moderate, full = (float(dtype.type(v)) for v in ranges[dtype])  # representable bounds
+    options = [
+        st.floats(-moderate, moderate, width=width),
+        st.floats(-moderate, moderate, width=width),
+        st.floats(-full, full, width=width),
+        st.sampled_from([0.0, 1.0, -1.0, 0.5]),
+    ]
+    if masks:
+        options.append(st.just(-math.inf))
+    return st.one_of(options)
+
+
+@st.composite
+def cases(draw, dtypes=DTYPES, g_limit: float | None = None):
+    """``(dtype name, x rows, g rows)`` as nested tuples of floats."""
+    dtype = draw(st.sampled_from(dtypes))
+    rows = draw(st.integers(1, MAX_ROWS))
+    dim = draw(st.integers(1, MAX_DIM))
+    x = draw(st.lists(_values(dtype, _X_RANGES, True), min_size=rows * dim, max_size=rows * dim))
+    if g_limit is None:
+        gv = _values(dtype, _G_RANGES, False)
+    else:
+        gv = st.floats(-g_limit, g_limit, width=_WIDTH[dtype])
+    g = draw(st.lists(gv, min_size=rows * dim, max_size=rows * dim))
+    shape = (rows, dim)
+    return dtype.name, np.reshape(x, shape).tolist(), np.reshape(g, shape).tolist()
+
+
+def realize(case) -> tuple[np.dtype, np.ndarray, np.ndarray]:
+    name, x, g = case
+    dtype = np.dtype(name)
+    return dtype, np.array(x, dtype=dtype), np.array(g, dtype=dtype)
+
+
+#: Hard cases pinned for every property: the near-one-hot rows (relative accuracy of dx at
+#: the argmax), an inexact shift x_j - x_m (a plain float64 one errs by |t| u), huge
+#: spreads, float16's extremes, masks, ties and D = 1.
+PINNED = (
+    ("float64", [[0.0, -46.0]], [[1.0, 0.0]]),
+    ("float64", [[0.1, -37.3, 12.345678901234567]], [[0.3, -0.7, 0.1]]),
+    ("float64", [[-46.0, 0.0, -50.0]], [[0.0, 1.0, 3.0]]),
+    ("float64", [[0.0, -700.0]], [[1.0, 0.0]]),
+    ("float64", [[1e300, -1e300]], [[1.0, -1.0]]),
+    ("float64", [[1.7e308, -1.7e308], [-1.7e308, 1.7e308]], [[1e308, -1e308], [2.0, 3.0]]),
+    ("float64", [[5.0, 5.0, 5.0]], [[1.0, 2.0, 4.0]]),
+    ("float64", [[0.0, -math.inf, 1.0]], [[1.0, 5.0, -2.0]]),
+    ("float64", [[3.0]], [[7.0]]),
+    ("float32", [[0.0, -80.0]], [[1.0, 0.0]]),
+    ("float32", [[0.0, -17.0]], [[1e6, -1e6]]),
+    ("float16", [[65504.0, -65504.0], [65504.0, 65504.0]], [[1.0, 0.0], [1.0, -1.0]]),
+    ("float16", [[65504.0, 65472.0]], [[65504.0, -65504.0]]),
+    ("float16", [[0.0, -9.0]], [[1.0, 0.0]]),
+    ("float16", [[-math.inf, 0.0, 2.0**-24]], [[3.0, 1.0, 0.0]]),
+)
+
+
+def with_pinned(test):
+    for case in reversed(PINNED):
+        test = example(case=case)(test)
+    return test
+
+
+# --------------------------------------------------------------------------------------
+# 1. Against the reference
+# --------------------------------------------------------------------------------------
+
+
+@settings(max_examples=EXAMPLES)
+@with_pinned
+@given(case=cases())
+def test_forward_matches_reference(case):
+    dtype, x, _ = realize(case)
+    y = softmax.forward(x)
+    assert y.dtype == dtype and y.shape == x.shape
+    exact = reference.softmax_forward(x)
+    for index in np.ndindex(x.shape):
+        error = FORWARD_ROUNDINGS * UNIT * abs(exact[index]) + FORWARD_UNDERFLOW
+        check("softmax.forward", index, y[index], exact[index], dtype, error)
+
+
+@settings(max_examples=EXAMPLES)
+@with_pinned
+@given(case=cases())
+def test_vjp_matches_reference(case):
+    dtype, x, g = realize(case)
+    dx = softmax.vjp(x, g)
+    assert dx.dtype == dtype and dx.shape == x.shape
+    exact = reference.softmax_vjp(x, g)
+    y = reference.softmax_forward(x)
+    for r in range(x.shape[0]):
+        if not finite_row(x[r]):
+            for i in range(x.shape[1]):
+                check("softmax.vjp", (r, i), dx[r, i], exact[r, i], dtype, 0)
+            continue
+        with mpmath.workdps(BOUND_DPS):
+            sizes, under = vjp_terms(x[r], g[r], list(y[r]))
+        for i in range(x.shape[1]):
+            error = VJP_ROUNDINGS * UNIT * sizes[i] + under[i]
+            check("softmax.vjp", (r, i), dx[r, i], exact[r, i], dtype, error)
+
+
+@settings(max_examples=EXAMPLES)
+@with_pinned
+@given(case=cases())
+def test_jacobian_matches_reference(case):
+    dtype, x, _ = realize(case)
+    row = x[0]
+    jac = softmax.jacobian(row)
+    assert jac.dtype == dtype and jac.shape == (row.size, row.size)
+    exact = reference.softmax_jacobian(row)
+    for index in np.ndindex(jac.shape):
+        error = JACOBIAN_ROUNDINGS * UNIT * abs(exact[index]) + JACOBIAN_UNDERFLOW
+        check(
+            f"softmax.jacobian at x = {row.tolist()}", index, jac[index], exact[index], dtype, error
+        )
+
+
+def test_near_one_hot_gradient_is_relatively_accurate():
+    """dx at the argmax is y_m (1 - y_m)(g_m - ...): no cancellation to 0 when y_m ~ 1."""
+    for dtype, gap in ((np.float64, 46.0), (np.float64, 700.0), (np.float32, 80.0), (HALF, 9.0)):
+        x = np.array([0.0, -gap], dtype)
+        g = np.array([1.0, 0.0], dtype)
+        dx = softmax.vjp(x, g)
+        with mpmath.workdps(BOUND_DPS):
+            e = mpmath.exp(-mpmath.mpf(gap))
+            exact = e / (1 + e) ** 2  # y_0 y_1
+            error = abs(mp(dx[0]) - exact) / ulp(exact, dtype)
+        assert error <= 1, f"dx_0 at x = (0, -{gap}) [{np.dtype(dtype)}]: {dx[0]!r}, {error} ULP"
+        assert dx[1] == -dx[0]
+
+
+# --------------------------------------------------------------------------------------
+# 2. float16: exhaustive D = 2, and strict arithmetic
+# --------------------------------------------------------------------------------------
+
+
+def test_float16_exhaustive_pairs_are_within_the_bound():
+    """All 65,536 halves x_0 with x_1 = 0 (a D = 2 row depends on x_0 - x_1 only)."""
+    x0 = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
+    x = np.stack([x0, np.zeros_like(x0)], axis=1)
+    y = softmax.forward(x)
+    exact = reference.softmax_forward(x)
+    with mpmath.workdps(BOUND_DPS):
+        for index in np.ndindex(x.shape):
+            value = exact[index]
+            error = FORWARD_ROUNDINGS * UNIT * abs(value) + FORWARD_UNDERFLOW
+            check("softmax.forward", index, y[index], value, HALF, error)
+            if mpmath.isnan(value):
+                continue
+            # Within E64 of the exact value, a result can differ from the correct rounding
+            # only if the exact value lies within E64 of a midpoint between two halves.
+            off = abs(mp(y[index]) - value)
+            if off > ulp(value, HALF) / 2:
+                assert off >= ulp(value, HALF) / 2 - error, (index, y[index], value)
+
+
+@dataclass(frozen=True)
+class Approx:
+    """A half-precision quantity: its exact value and a bound on the computed one's error."""
+
+    value: mpmath.mpf
+    error: mpmath.mpf
+
+    @staticmethod
+    def rounding(value, error) -> Approx:
+        """One rounding to half of a value known within ``error``."""
+        return Approx(value, error + UNIT_HALF * (abs(value) + error) + HALF_SUBNORMAL_ROUNDING)
+
+    def __add__(self, other: Approx) -> Approx:
+        return Approx.rounding(self.value + other.value, self.error + other.error)
+
+    def __sub__(self, other: Approx) -> Approx:
+        return Approx.rounding(self.value - other.value, self.error + other.error)
+
+    def __mul__(self, other: Approx) -> Approx:
+        a, b = self, other
+        error = a.error * abs(b.value) + b.error * abs(a.value) + a.error * b.error
+        return Approx.rounding(a.value * b.value, error)
+
+
+def strict_y_error(row: np.ndarray, y: list) -> list:
+    """Bounds on ``|y_strict_j - y_j|`` for a finite float16 row (inside workdps).
+
+    ``t_j = x_j - x_m`` (exact), ``e_j = exp(t_j)``. ``rh(t_j)`` errs by ``u_h |t_j|``, so
+    ``rh(exp(rh(t_j)))`` is within ``kappa_j e_j + 2^-25``, ``kappa_j = 1.01 (|t_j| + 1) u_h``
+    (``e^a - 1 <= 1.01 a`` for ``a <= 0.02``, i.e. ``|t_j| <= 40``; beyond, ``e_j < 2^-57``
+    and the half is 0: ``kappa_j = 1``). Since ``|t| e^t <= 1/e``, the sum of those errors
+    is ``<= 1.01 u_h (D/e + s) + D 2^-24`` and the left-to-right half sum adds
+    ``gamma_{D-1} s``: ``s_strict = s (1 + sigma)``, ``sigma <= u_h (0.4 D + 1.01) +
+    gamma_{D-1} (1 + ...)``. The quotient ``e_j / s`` rounded: the bound returned.
+    """
+    size = row.size
+    m = argmax_first(row)
+    gamma = (size - 1) * UNIT_HALF / (1 - (size - 1) * UNIT_HALF)
+    first = (
+        UNIT_HALF * (mpmath.mpf("0.4") * size + mpmath.mpf("1.01")) + size * mpmath.mpf(2) ** -24
+    )
+    sigma = first + gamma * (1 + first)
+    bounds = []
+    for j in range(size):
+        t = abs(mp(row[j]) - mp(row[m]))
+        kappa = mpmath.mpf("1.01") * (t + 1) * UNIT_HALF if t <= 40 else mpmath.mpf(1)
+        quotient = ((kappa + sigma) * y[j] + HALF_SUBNORMAL_ROUNDING) / (1 - sigma)
+        bounds.append(quotient + UNIT_HALF * (y[j] + quotient) + HALF_SUBNORMAL_ROUNDING)
+    return bounds
+
+
+@settings(max_examples=STRICT_EXAMPLES)
+@example(case=("float16", [[65504.0, -65504.0], [0.0, -17.0]], [[1.0, 0.0], [8192.0, -8192.0]]))
+@example(case=("float16", [[0.0, -math.inf, -1.0, -2.0, 3.0, 3.0]], [[1.0] * 6]))
+@given(case=cases(dtypes=(HALF,), g_limit=STRICT_G))
+def test_strict_float16_is_within_its_running_error_bound(case):
+    _, x, g = realize(case)
+    y_strict = softmax.forward(x, strict_fp16=True)
+    dx_strict = softmax.vjp(x, g, strict_fp16=True)
+    exact_y = reference.softmax_forward(x)
+    exact_dx = reference.softmax_vjp(x, g)
+    for r in range(x.shape[0]):
+        row = x[r]
+        if not finite_row(row):
+            assert_same_values("strict y", y_strict[r], softmax.forward(row))
+            assert_same_values("strict dx", dx_strict[r], softmax.vjp(row, g[r]))
+            continue
+        size, m = row.size, argmax_first(row)
+        with mpmath.workdps(BOUND_DPS):
+            errors = strict_y_error(row, list(exact_y[r]))
+            y = [Approx(v, e) for v, e in zip(exact_y[r], errors, strict=True)]
+            gs = [Approx(mp(v), mpmath.mpf(0)) for v in g[r]]
+            c = Approx(mpmath.mpf(0), mpmath.mpf(0))
+            for j in range(size):
+                if j != m:
+                    c = c + y[j] * (gs[m] - gs[j])
+            for i in range(size):
+                check_bound(
+                    "strict softmax.forward", (r, i), y_strict[r, i], y[i].value, y[i].error
+                )
+                d = c if i == m else (gs[i] - gs[m]) + c
+                dx = y[i] * d
+                check_bound("strict softmax.vjp", (r, i), dx_strict[r, i], exact_dx[r, i], dx.error)
+        if r == 0:
+            jac = softmax.jacobian(row, strict_fp16=True)
+            exact_jac = reference.softmax_jacobian(row)
+            with mpmath.workdps(BOUND_DPS):
+                rest = Approx(mpmath.mpf(0), mpmath.mpf(0))
+                for j in range(size):
+                    if j != m:
+                        rest = rest + y[j]
+                one = Approx(mpmath.mpf(1), mpmath.mpf(0))
+                for i, k in np.ndindex(jac.shape):
+                    if i != k:
+                        bound = (y[i] * y[k]).error
+                    else:
+                        bound = (y[i] * (rest if i == m else one - y[i])).error
+                    check_bound(
+                        "strict softmax.jacobian", (i, k), jac[i, k], exact_jac[i, k], bound
+                    )
+
+
+def test_strict_sum_stalls_at_2048():
+    """Half sums of ones stop at 2048 (2048 + 1 rounds to 2048): y = 1/2048, not 1/4096."""
+    x = np.zeros(4096, dtype=HALF)
+    assert np.all(softmax.forward(x, strict_fp16=True) == np.float16(1 / 2048))
+    assert np.all(softmax.forward(x) == np.float16(1 / 4096))
+    # up to D = 2048 the half sum is exact
+    assert np.all(softmax.forward(np.zeros(2048, HALF), strict_fp16=True) == np.float16(1 / 2048))
+
+
+def test_strict_gradient_difference_overflows():
+    """g = (65504, -65504): g_0 - g_1 = 131008 is inf in half; mixed mode gives 32752."""
+    x = np.zeros(2, HALF)
+    g = np.array([65504.0, -65504.0], HALF)
+    assert_same_values("mixed dx", softmax.vjp(x, g), np.array([32752.0, -32752.0]))
+    strict = softmax.vjp(x, g, strict_fp16=True)
+    assert strict[0] == np.inf and np.isnan(strict[1]), strict
+
+
+# --------------------------------------------------------------------------------------
+# 3. Conventions
+# --------------------------------------------------------------------------------------
+
+MODES = [(dtype, False) for dtype in DTYPES] + [(HALF, True)]
+MODE_IDS = ["float64", "float32", "float16", "float16-strict"]
+
+
+@pytest.mark.parametrize(("dtype", "strict"), MODES, ids=MODE_IDS)
+def test_masked_entries_get_zero(dtype, strict):
+    x = np.array([[0.0, -np.inf, 0.0], [-np.inf, 2.0, -np.inf]], dtype)
+    g = np.array([[1.0, 3.0, -1.0], [5.0, 1.0, 7.0]], dtype)
+    y = softmax.forward(x, strict_fp16=strict)
+    assert_same_values("y", y, np.array([[0.5, 0.0, 0.5], [0.0, 1.0, 0.0]]))
+    assert_same_values("dx", softmax.vjp(x, g, strict_fp16=strict), [[0.5, 0.0, -0.5], [0, 0, 0]])
+    jac = softmax.jacobian(x[0], strict_fp16=strict)
+    assert_same_values("J", jac, [[0.25, 0.0, -0.25], [0.0, 0.0, 0.0], [-0.25, 0.0, 0.25]])
+
+
+@pytest.mark.parametrize(("dtype", "strict"), MODES, ids=MODE_IDS)
+def test_fully_masked_row_is_zero_not_nan(dtype, strict):
+    """Not PyTorch's NaN: a fully masked query attends to nothing (g is not read)."""
+    x = np.array([[-np.inf, -np.inf, -np.inf], [1.0, 2.0, 3.0]], dtype)
+    g = np.array([[np.nan, np.inf, 1.0], [1.0, 0.0, 0.0]], dtype)
+    y = softmax.forward(x, strict_fp16=strict)
+    dx = softmax.vjp(x, g, strict_fp16=strict)
+    assert_same_values("y", y[0], np.zeros(3))
+    assert_same_values("dx", dx[0], np.zeros(3))
+    assert_same_values("J", softmax.jacobian(x[0], strict_fp16=strict), np.zeros((3, 3)))
+    assert_same_values("other row", y[1], softmax.forward(x[1], strict_fp16=strict))
+    assert_same_values("other row dx", dx[1], softmax.vjp(x[1], g[1], strict_fp16=strict))
+
+
+@pytest.mark.parametrize(("dtype", "strict"), MODES, ids=MODE_IDS)
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_nan_or_plus_inf_makes_its_row_nan(dtype, strict, bad):
+    x = np.array([[0.0, bad, 1.0], [1.0, 2.0, 3.0]], dtype)
+    g = np.ones_like(x)
+    y = softmax.forward(x, strict_fp16=strict)
+    dx = softmax.vjp(x, g, strict_fp16=strict)
+    assert np.all(np.isnan(y[0])) and np.all(np.isnan(dx[0]))
+    assert np.all(np.isnan(softmax.jacobian(x[0], strict_fp16=strict)))
+    assert_same_values("other row", y[1], softmax.forward(x[1], strict_fp16=strict))
+    assert_same_values("other row dx", dx[1], softmax.vjp(x[1], g[1], strict_fp16=strict))
+
+
+@pytest.mark.parametrize(("dtype", "strict"), MODES, ids=MODE_IDS)
+def test_one_feature(dtype, strict):
+    x = np.array([[3.0], [-np.inf], [np.nan], [-65504.0]], dtype)
+    g = np.array([[7.0], [1.0], [1.0], [-2.0]], dtype)
+    assert_same_values("y", softmax.forward(x, strict_fp16=strict), [[1.0], [0.0], [np.nan], [1]])
+    assert_same_values("dx", softmax.vjp(x, g, strict_fp16=strict), [[0.0], [0.0], [np.nan], [0]])
+    assert_same_values("J", softmax.jacobian(x[0], strict_fp16=strict), [[0.0]])
+
+
+def test_float16_extremes_do_not_overflow():
+    x = np.array([[65504.0, -65504.0], [65504.0, 65504.0], [-65504.0, -65504.0]], HALF)
+    for strict in (False, True):
+        y = softmax.forward(x, strict_fp16=strict)
+        assert_same_values(f"y (strict={strict})", y, [[1.0, 0.0], [0.5, 0.5], [0.5, 0.5]])
+
+
+def test_huge_float64_spreads():
+    x = np.array([[1e300, -1e300], [1.7e308, -1.7e308], [-1.7e308, 1.7e308], [1.7e308, 1.7e308]])
+    expected = [[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.5, 0.5]]
+    assert_same_values("y", softmax.forward(x), expected)
+    dx = softmax.vjp(x, np.array([[1.0, -1.0]] * 3 + [[1e308, -1e308]]))
+    half = np.float64(1e308) / 2  # y_0 y_1 (g_0 - g_1) = (1e308 + 1e308) / 4, exactly
+    assert_same_values("dx", dx, [[0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [half, -half]])
+
+
+# --------------------------------------------------------------------------------------
+# 4. Arrays and bad input
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=[d.name for d in DTYPES])
+def test_batch_axes_non_contiguous_input_and_no_writes(dtype):
+    rng = np.random.default_rng(0)
+    big = (rng.standard_normal((2, 3, 14)) * 4).astype(dtype)
+    x = big[:, :, ::2]  # (2, 3, 7), not contiguous
+    g = (rng.standard_normal((2, 3, 14)) * 4).astype(dtype)[:, :, 1::2]
+    big.flags.writeable = False
+    before = big.copy()
+    y, dx = softmax.forward(x), softmax.vjp(x, g)
+    assert y.shape == dx.shape == (2, 3, 7)
+    for index in np.ndindex(2, 3):
+        assert_same_values("y", y[index], softmax.forward(np.ascontiguousarray(x[index])))
+        assert_same_values("dx", dx[index], softmax.vjp(x[index].copy(), g[index].copy()))
+    assert_same_values("x after the call", big, before)
+
+
+def test_many_rows_in_parallel_equal_one_row_at_a_time():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((257, 33)) * 10
+    g = rng.standard_normal((257, 33))
+    y, dx = softmax.forward(x), softmax.vjp(x, g)
+    for r in (0, 100, 256):
+        assert_same_values("y", y[r], softmax.forward(x[r]))
+        assert_same_values("dx", dx[r], softmax.vjp(x[r], g[r]))
+
+
+def test_no_rows_give_empty_outputs():
+    x = np.zeros((0, 4))
+    assert softmax.forward(x).shape == (0, 4)
+    assert softmax.vjp(x, x).shape == (0, 4)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda: softmax.forward(np.zeros(3, np.int64)), TypeError, "x: expected a float16"),
+        (lambda: softmax.forward(np.zeros(3, np.complex128)), TypeError, "x: expected a float16"),
+        (lambda: softmax.forward(np.float64(1.0)), ValueError, "0-d"),
+        (lambda: softmax.forward(np.zeros((2, 0))), ValueError, "D >= 1"),
+        (lambda: softmax.vjp(np.zeros((2, 3)), np.zeros((2, 2))), ValueError, "g: expected shape"),
+        (lambda: softmax.vjp(np.zeros(3), np.zeros(3, np.float32)), TypeError, "g: expected dtype"),
+        (lambda: softmax.forward(np.zeros(3), strict_fp16=True), ValueError, "strict_fp16"),
+        (lambda: softmax.jacobian(np.zeros((2, 3))), ValueError, "one sample"),
+    ],
+)
+def test_bad_input_names_the_argument(call, error, match):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(error, match=match):
+            call()

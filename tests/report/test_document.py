@@ -1,0 +1,96 @@
+"""The report: deterministic, complete for every module, consistent with the checker."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from derive.report import document as report
+from derive.check.activations import check_all
+
+#: The claim checks are cached per process: under pytest-xdist (--dist loadgroup) the
+#: files that run them share one worker instead of each recomputing them.
+pytestmark = pytest.mark.xdist_group("claims")
+
+
+@pytest.fixture(scope="module")
+def files() -> dict[str, str]:
+    return report.build()
+
+
+def test_output_is_deterministic(files):
+    again = report.build()
+    assert again.keys() == files.keys()
+    for name in files:
+        assert again[name] == files[name], f"{name} differs between two builds"
+
+
+def test_committed_report_is_current(files):
+    """report/ in the repository is what `liptable report` writes now."""
+    root = Path(__file__).resolve().parent.parent / "report"
+    committed = {str(p.relative_to(root)): p.read_text() for p in root.rglob("*") if p.is_file()}
+    assert committed.keys() == files.keys(), sorted(committed.keys() ^ files.keys())
+    for name, text in files.items():
+        assert committed[name] == text, f"report/{name} is stale: run `liptable report`"
+
+
+def test_claims_json_matches_the_checker(files):
+    records = json.loads(files["claims.json"])
+    assert [r["id"] for r in records] == [r.claim.id for r in check_all()]
+    assert all(r["verdict"] for r in records)
+
+
+def test_index_has_every_section(files):
+    index = files["index.md"]
+    for heading in ("## Conventions", "## Summary", "## Corrections to Table 2"):
+        assert heading in index, heading
+    for name in report.MODULE_ORDER:
+        assert f"\n## {name}\n" in index, name
+    for record in json.loads(files["claims.json"]):
+        assert f"`{record['id']}`: {record['verdict']}" in index, record["id"]
+
+
+def test_corrections_list_every_verdict_but_holds(files):
+    index = files["index.md"]
+    corrections = index.split("## Corrections to Table 2", 1)[1].split("\n## ", 1)[0]
+    for record in json.loads(files["claims.json"]):
+        listed = f"`{record['id']}` ({record['verdict']})" in corrections
+        assert listed == (record["verdict"] != "holds"), record["id"]
+
+
+def test_figures_are_referenced_and_svg(files):
+    figures = [name for name in files if name.startswith("figures/")]
+    assert figures
+    for name in figures:
+        assert files[name].startswith("<svg"), name
+        assert f"]({name})" in files["index.md"], name
+
+
+def test_module_selection():
+    selected = report.build(["relu"])
+    records = json.loads(selected["claims.json"])
+    assert {r["module"] for r in records} == {"relu"}
+    with pytest.raises(ValueError, match="unknown"):
+        report.build(["softmaxx"])
+
+
+def test_cli_writes_the_selected_modules(tmp_path, capsys):
+    from derive.cli import main
+
+    assert main(["report", "--out", str(tmp_path), "--modules", "relu"]) == 0
+    written = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()}
+    assert written == {"index.md", "claims.json", "figures/relu.svg"}, written
+    assert str(tmp_path / "index.md") in capsys.readouterr().out
+
+
+def test_float16_intervals_are_maximal_runs_in_value_order():
+    from derive.report.float16 import ALL_HALVES, intervals
+
+    values = ALL_HALVES.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        runs = intervals((np.abs(values) > 1) & (np.abs(values) < 3))
+    assert runs == [(-2.998046875, -1.0009765625), (1.0009765625, 2.998046875)], runs
+    assert intervals(values == 0) == []
