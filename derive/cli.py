@@ -3,16 +3,47 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import os
 import signal
 import sys
 from pathlib import Path
 
 import numpy as np
 
+from derive.catalog import SECTIONS, envelope_keys, strict_keys
+
+
+def _positive_int(text: str) -> int:
+    """An argparse type: a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
+    return value
+
+
+def _writable_folder(path: Path) -> str | None:
+    """Why the report cannot be written under ``path``, or None if it can."""
+    for folder in (path, *path.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                return f"{folder} exists and is not a folder"
+            if not os.access(folder, os.W_OK | os.X_OK):
+                return f"{folder} is not writable"
+            return None
+    return None
+
 
 def _report(args: argparse.Namespace) -> int:
     from derive.report import document as report
 
+    problem = _writable_folder(Path(args.out))
+    if problem is not None:  # before minutes of work, not after
+        print(f"liptable report: --out: {problem}", file=sys.stderr)
+        return 2
     written = report.write(Path(args.out), args.modules)
     for path in written:
         print(path)
@@ -42,25 +73,12 @@ def _bench(args: argparse.Namespace) -> int:
 def _envelope(args: argparse.Namespace) -> int:
     import json
 
-    from derive.envelope.modules import envelope, kernel_dx
+    from derive.envelope.modules import Config, envelope, kernel_dx
 
     config = {
-        name: getattr(args, name)
-        for name in (
-            "dim",
-            "eps",
-            "gamma_max",
-            "beta_max",
-            "out_dim",
-            "weight_max",
-            "bias_max",
-            "nu_max",
-            "tokens",
-            "channels",
-            "kernel",
-            "stride",
-        )
-        if getattr(args, name) is not None
+        f.name: getattr(args, f.name)
+        for f in dataclasses.fields(Config)
+        if getattr(args, f.name, None) is not None
     }
     try:
         result = envelope(args.module, args.dtype, **config)
@@ -73,9 +91,9 @@ def _envelope(args: argparse.Namespace) -> int:
     for line in result.lines():
         print(line)
     if args.dtype == "float16":
-        from derive.envelope.strict import STRICT_MODULES, strict_thresholds
+        from derive.envelope.strict import strict_thresholds
 
-        if args.module in STRICT_MODULES:
+        if args.module in strict_keys():
             print("strict half arithmetic (strict_fp16=True), predicted from the kernels' order:")
             for t in strict_thresholds(args.module, result.config.dim, args.eps):
                 print(f"  {t.quantity}: {t.parameter} = {t.threshold:.8g}: {t.statement}")
@@ -100,7 +118,13 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     report = commands.add_parser("report", help="write report/index.md and report/claims.json")
     report.add_argument("--out", default="report", help="output folder (default: report/)")
-    report.add_argument("--modules", nargs="+", help="only these modules (default: all)")
+    report.add_argument(
+        "--modules",
+        nargs="+",
+        choices=SECTIONS,
+        metavar="MODULE",
+        help=f"only these modules (default: all): {', '.join(SECTIONS)}",
+    )
     report.set_defaults(run=_report)
     env = commands.add_parser(
         "envelope",
@@ -110,7 +134,9 @@ def main(argv: list[str] | None = None) -> int:
         "2-norm and the max-norm, the largest upstream gradient that never overflows the "
         "backward pass, and a witness just past it on which the exact result overflows.",
     )
-    env.add_argument("module", help="e.g. layernorm, rmsnorm, batchnorm, softmax, gelu, linear")
+    env.add_argument(
+        "module", choices=envelope_keys(), metavar="MODULE", help=", ".join(envelope_keys())
+    )
     env.add_argument(
         "--dim", type=int, help="D: the normalized/reduced axis (BatchNorm: values per feature)"
     )
@@ -136,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     generate.add_argument("--check", action="store_true", help="only report stale files")
     generate.set_defaults(run=_generate)
     bench = commands.add_parser("bench", help="time the kernels against NumPy")
-    bench.add_argument("--n", type=int, default=10**7, help="elements (default: 10^7)")
+    bench.add_argument("--n", type=_positive_int, default=10**7, help="elements (default: 10^7)")
     bench.set_defaults(run=_bench)
     args = parser.parse_args(argv)
     return args.run(args)

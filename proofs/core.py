@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from enum import Enum
 
 import sympy as sp
 
@@ -37,6 +38,34 @@ METHODS: tuple[str, ...] = (
     "exhaustive enumeration",  # every case of a finite case split, each checked exactly
     "sampling (evidence)",  # random or grid sampling: evidence, never a proof
 )
+
+
+class Verdict(str, Enum):
+    """A claim's verdict (SPEC, "Claims, verdicts and the JSON report"): compares and
+    prints as its plain string, so ``claims.json`` reads ``"holds"``.
+
+    >>> Verdict("holds_loose") is Verdict.HOLDS_LOOSE, f"{Verdict.FAILS}"
+    (True, 'fails')
+    """
+
+    #: true as stated (an equality, or a bound that is attained or approached)
+    HOLDS = "holds"
+    #: a valid upper bound that is not tight
+    HOLDS_LOOSE = "holds_loose"
+    #: false as stated, with a counterexample
+    FAILS = "fails"
+    #: wrong as printed, but the evident intent holds
+    MISPRINTED = "misprinted"
+    #: an "≈" claim: the exact value and the relative error
+    APPROX = "approx"
+
+    __str__ = str.__str__
+    __format__ = str.__format__
+
+
+class UnprovenError(RuntimeError):
+    """A verdict's proof step did not check: the verdict cannot be reported."""
+
 
 #: The only method that does not prove its statement.
 EVIDENCE_METHODS: tuple[str, ...] = ("sampling (evidence)",)
@@ -196,6 +225,11 @@ def is_zero(expr: sp.Expr) -> bool:
     if exponential != expr and sp.cancel(sp.together(exponential)) == 0:
         return True
     return sp.simplify(exponential) == 0
+
+
+def same(a: sp.Matrix, b: sp.Matrix) -> bool:
+    """True only if the shapes agree and every entry of ``a - b`` is proven 0."""
+    return a.shape == b.shape and all(is_zero(e) for e in (a - b))
 
 
 #: Where :func:`is_zero` first evaluates a difference (negated for nonpositive symbols).

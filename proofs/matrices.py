@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from proofs.arb import ArbTranslationError, enclose, sign
-from proofs.core import Proof, Step, is_zero
+from proofs.core import Proof, Step, UnprovenError, same
 
 Build = Callable[[], sp.Matrix]
 
@@ -35,11 +35,6 @@ class Case:
     printed: Build
     derived: Build
     point: dict
-
-
-def same(a: sp.Matrix, b: sp.Matrix) -> bool:
-    """True only if the shapes agree and every entry of ``a - b`` is proven 0."""
-    return a.shape == b.shape and all(is_zero(e) for e in (a - b))
 
 
 def _nonzero(value: sp.Expr) -> bool:
@@ -118,8 +113,6 @@ def decide(
         return "holds", Proof(statement, identity_steps(cases, what)), None
     found = witness(differing)
     if found is None:
-        from derive.check.activations import UnprovenError
-
         raise UnprovenError(f"{statement}: no identity and no witness at {differing.label}")
     steps = (_witness_step(differing, found),)
     if intended and all(same(c.printed(), c.derived()) for c in intended):

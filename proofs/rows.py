@@ -15,8 +15,8 @@ from collections.abc import Callable
 import sympy as sp
 
 from derive.definitions import rows as R
-from proofs.core import Proof, Step, assumption, identity, limit
-from proofs.matrices import Case, decide, same
+from proofs.core import Proof, Step, assumption, identity, limit, same
+from proofs.matrices import Case, decide
 
 Decision = tuple[str, Proof, dict | None]
 

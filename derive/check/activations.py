@@ -1,79 +1,22 @@
-"""The claim checker: derives each claim's verdict from the definitions and the proofs.
-
-Verdicts (SPEC): ``holds`` (true as stated; a bound attained), ``holds_loose`` (a valid,
-not tight, bound), ``fails`` (false as stated, with a counterexample), ``misprinted``
-(wrong as printed, evident intent holds) and ``approx`` (a "≈" statement: the exact value
-and the relative error). No verdict is typed in: each follows from a comparison whose
-proof steps are run here, and a step that does not check raises instead of reporting.
+"""Verdicts of the elementwise activations' claims (Sigmoid, ReLU, GeLU, Swish): printed
+definitions and derivatives against :mod:`derive.definitions.activations` (an identity or
+an exact counterexample), printed "≈" approximations by their largest deviation, and
+printed Lipschitz constants against :func:`proofs.activations.sup_abs_derivative`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from functools import cache
 
 import mpmath
 import sympy as sp
 
-from derive.claims import CLAIMS, Claim
+from derive.check.core import DIGITS, Result, decimal, run
+from derive.claims import Claim
 from derive.definitions.activations import elementwise, x
 from proofs.activations import sup_abs_derivative
-from proofs.core import Proof, Step
+from proofs.core import Proof, Step, UnprovenError
 from proofs.identities import counterexample, counterexample_proof, equal, equality_proof
-
-#: Digits of the decimal values written to claims.json.
-DIGITS = 40
-
-
-class UnprovenError(RuntimeError):
-    """A verdict's proof step did not check: the verdict cannot be reported."""
-
-
-@dataclass(frozen=True)
-class Result:
-    """A claim with its verdict and the evidence for it (the JSON record of SPEC)."""
-
-    claim: Claim
-    verdict: str
-    value: str
-    printed_value: str | None
-    method: str
-    rigorous: bool
-    proof: Proof
-    witness: dict | None = None
-    notes: tuple[str, ...] = field(default_factory=tuple)
-    relative_error: str | None = None
-
-    def to_json(self) -> dict:
-        c = self.claim
-        return {
-            "id": c.id,
-            "module": c.module,
-            "kind": c.kind,
-            "source": c.source,
-            "statement_latex": c.statement_latex,
-            "verdict": self.verdict,
-            "printed_value": self.printed_value,
-            "value": self.value,
-            "method": self.method,
-            "rigorous": self.rigorous,
-            "witness": self.witness,
-            "relative_error": self.relative_error,
-            "notes": " ".join(n for n in (c.notes, *self.notes) if n),
-            "proof": [{"statement": s.statement, "method": s.method} for s in self.proof.steps],
-        }
-
-
-def decimal(value: sp.Expr, digits: int = DIGITS) -> str:
-    """``value`` as a decimal string with ``digits`` significant digits."""
-    return sp.N(value, digits).__str__()
-
-
-def _run(proof: Proof) -> None:
-    """Run every step; a step that does not check makes the verdict unreportable."""
-    verification = proof.verify()
-    if not verification.ok:
-        raise UnprovenError(verification.summary())
 
 
 def _identity_result(c: Claim) -> Result:
@@ -82,13 +25,13 @@ def _identity_result(c: Claim) -> Result:
     what = "forward" if c.kind == "definition" else "derivative (sympy.diff of the forward)"
     if equal(c.formal, derived):
         proof = equality_proof(c.statement_latex, c.formal, derived, what)
-        _run(proof)
+        run(proof)
         return Result(c, "holds", sp.sstr(derived), None, "symbolic identity", True, proof)
     witness = counterexample(c.formal, derived)
     if witness is None:
         raise UnprovenError(f"{c.id}: identity not proven, and no counterexample found")
     proof = counterexample_proof(c.statement_latex, c.formal, derived, what, witness)
-    _run(proof)
+    run(proof)
     return Result(c, "fails", sp.sstr(derived), None, "arb enclosure", True, proof, witness=witness)
 
 
@@ -151,7 +94,7 @@ def _approximation_result(c: Claim) -> Result:
         claim=f"how far ${c.statement_latex}$ is from the {quantity} of {module.title}",
         steps=tuple(steps),
     )
-    _run(proof)
+    run(proof)
     return Result(
         c,
         "approx",
@@ -171,7 +114,7 @@ def _approximation_result(c: Claim) -> Result:
 
 def _lipschitz_result(c: Claim) -> Result:
     sup = sup_abs_derivative(c.key)
-    _run(sup.proof)
+    run(sup.proof)
     value = sp.sympify(sup.value)
     true = sp.Float(sup.value_decimal, DIGITS + 5)
     printed = c.formal
@@ -210,41 +153,10 @@ def _lipschitz_result(c: Claim) -> Result:
     )
 
 
-#: The normalizations: decided by :mod:`derive.check.norms` and :mod:`derive.check.batchnorm`.
-NORM_KEYS = ("layernorm", "rmsnorm", "centernorm", "weightnorm", "normalization", "batchnorm")
-#: The rows decided by :mod:`derive.check.rows` (its ``ROW_KEYS``, repeated to avoid
-#: importing it before it is needed).
-ROW_KEYS = ("linear", "conv2d", "softmax", "maxpool", "avgpool", "residual", "weighted_residual")
-#: The attentions, decided by :mod:`derive.check.attention`.
-ATTENTION_KEYS = ("dp_attention", "l2_attention", "scs_attention")
-
-
-@cache
-def check(c: Claim) -> Result:
-    """The verdict of one claim, with its evidence (steps are run before returning)."""
-    if c.key == "batchnorm":
-        from derive.check.batchnorm import check_batchnorm
-
-        return check_batchnorm(c)
-    if c.key in NORM_KEYS:
-        from derive.check.norms import check_norm
-
-        return check_norm(c)
-    if c.key in ROW_KEYS:
-        from derive.check.rows import check_row
-
-        return check_row(c)
-    if c.key in ATTENTION_KEYS:
-        from derive.check.attention import check_attention
-
-        return check_attention(c)
+def check_activation(c: Claim) -> Result:
+    """The verdict of a claim about an elementwise activation."""
     if c.kind == "lipschitz":
         return _lipschitz_result(c)
     if c.approximate:
         return _approximation_result(c)
     return _identity_result(c)
-
-
-def check_all() -> tuple[Result, ...]:
-    """Every claim of :data:`derive.claims.CLAIMS`, in order."""
-    return tuple(check(c) for c in CLAIMS)

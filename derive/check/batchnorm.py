@@ -12,12 +12,12 @@ from collections.abc import Callable
 
 import sympy as sp
 
-from derive.check.norms import _result
+from derive.check.core import result
 from derive.claims import Claim
 from derive.definitions import batchnorm as bn
 from derive.definitions.norms import PROOF_SIZES, eps, vector
 from proofs import batchnorm as pb
-from proofs.core import Proof, Step, is_zero
+from proofs.core import Proof, Step, UnprovenError, is_zero
 from proofs.norms import attained_check, spectral_check
 
 SQRT, STD = "sqrt_var_eps", "std_plus_eps"
@@ -32,10 +32,8 @@ def _decide_formula(c: Claim, derived: sp.Basic, denom: str, what: str, extra_no
     if c.formal is not None:
         holds, proof, witness = pb.formula_proof(c.statement_latex, c.formal, derived, denom, what)
         if holds:
-            return _result(c, "holds", _text(derived), proof, notes=extra_notes)
+            return result(c, "holds", _text(derived), proof, notes=extra_notes)
     elif c.intended is None:
-        from derive.check.activations import UnprovenError
-
         raise UnprovenError(f"{c.id}: neither a printed formula nor its intent to check")
     else:
         holds, proof, witness = False, None, {"printed": "not a formula (garbled)"}
@@ -45,7 +43,7 @@ def _decide_formula(c: Claim, derived: sp.Basic, denom: str, what: str, extra_no
         )
         if intended_holds:
             steps = (proof.steps if proof else ()) + intended_proof.steps
-            return _result(
+            return result(
                 c,
                 "misprinted",
                 _text(derived),
@@ -53,7 +51,7 @@ def _decide_formula(c: Claim, derived: sp.Basic, denom: str, what: str, extra_no
                 witness=witness or None,
                 notes=(f"Intended: {sp.sstr(c.intended)}, which holds.", *extra_notes),
             )
-    return _result(
+    return result(
         c,
         "fails",
         _text(derived),
@@ -128,7 +126,7 @@ def _table_jacobian(c):
             check=lambda: all(bn.batchnorm_checks(SQRT, s)["jacobian"] for s in PROOF_SIZES),
         ),
     ]
-    return _result(
+    return result(
         c,
         "holds",
         "gamma_j*r*(delta_jk - 1/M - d_k*d_j*r**2/M)",
@@ -187,7 +185,7 @@ def _lipschitz(c):
             ),
         ),
     )
-    return _result(
+    return result(
         c,
         "approx",
         "Max(Abs(gamma_j)/sqrt(sigma_j**2 + epsilon))",
@@ -248,7 +246,7 @@ def _a2_jacobian(c):
             check=difference_norm,
         ),
     )
-    return _result(
+    return result(
         c,
         "approx",
         "1",
@@ -285,7 +283,7 @@ def _definition_004(c):
             ),
         ),
     )
-    return _result(
+    return result(
         c,
         "misprinted",
         "G*Zbar_ik + B",
@@ -357,15 +355,13 @@ def _with_step(result, step: Step):
 
     proof = Proof(claim=result.proof.claim, steps=(*result.proof.steps, step))
     if not proof.verify().ok:
-        from derive.check.activations import UnprovenError
-
         raise UnprovenError(proof.verify().summary())
     return dataclasses.replace(result, proof=proof)
 
 
 def _b50(c):
     proof = Proof(claim=c.statement_latex, steps=(pb.derivation_step(STD),))
-    return _result(
+    return result(
         c,
         "holds",
         sp.sstr(_derived(STD).assembled),
@@ -380,7 +376,7 @@ def _assembled(c):
 
 def _gradient(which: str):
     def decide(c):
-        return _result(
+        return result(
             c,
             "holds",
             {
@@ -409,7 +405,7 @@ def _against_derived(c, derived: sp.Tuple, what: str, steps: tuple, value: str, 
         method="symbolic identity" if equal else "exact witness",
         check=lambda: pb.compare(c.formal, derived, what) == (equal, witness),
     )
-    return _result(
+    return result(
         c,
         "holds" if equal else "fails",
         value,
@@ -512,7 +508,7 @@ def _test_002(c):
             check=lambda: is_zero(c.formal - derived),
         ),
     )
-    return _result(
+    return result(
         c,
         "holds",
         sp.sstr(derived),

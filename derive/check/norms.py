@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import sympy as sp
 
+from derive.check.core import EPS_P, GAMMA_MAX, GAMMA_NORM, SIGMA_P, D, bound_verdict, result
 from derive.claims import Claim
 from proofs import norms as pn
 from proofs.core import Proof, Step, identity
@@ -29,75 +30,9 @@ CENTERED_NOTE = (
 )
 
 
-def _run(proof: Proof) -> None:
-    from derive.check.activations import UnprovenError
-
-    verification = proof.verify()
-    if not verification.ok:
-        raise UnprovenError(verification.summary())
-
-
-def _result(c: Claim, verdict: str, value: str, proof: Proof, **extra):
-    from derive.check.activations import Result
-
-    _run(proof)
-    methods = "; ".join(sorted({s.method for s in proof.steps}))
-    return Result(
-        claim=c,
-        verdict=verdict,
-        value=value,
-        printed_value=c.printed_value,
-        method=methods,
-        rigorous=proof.rigorous,
-        proof=proof,
-        witness=extra.get("witness"),
-        notes=tuple(extra.get("notes", ()))
-        + ((f"Verdict: {extra['reason']}.",) if extra.get("reason") else ()),
-        relative_error=extra.get("relative_error"),
-    )
-
-
-#: Symbols of the printed constants (derive/claims.py) and the derived ones.
-D = sp.Symbol("D", positive=True, integer=True)
-EPS_P = sp.Symbol("epsilon_p", positive=True)
-GAMMA_MAX = sp.Symbol("gamma_max", nonnegative=True)
-GAMMA_NORM = sp.Symbol("gamma_norm", nonnegative=True)
-SIGMA_P = sp.Symbol("sigma_max_P", nonnegative=True)  # sigma_max_P(gamma) <= gamma_max
-
-#: Where a printed constant below the attained one is shown to be too small (exact point).
-FAIL_POINT = {D: 3, EPS_P: sp.Rational(3, 10**5), GAMMA_MAX: 1, GAMMA_NORM: 1}
-
-
-def bound_verdict(printed: sp.Expr, attained: sp.Expr, tight: sp.Expr) -> tuple[str, str]:
-    """(verdict, reason) of a printed Lipschitz constant against the derived ones.
-
-    ``tight``: the Lipschitz constant as a function of all parameters (may use
-    ``sigma_max_P``); ``attained``: its supremum over the parameters the printed constant
-    is written in (attained by some of them). Equal to ``tight`` -> holds; equal to or
-    provably above ``attained`` -> holds_loose if ``tight`` differs, else holds; provably
-    below ``attained`` at :data:`FAIL_POINT` -> fails.
-    """
-    if sp.simplify(printed - tight) == 0:
-        return "holds", "the printed constant is the tight one"
-    gap = sp.simplify(printed - attained)
-    if gap == 0 or gap.is_nonnegative:
-        if sp.simplify(attained - tight) == 0:
-            if gap == 0:
-                return "holds", "the printed constant is attained by the witness"
-            return "holds_loose", "valid; the tight constant is attained by the witness"
-        return "holds_loose", "valid, equal to the tight constant only for some parameters"
-    at_point = gap.subs(FAIL_POINT)
-    if at_point.is_number and at_point < 0:
-        point = {k: v for k, v in FAIL_POINT.items() if k in gap.free_symbols}
-        return "fails", f"below the attained constant at {point}: gap {at_point}"
-    from derive.check.activations import UnprovenError
-
-    raise UnprovenError(f"cannot order printed {printed} and attained {attained}")
-
-
 def _definition(c: Claim):
     proof = pn.definition_proof(c.key, c.statement_latex)
-    return _result(
+    return result(
         c,
         "holds",
         "Eq(epsilon_p, D*epsilon)",
@@ -118,7 +53,7 @@ def _jacobian(c: Claim):
         "rmsnorm": "gamma_i*r*(delta_ij - z_i*z_j/D)",
         "centernorm": "D*gamma_i*(delta_ij - 1/D)/(D - 1)",
     }
-    return _result(
+    return result(
         c,
         verdict,
         entries[key],
@@ -137,7 +72,7 @@ def _layernorm_lipschitz(c: Claim):
     verdict, reason = bound_verdict(
         c.formal, GAMMA_MAX * sp.sqrt(D) / sp.sqrt(EPS_P), SIGMA_P * sp.sqrt(D) / sp.sqrt(EPS_P)
     )
-    return _result(
+    return result(
         c,
         verdict,
         "sqrt(D)*sigma_max_P(gamma)/sqrt(epsilon_p)",
@@ -162,7 +97,7 @@ def _rmsnorm_lipschitz(c: Claim):
     proof = pn.row_lipschitz_proof("rmsnorm")
     constant = GAMMA_MAX * sp.sqrt(D) / sp.sqrt(EPS_P)
     verdict, reason = bound_verdict(c.formal, constant, constant)
-    return _result(
+    return result(
         c,
         verdict,
         "gamma_max*sqrt(D)/sqrt(epsilon_p)",
@@ -179,7 +114,7 @@ def _rmsnorm_lipschitz(c: Claim):
 
 def _centernorm_lipschitz(c: Claim):
     verdict, reason = bound_verdict(c.formal, D / (D - 1) * GAMMA_MAX, D / (D - 1) * SIGMA_P)
-    return _result(
+    return result(
         c,
         verdict,
         "D*sigma_max_P(gamma)/(D - 1)",
@@ -195,7 +130,7 @@ def _centernorm_lipschitz(c: Claim):
 
 def _weightnorm_lipschitz(c: Claim):
     verdict, reason = bound_verdict(c.formal, GAMMA_NORM, GAMMA_NORM)
-    return _result(
+    return result(
         c,
         verdict,
         "sigma_max(W)",
@@ -218,7 +153,7 @@ def _weightnorm_lipschitz(c: Claim):
 
 def _weightnorm_jacobian(c: Claim):
     verdict, proof = pn.weightnorm_layout_decision()
-    return _result(
+    return result(
         c,
         verdict,
         "W",
@@ -238,7 +173,7 @@ def _weightnorm_jacobian(c: Claim):
 
 
 def _weightnorm_frobenius(c: Claim):
-    return _result(
+    return result(
         c,
         "fails",
         "sqrt(Sum(gamma_i**2*q_i/(q_i + epsilon), (i, 1, n_o)))",
@@ -253,7 +188,7 @@ def _weightnorm_frobenius(c: Claim):
 
 
 def _weightnorm_equality(c: Claim):
-    return _result(
+    return result(
         c,
         "fails",
         "And(rank(W) <= 1, Eq(epsilon*Sum(gamma_i**2/(q_i + epsilon), (i, 1, n_o)), 0))",
@@ -287,7 +222,7 @@ def _a2_bounds(c: Claim):
         ),
         pn.row_lipschitz_proof("layernorm").steps[1],
     ]
-    return _result(
+    return result(
         c,
         "holds",
         "gamma_max*sqrt(D)/sqrt(epsilon_p)",
@@ -359,7 +294,7 @@ def _ranking(c: Claim):
             ),
         ),
     )
-    return _result(
+    return result(
         c,
         "fails",
         "Tuple(D/(D - 1), sqrt(D), 1/sqrt(sigma2 + epsilon_bn), sqrt(D/epsilon_p), "

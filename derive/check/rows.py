@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import sympy as sp
 
-from derive.check.norms import _result, bound_verdict
+from derive.check.core import bound_verdict, result, run
 from derive.claims import Claim
 from proofs import rows as pr
-from proofs.core import Proof
+from proofs.core import Proof, UnprovenError
 
 D = sp.Symbol("D", positive=True, integer=True)
 SIGMA_W = sp.Symbol("sigma_max_W", nonnegative=True)
@@ -38,12 +38,12 @@ CONV_NOTE = (
 
 def _matrix(c: Claim, decision, value: str, notes: tuple[str, ...] = ()):
     verdict, proof, witness = decision
-    return _result(c, verdict, value, proof, witness=witness, notes=notes)
+    return result(c, verdict, value, proof, witness=witness, notes=notes)
 
 
 def _lipschitz(c: Claim, proof: Proof, attained: sp.Expr, tight: sp.Expr, value: str, **extra):
     verdict, reason = bound_verdict(c.formal, attained, tight)
-    return _result(c, verdict, value, proof, reason=reason, **extra)
+    return result(c, verdict, value, proof, reason=reason, **extra)
 
 
 DECIDERS = {
@@ -217,15 +217,13 @@ def _refuted(printed: str, derived: str, relation: str) -> str:
     a, b = sp.sympify(printed), sp.sympify(derived)
     if (a != b) if relation == "!=" else bool(a < b):
         return "fails"
-    from derive.check.activations import UnprovenError
-
     raise UnprovenError(f"the witness does not refute the printed value ({a} vs {b})")
 
 
 def _eq11(c: Claim):
     proof, witness = pr.linear_eq11()
     verdict = _refuted(witness["printed_sup"], witness["lipschitz"], "!=")
-    return _result(
+    return result(
         c,
         verdict,
         "sigma_max_W",
@@ -239,7 +237,7 @@ def _eq11(c: Claim):
 def _conv_lipschitz(c: Claim):
     proof, witness = pr.conv_lipschitz(c.statement_latex)
     verdict = _refuted(witness["printed_sigma_max"], witness["ratio"], "<")
-    return _result(
+    return result(
         c,
         verdict,
         "sigma_max_hat",
@@ -252,16 +250,12 @@ def _conv_lipschitz(c: Claim):
 
 def _weighted_lipschitz(c: Claim):
     literal, intended, witness = pr.weighted_lipschitz(c.statement_latex)
-    from derive.check.norms import _run
-
-    _run(literal)
+    run(literal)
     printed_at, true_at = sp.Integer(witness["printed"]), sp.Integer(witness["lipschitz"])
     if not printed_at < true_at:
-        from derive.check.activations import UnprovenError
-
         raise UnprovenError(f"{c.id}: the witness does not refute the literal reading")
     proof = Proof(c.statement_latex, literal.steps + intended.steps)
-    return _result(
+    return result(
         c,
         "misprinted",
         "1 + nu_abs_max*Lip_f",

@@ -38,8 +38,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from derive.definitions.rows import matrix
-from proofs.core import Proof, Step
-from proofs.matrices import same
+from proofs.core import Proof, Step, same
 
 
 def _row_softmax(S: sp.Matrix) -> sp.Matrix:

@@ -39,8 +39,17 @@ from functools import lru_cache
 import numpy as np
 from flint import arb
 
-from derive.envelope.core import Format, Real, as_arb, precision
-from derive.envelope.modules import Config, Forward, Gain, Model, Point
+from derive.envelope.core import (
+    Config,
+    Format,
+    Forward,
+    Gain,
+    Model,
+    Point,
+    Real,
+    as_arb,
+    precision,
+)
 
 __all__ = [
     "BB_TOLERANCE",

@@ -13,7 +13,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
+import numpy as np
 from flint import arb, ctx
 
 #: Precisions (bits) tried in turn before a comparison is declared undecidable.
@@ -249,3 +251,97 @@ def overflowing_gradient(gain: Real, fmt: Format) -> Fraction | None:
     """The smallest format value ``g`` with ``g * gain >= overflow``, or None if none is finite."""
     safe = safe_gradient(gain, fmt)
     return None if safe is None else fmt.next_up(safe)
+
+
+@dataclass(frozen=True)
+class Config:
+    """A module's configuration. ``dim`` is the reduced axis (the batch size per feature for
+    BatchNorm); ``gamma_max``/``beta_max`` bound ``|gamma_i|``/``|beta_i|``; ``weight_max``
+    and ``bias_max`` bound the entries of a Linear (or residual branch) weight and bias;
+    ``out_dim`` is a Linear's / WeightNorm's output size; ``nu_max`` bounds the residual
+    weight ``|nu_i|``."""
+
+    dim: int = 768
+    eps: float | None = None
+    gamma_max: float = 1.0
+    beta_max: float = 0.0
+    out_dim: int | None = None
+    weight_max: float = 1.0
+    bias_max: float = 0.0
+    nu_max: float = 1.0
+    tokens: int = 8
+    channels: int = 1
+    kernel: int = 3
+    stride: int = 1
+    tau_max: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("dim", "out_dim", "tokens", "channels", "kernel", "stride"):
+            value = getattr(self, name)
+            if value is not None and (int(value) != value or value < 1):
+                raise ValueError(f"{name}: expected a positive integer, got {value!r}")
+        for name in ("gamma_max", "beta_max", "weight_max", "bias_max", "nu_max", "tau_max"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(f"{name}: expected a finite number >= 0, got {value!r}")
+        if self.eps is not None and (not math.isfinite(self.eps) or self.eps < 0):
+            raise ValueError(f"eps: expected a finite number >= 0, got {self.eps!r}")
+
+    @property
+    def outputs(self) -> int:
+        return self.dim if self.out_dim is None else int(self.out_dim)
+
+
+@dataclass(frozen=True)
+class Gain:
+    """A supremum of a gain over all inputs, with how it is reached; ``value`` None means
+    the gain is unbounded (no upstream gradient is safe for every input). ``tight`` False
+    marks a proven upper bound that is not shown to be the supremum: the safe size is still
+    safe, and the witness bounds the supremum from below."""
+
+    value: Real | None
+    reached: str
+    tight: bool = True
+
+
+@dataclass(frozen=True)
+class Forward:
+    """The forward principle: ``sup`` bounds ``|y_i|`` over all real inputs (None when the
+    output grows without bound); ``slope`` is then the largest ``|y_i|`` per unit of
+    ``max|x_j|`` and ``offset`` the added bias, so the forward can overflow once
+    ``slope * max|x| + offset`` reaches the threshold."""
+
+    sup: Real | None = None
+    reached: str = ""
+    slope: Real | None = None
+    offset: Fraction = Fraction(0)
+    growth: str = ""
+
+
+@dataclass(frozen=True)
+class Point:
+    """A witness input in the format, the Jacobian column it maximizes and the kernel call.
+
+    ``column(prec)`` returns the exact ``|J_ij|`` sum of column ``index`` as a :class:`Real`;
+    ``signs`` is the sign pattern of that column (``g = size * signs`` maximizes ``dx_j``);
+    ``arrays`` are the kernel's inputs (x, parameters) as float64 arrays of format values.
+    """
+
+    arrays: dict[str, np.ndarray]
+    signs: np.ndarray
+    index: tuple[int, ...]
+    gain: Real
+    description: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Model:
+    title: str
+    parameters: str
+    forward: Forward
+    gain_2: Gain
+    gain_max: Gain
+    point: Callable[[Format], Point | None] = field(repr=False)
+    kernel: str = ""
+    notes: tuple[str, ...] = ()

@@ -109,6 +109,8 @@ from functools import cache, wraps
 import mpmath
 import numpy as np
 
+from derive.catalog import strict_keys
+
 __all__ = [
     "DEFAULT_EPS",
     "STRICT_MODULES",
@@ -119,15 +121,7 @@ __all__ = [
 ]
 
 #: The modules covered, by kernel module name (``kernels.<name>``).
-STRICT_MODULES: tuple[str, ...] = (
-    "layernorm",
-    "rmsnorm",
-    "centernorm",
-    "batchnorm",
-    "weightnorm",
-    "softmax",
-    "dp_attention",
-)
+STRICT_MODULES: tuple[str, ...] = strict_keys()
 
 #: Each kernel's default eps (the modules without one ignore the argument).
 DEFAULT_EPS = {"layernorm": 1e-5, "rmsnorm": 1e-6, "batchnorm": 1e-5, "weightnorm": 0.0}

@@ -7,12 +7,13 @@ from __future__ import annotations
 import numpy as np
 
 from derive.definitions.attention import PROOF_SIZES, closed_form_proof
-from derive.check.attention_lipschitz import SEARCH_N, SEARCH_STARTS, SEARCH_STEPS, search_results
+from derive.catalog import CATALOG
+from derive.check.attention import SEARCH_N, SEARCH_STARTS, SEARCH_STEPS, search_results
 from derive.report.figures import loglog_figure
 from proofs import attention as PA
 
-#: Report module names, in the order of Table 2.
-ATTENTION_MODULES = ("dp_attention", "l2_attention", "scs_attention")
+#: The attentions, in the catalog's order.
+ATTENTION_MODULES = tuple(m.key for m in CATALOG if m.family == "attention")
 
 #: Input scales of the figure, multiples of a fixed input of three tokens whose middle token
 #: is 0 (the token DP attention's unbounded family moves; its first D columns are used).

@@ -9,9 +9,6 @@ import sympy as sp
 from derive.definitions import norms as norms
 from derive.definitions.norms import WEIGHTNORM, RowNorm, row_norm
 
-#: Report module names of the normalizations, in the order of Table 2.
-NORM_MODULES = ("layernorm", "weightnorm", "rmsnorm", "centernorm", "normalization")
-
 #: The eps values whose float16 rounding the report lists.
 EPS_VALUES = (1e-5, 1e-6, 1e-8, 1e-12)
 

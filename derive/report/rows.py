@@ -10,16 +10,6 @@ import sympy as sp
 from derive.definitions import rows as R
 from proofs import spectral
 
-#: Report module names of these rows, in the order of Table 2.
-ROW_MODULES = (
-    "linear",
-    "conv2d",
-    "softmax",
-    "residual",
-    "weighted_residual",
-    "maxpool",
-    "avgpool",
-)
 
 #: Windowed pooling configurations whose exact constants the report tabulates:
 #: (input side, kernel size, stride).
@@ -219,7 +209,7 @@ def _residual(weighted: bool) -> list[str]:
 
 
 def row_section(name: str) -> list[str]:
-    """The report section of one of :data:`ROW_MODULES` (its claims follow it)."""
+    """The report section of a module of the rows family (:data:`derive.catalog.CATALOG`) (its claims follow it)."""
     if name == "linear":
         return _linear()
     if name == "conv2d":

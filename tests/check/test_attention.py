@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from derive.check.activations import check
+from derive.check import check
 from derive.claims import ATTENTION_CLAIMS
 from derive.definitions import attention as A
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from derive.check.activations import check
+from derive.check import check
 from derive.claims import BATCHNORM_CLAIMS, claim
 from derive.definitions import batchnorm as bn
 from kernels import batchnorm
@@ -95,7 +95,7 @@ def _assumptions(name: str) -> dict:
 
 
 def test_a_garbled_line_without_an_intent_cannot_be_decided():
-    from derive.check.activations import UnprovenError
+    from derive.check import UnprovenError
 
     no_intent = dataclasses.replace(claim("batchnorm.B51"), intended=None)
     with pytest.raises(UnprovenError):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from derive.check.activations import check
+from derive.check import check
 from derive.check.norms import EPS_P, GAMMA_MAX, SIGMA_P, D, bound_verdict
 from derive.claims import NORM_CLAIMS, claim
 from derive.definitions.norms import ROW_NORMS, closed_form_proof, row_norm, vector

@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from derive.check.activations import check
+from derive.check import check
 from derive.claims import ROW_CLAIMS
 from derive.definitions import rows as R
 from proofs import rows as pr
-from proofs.matrices import Case, decide, same
+from proofs.core import same
+from proofs.matrices import Case, decide
 
 #: The claim checks are cached per process: under pytest-xdist (--dist loadgroup) the
 #: files that run them share one worker instead of each recomputing them.

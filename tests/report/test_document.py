@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from derive.report import document as report
-from derive.check.activations import check_all
+from derive.check import check_all
 
 #: The claim checks are cached per process: under pytest-xdist (--dist loadgroup) the
 #: files that run them share one worker instead of each recomputing them.

@@ -1,0 +1,264 @@
+"""The module catalog: one entry per module of Table 2 (001_76ce3a8a4b6079c3.txt, section
+4.2), in the table's order, and the single source of every list of modules.
+
+The report's order and sections, the checker's dispatch, the ``liptable`` command's
+choices, the benchmark and the tests' parametrization all read :data:`CATALOG`. An entry
+is plain data (names, not imports), so reading the catalog imports neither SymPy nor the
+kernels. A module's whole story is found by its ``family``: the same file name in each
+subpackage of ``derive`` (``definitions``, ``check``, ``reference``, ``codegen``,
+``envelope``, ``report``), in ``proofs`` and in ``tests/<concern>/``.
+
+Adding a module means adding one entry here and its family files.
+
+>>> entry("layernorm").family, entry("layernorm").kernel
+('norms', 'kernels.layernorm')
+>>> [m.key for m in CATALOG if m.family == "attention"]
+['dp_attention', 'l2_attention', 'scs_attention']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: The families, in the order of their first module in Table 2.
+FAMILIES: tuple[str, ...] = ("rows", "activations", "attention", "norms", "batchnorm")
+
+
+@dataclass(frozen=True)
+class Module:
+    """One module of Table 2.
+
+    ``key``: the kernel module's name (``kernels.<key>``) and the report's section key.
+    ``family``: the file name of its definition, checker, reference, generated code,
+    envelope and report section. ``claim_keys``: the ``Claim.key`` values of its claims
+    (``derive.claims``). ``envelopes``: the ``liptable envelope`` module names it answers
+    (``()``: none). ``strict``: its strict half-precision thresholds are predicted
+    (``derive.envelope.strict``). ``variants``: the keyword values its kernels take
+    (GeLU's ``approximate``). ``bench``: the shape family ``liptable bench`` times it at.
+    ``extra_sections``: report sections that follow its own (with claims keyed alike).
+    """
+
+    key: str
+    family: str
+    title: str
+    source: str
+    claim_keys: tuple[str, ...]
+    envelopes: tuple[str, ...] = ()
+    strict: bool = False
+    variants: tuple[str, ...] = ()
+    bench: str = "rows"
+    extra_sections: tuple[str, ...] = ()
+
+    @property
+    def sections(self) -> tuple[str, ...]:
+        """Its report sections: its own, then any that follow it (CenterNorm is followed by
+        the rankings of the normalizations, Eq. 51-52)."""
+        return (self.key, *self.extra_sections)
+
+    @property
+    def kernel(self) -> str:
+        """The kernel module, ``kernels.<key>``."""
+        return f"kernels.{self.key}"
+
+    @property
+    def definition(self) -> str:
+        """The module holding its SymPy definition."""
+        return f"derive.definitions.{self.family}"
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise ValueError(f"{self.key}: family {self.family!r} is not one of {FAMILIES}")
+
+
+_TABLE2 = "001_76ce3a8a4b6079c3.txt, Table 2, row "
+
+#: Every module of Table 2, in the table's order (the report's order).
+CATALOG: tuple[Module, ...] = (
+    Module(
+        "linear", "rows", "Linear", _TABLE2 + "Linear", ("linear",), ("linear",), bench="linear"
+    ),
+    Module(
+        "conv2d",
+        "rows",
+        "Convolution",
+        _TABLE2 + "Convolution",
+        ("conv2d",),
+        ("conv2d",),
+        bench="conv2d",
+    ),
+    Module(
+        "sigmoid",
+        "activations",
+        "Sigmoid",
+        _TABLE2 + "Sigmoid",
+        ("sigmoid",),
+        ("sigmoid",),
+        bench="elementwise",
+    ),
+    Module(
+        "softmax", "rows", "Softmax", _TABLE2 + "Softmax", ("softmax",), ("softmax",), strict=True
+    ),
+    Module(
+        "relu", "activations", "ReLU", _TABLE2 + "ReLU", ("relu",), ("relu",), bench="elementwise"
+    ),
+    Module(
+        "gelu",
+        "activations",
+        "GeLU",
+        _TABLE2 + "GeLU",
+        ("gelu_none",),
+        ("gelu", "gelu_tanh", "gelu_sigmoid"),
+        variants=("none", "tanh", "sigmoid"),
+        bench="elementwise",
+    ),
+    Module(
+        "swish",
+        "activations",
+        "Swish",
+        _TABLE2 + "Swish",
+        ("swish",),
+        ("swish",),
+        bench="elementwise",
+    ),
+    Module(
+        "dp_attention",
+        "attention",
+        "Dot-product attention",
+        _TABLE2 + "Dot-Product Attention",
+        ("dp_attention",),
+        ("dp_attention",),
+        strict=True,
+        bench="attention",
+    ),
+    Module(
+        "l2_attention",
+        "attention",
+        "L2 attention",
+        _TABLE2 + "L2 Attention",
+        ("l2_attention",),
+        ("l2_attention",),
+        bench="attention",
+    ),
+    Module(
+        "scs_attention",
+        "attention",
+        "Scaled cosine similarity attention",
+        _TABLE2 + "Scaled Cosine Similarity Attention",
+        ("scs_attention",),
+        ("scs_attention",),
+        bench="attention",
+    ),
+    Module(
+        "layernorm",
+        "norms",
+        "LayerNorm",
+        _TABLE2 + "LayerNorm",
+        ("layernorm",),
+        ("layernorm",),
+        strict=True,
+    ),
+    Module(
+        "batchnorm",
+        "batchnorm",
+        "BatchNorm",
+        _TABLE2 + "BatchNorm",
+        ("batchnorm",),
+        ("batchnorm",),
+        strict=True,
+    ),
+    Module(
+        "weightnorm",
+        "norms",
+        "WeightNorm",
+        _TABLE2 + "WeightNorm",
+        ("weightnorm",),
+        ("weightnorm",),
+        strict=True,
+    ),
+    Module(
+        "rmsnorm", "norms", "RMSNorm", _TABLE2 + "RMSNorm", ("rmsnorm",), ("rmsnorm",), strict=True
+    ),
+    Module(
+        "centernorm",
+        "norms",
+        "CenterNorm",
+        _TABLE2 + "CenterNorm",
+        ("centernorm", "normalization"),
+        ("centernorm",),
+        strict=True,
+        extra_sections=("normalization",),
+    ),
+    Module(
+        "residual",
+        "rows",
+        "Residual",
+        _TABLE2 + "Residual Connection",
+        ("residual",),
+        ("residual",),
+        bench="residual",
+    ),
+    Module(
+        "weighted_residual",
+        "rows",
+        "Weighted residual",
+        _TABLE2 + "Weighted Residual Connection",
+        ("weighted_residual",),
+        ("weighted_residual",),
+        bench="residual",
+    ),
+    Module(
+        "maxpool",
+        "rows",
+        "MaxPooling",
+        _TABLE2 + "MaxPooling",
+        ("maxpool",),
+        ("maxpool",),
+        bench="pool",
+    ),
+    Module(
+        "avgpool",
+        "rows",
+        "AveragePooling",
+        _TABLE2 + "AveragePooling",
+        ("avgpool",),
+        ("avgpool",),
+        bench="pool",
+    ),
+)
+
+KEYS: tuple[str, ...] = tuple(m.key for m in CATALOG)
+
+
+def entry(key: str) -> Module:
+    """The catalog entry of ``key``; a ``KeyError`` lists the known keys."""
+    for module in CATALOG:
+        if module.key == key:
+            return module
+    raise KeyError(f"no module {key!r} in the catalog; known: {', '.join(KEYS)}")
+
+
+#: The report's sections, in order (``liptable report --modules`` takes these names).
+SECTIONS: tuple[str, ...] = tuple(s for m in CATALOG for s in m.sections)
+
+
+def family_of_claim(claim_key: str) -> str:
+    """The family whose checker decides the claims with ``Claim.key == claim_key``."""
+    return section_entry(claim_key).family
+
+
+def section_entry(name: str) -> Module:
+    """The entry whose report sections or claim keys include ``name``."""
+    for module in CATALOG:
+        if name in module.sections or name in module.claim_keys:
+            return module
+    raise KeyError(f"no catalog entry has a section or claims named {name!r}")
+
+
+def envelope_keys() -> tuple[str, ...]:
+    """Every ``liptable envelope`` module name, in the catalog's order."""
+    return tuple(name for m in CATALOG for name in m.envelopes)
+
+
+def strict_keys() -> tuple[str, ...]:
+    """The modules whose strict half-precision thresholds are predicted."""
+    return tuple(m.key for m in CATALOG if m.strict)

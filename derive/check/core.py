@@ -1,0 +1,121 @@
+"""What every family's checker shares: the result record, running a proof, the decimal
+form of a value, and the verdict of a printed bound against derived ones.
+
+Verdicts are :class:`proofs.core.Verdict`; a proof step that does not check raises
+:class:`proofs.core.UnprovenError` instead of reporting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy as sp
+
+from derive.claims import Claim
+from proofs.core import Proof, UnprovenError, Verdict
+
+#: Digits of the decimal values written to claims.json.
+DIGITS = 40
+
+
+@dataclass(frozen=True)
+class Result:
+    """A claim with its verdict and the evidence for it (the JSON record of SPEC)."""
+
+    claim: Claim
+    verdict: Verdict
+    value: str
+    printed_value: str | None
+    method: str
+    rigorous: bool
+    proof: Proof
+    witness: dict | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    relative_error: str | None = None
+
+    def to_json(self) -> dict:
+        c = self.claim
+        return {
+            "id": c.id,
+            "module": c.module,
+            "kind": c.kind,
+            "source": c.source,
+            "statement_latex": c.statement_latex,
+            "verdict": self.verdict,
+            "printed_value": self.printed_value,
+            "value": self.value,
+            "method": self.method,
+            "rigorous": self.rigorous,
+            "witness": self.witness,
+            "relative_error": self.relative_error,
+            "notes": " ".join(n for n in (c.notes, *self.notes) if n),
+            "proof": [{"statement": s.statement, "method": s.method} for s in self.proof.steps],
+        }
+
+
+def decimal(value: sp.Expr, digits: int = DIGITS) -> str:
+    """``value`` as a decimal string with ``digits`` significant digits."""
+    return sp.N(value, digits).__str__()
+
+
+def run(proof: Proof) -> None:
+    """Run every step; a step that does not check makes the verdict unreportable."""
+    verification = proof.verify()
+    if not verification.ok:
+        raise UnprovenError(verification.summary())
+
+
+def result(c: Claim, verdict: Verdict, value: str, proof: Proof, **extra) -> Result:
+    """Run ``proof`` and record ``verdict`` with its evidence: ``witness``, ``notes``,
+    ``reason`` (appended to the notes) and ``relative_error`` are optional."""
+    run(proof)
+    methods = "; ".join(sorted({s.method for s in proof.steps}))
+    return Result(
+        claim=c,
+        verdict=verdict,
+        value=value,
+        printed_value=c.printed_value,
+        method=methods,
+        rigorous=proof.rigorous,
+        proof=proof,
+        witness=extra.get("witness"),
+        notes=tuple(extra.get("notes", ()))
+        + ((f"Verdict: {extra['reason']}.",) if extra.get("reason") else ()),
+        relative_error=extra.get("relative_error"),
+    )
+
+
+#: Symbols of the printed constants (derive/claims.py) and the derived ones.
+D = sp.Symbol("D", positive=True, integer=True)
+EPS_P = sp.Symbol("epsilon_p", positive=True)
+GAMMA_MAX = sp.Symbol("gamma_max", nonnegative=True)
+GAMMA_NORM = sp.Symbol("gamma_norm", nonnegative=True)
+SIGMA_P = sp.Symbol("sigma_max_P", nonnegative=True)  # sigma_max_P(gamma) <= gamma_max
+
+#: Where a printed constant below the attained one is shown to be too small (exact point).
+FAIL_POINT = {D: 3, EPS_P: sp.Rational(3, 10**5), GAMMA_MAX: 1, GAMMA_NORM: 1}
+
+
+def bound_verdict(printed: sp.Expr, attained: sp.Expr, tight: sp.Expr) -> tuple[str, str]:
+    """(verdict, reason) of a printed Lipschitz constant against the derived ones.
+
+    ``tight``: the Lipschitz constant as a function of all parameters (may use
+    ``sigma_max_P``); ``attained``: its supremum over the parameters the printed constant
+    is written in (attained by some of them). Equal to ``tight`` -> holds; equal to or
+    provably above ``attained`` -> holds_loose if ``tight`` differs, else holds; provably
+    below ``attained`` at :data:`FAIL_POINT` -> fails.
+    """
+    if sp.simplify(printed - tight) == 0:
+        return "holds", "the printed constant is the tight one"
+    gap = sp.simplify(printed - attained)
+    if gap == 0 or gap.is_nonnegative:
+        if sp.simplify(attained - tight) == 0:
+            if gap == 0:
+                return "holds", "the printed constant is attained by the witness"
+            return "holds_loose", "valid; the tight constant is attained by the witness"
+        return "holds_loose", "valid, equal to the tight constant only for some parameters"
+    at_point = gap.subs(FAIL_POINT)
+    if at_point.is_number and at_point < 0:
+        point = {k: v for k, v in FAIL_POINT.items() if k in gap.free_symbols}
+        return "fails", f"below the attained constant at {point}: gap {at_point}"
+    raise UnprovenError(f"cannot order printed {printed} and attained {attained}")
