@@ -2,7 +2,8 @@
 
 Each :class:`Claim` records what a source prints -- its LaTeX as printed and a formal
 SymPy statement of it -- and never what liptable thinks of it: verdicts are computed by
-:mod:`derive.check.activations` from the definitions in :mod:`derive.definitions.activations` and the proofs.
+:mod:`derive.check.activations` from the definitions in :mod:`derive.definitions.activations` and
+the proofs.
 
 Ids follow SPEC: ``<module>.<kind>`` for the rows of Table 2 of 001_76ce3a8a4b6079c3.txt;
 statements of the other seeds get ``<module>.<kind>_<seed>``.
@@ -35,7 +36,8 @@ def _normal_cdf(z: sp.Expr) -> sp.Expr:
 class Claim:
     """One printed statement.
 
-    ``key`` names the catalog entry it is about (:func:`derive.definitions.activations.elementwise`).
+    ``key`` names the catalog entry it is about
+    (:func:`derive.definitions.activations.elementwise`).
     ``formal`` is the printed expression: the forward for a definition, ``dy/dx`` for a
     jacobian or equation, the constant for a Lipschitz claim. ``approximate`` marks a
     printed "≈"; ``exact_for`` names the catalog entry the printed expression is meant to
@@ -235,7 +237,8 @@ ACTIVATION_CLAIMS: tuple[Claim, ...] = (
 # ``formal`` of a normalization claim is the printed constant in the symbols ``D``,
 # ``epsilon_p`` (the paper's eps), ``gamma_max = max_i |gamma_i|`` and ``gamma_norm =
 # sqrt(sum_i gamma_i^2)``; printed matrices depend on D and are built at each concrete D
-# by ``proofs.norms.printed_jacobian`` / ``derive.definitions.norms.paper_forward`` (formal is None).
+# by ``proofs.norms.printed_jacobian`` / ``derive.definitions.norms.paper_forward`` (formal is
+# None).
 
 _D = sp.Symbol("D", positive=True, integer=True)
 _EPS_P = sp.Symbol("epsilon_p", positive=True)
@@ -453,7 +456,8 @@ NORM_CLAIMS: tuple[Claim, ...] = (
 
 # --- BatchNorm -------------------------------------------------------------------------
 #
-# Printed formulas in the generic symbols of derive/definitions/batchnorm.py, for one feature: x_k and
+# Printed formulas in the generic symbols of derive/definitions/batchnorm.py, for one feature: x_k
+# and
 # x_j (004: Z_ik and Z_ij; 001: X_{j,i} and X_{j,l}), mu, sigma (biased std) or sigma^2,
 # the batch size M (004: K; 001: N) and delta_jk.
 

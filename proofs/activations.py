@@ -558,7 +558,8 @@ _BUILDERS: dict[str, Callable[[], SupDerivative]] = {
     "gelu_sigmoid": _gelu_sigmoid,
 }
 
-#: The activations with a proof of ``sup |f'|``, in the order of ``derive.definitions.activations.ELEMENTWISE``.
+#: The activations with a proof of ``sup |f'|``, in the order of
+#: ``derive.definitions.activations.ELEMENTWISE``.
 SUP_DERIVATIVE_KEYS: tuple[str, ...] = tuple(_BUILDERS)
 
 

@@ -850,7 +850,8 @@ def high_precision_norm(
 
     ``method="reference"``: the forward-mode Jacobian of :mod:`derive.reference.attention`
     at ``digits + 20`` digits. ``method="sympy"``: an independent path -- the SymPy forward
-    of :mod:`derive.definitions.attention` (weights exact), lambdified for mpmath at ``2 digits + 10``
+    of :mod:`derive.definitions.attention` (weights exact), lambdified for mpmath at ``2 digits +
+    10``
     digits, differentiated by central differences with step ``h = 10^-(digits/2 + 5)`` times
     the input scale (truncation ``O(h^2)``, rounding ``O(10^-(2 digits + 10) / h)``, both
     far below ``10^-digits``).

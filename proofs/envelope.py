@@ -2,7 +2,8 @@ r"""Proofs of the max-norm gains of LayerNorm (and BatchNorm) and RMSNorm used b
 
 The max-norm gain of a backward pass is ``sup_x max_j sum_i |J_ij|``: the largest factor
 from ``max|g_i|`` to ``max|dx_j|``. For LayerNorm it is ``max|gamma| K(D)/sqrt(eps)`` and
-for RMSNorm ``max|gamma| K_rms(D)/sqrt(eps)`` (derivations in :func:`derive.envelope.modules.layernorm_k`
+for RMSNorm ``max|gamma| K_rms(D)/sqrt(eps)`` (derivations in
+:func:`derive.envelope.modules.layernorm_k`
 and :func:`derive.envelope.modules.rmsnorm_k`). The steps below check every algebraic reduction of
 those derivations symbolically, the choice of ``k`` rigorously (arb, every k of the given D),
 and the attainment at the constructed input (arb). The one inequality not re-derived by a

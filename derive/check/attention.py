@@ -1,7 +1,8 @@
 """Verdicts of the attention rows (DP, L2, SCS) of Table 2 and Eq. 20, 53, 54.
 
 Definitions: the printed forms (tokens as columns, column softmax) are compared with the
-kernels' (:mod:`derive.definitions.attention`) by :func:`proofs.matrices.decide`. Lipschitz constants:
+kernels' (:mod:`derive.definitions.attention`) by :func:`proofs.matrices.decide`. Lipschitz
+constants:
 DP's "infinity" by an explicit family whose Jacobian grows without bound (a proof); the
 printed L2 and SCS bounds are enclosed in arb and tested against the largest Jacobian norms
 an adversarial search finds (:mod:`proofs.attention`) -- evidence, labelled as such.

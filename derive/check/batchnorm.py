@@ -1,4 +1,5 @@
-"""Verdicts of the BatchNorm claims, from the derivation in :mod:`derive.definitions.batchnorm` and the
+"""Verdicts of the BatchNorm claims, from the derivation in :mod:`derive.definitions.batchnorm` and
+the
 proofs in :mod:`proofs.batchnorm`.
 
 Formula claims compare the printed expression with the derived one: equal -> ``holds``;

@@ -1,4 +1,5 @@
-"""Writes ``kernels/_generated/batchnorm.py`` from the closed forms of :mod:`derive.definitions.batchnorm`.
+"""Writes ``kernels/_generated/batchnorm.py`` from the closed forms of
+:mod:`derive.definitions.batchnorm`.
 
 The kernel works on x laid out as (A, L, C), features last: an (N, D) input as (N, 1, D),
 an (N, C, H, W) input as (N, H*W, C). Each feature's statistics run over (a, p); blocks of

@@ -2,7 +2,8 @@
 
 The per-element stages (scale, output, VJP, Jacobian entry, the summands of the row
 reductions) are emitted from the closed forms of :mod:`derive.definitions.norms`, which
-:func:`derive.definitions.norms.closed_form_proof` proves equal to ``sympy.diff`` of the forward. The
+:func:`derive.definitions.norms.closed_form_proof` proves equal to ``sympy.diff`` of the forward.
+The
 loops around them are the templates below, filled in per module (centered or not, scaled
 by the second moment or by a constant). Three arithmetic paths:
 

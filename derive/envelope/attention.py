@@ -1,4 +1,5 @@
-r"""FP16 envelopes (see :mod:`derive.envelope.modules`) of Conv2d and the three single-head attentions.
+r"""FP16 envelopes (see :mod:`derive.envelope.modules`) of Conv2d and the three single-head
+attentions.
 
 Each model below states the supremum of the max-norm gain ``sup max_j sum_i |J_ij|`` (what
 decides whether some ``dx_j = (J^T g)_j`` overflows), the 2-norm gain and the forward

@@ -885,7 +885,8 @@ def _avgpool(cfg: Config) -> Model:
     )
 
 
-#: Elementwise modules: envelope key -> (catalog key of derive.definitions.activations, kernel, approximate).
+#: Elementwise modules: envelope key -> (catalog key of derive.definitions.activations, kernel,
+#: approximate).
 ELEMENTWISE_KEYS: dict[str, tuple[str, str, str | None]] = {
     "sigmoid": ("sigmoid", "sigmoid", None),
     "relu": ("relu", "relu", None),

@@ -1,7 +1,8 @@
 """High-precision references: exact values, correct rounding and ULP arithmetic.
 
 The references the tests judge the kernels by. They share nothing with the kernels except the
-SymPy forward definition in :mod:`derive.definitions.activations`: an expression is turned into mpmath code by
+SymPy forward definition in :mod:`derive.definitions.activations`: an expression is turned into
+mpmath code by
 ``sympy.lambdify(x, expr, modules="mpmath")`` and evaluated at >= 50 significant digits, always
 inside ``mpmath.workprec`` (never a bare ``mp.dps = ...``), so no global precision leaks.
 
@@ -610,7 +611,8 @@ def evaluate(
     floor_bits: int = FLOOR_BITS,
     max_precision: int = MAX_PRECISION,
 ) -> mpmath.mpf:
-    """``expr`` (SymPy, in :data:`derive.definitions.activations.x`) at ``value``, to ``digits`` digits.
+    """``expr`` (SymPy, in :data:`derive.definitions.activations.x`) at ``value``, to ``digits``
+    digits.
 
     The input is taken exactly. The result ``v`` satisfies
     ``|v - f(x)| <= 10^-digits / 2 * max(|f(x)|, 2^-floor_bits)`` under the adaptive rule of

@@ -269,7 +269,8 @@ def test_single_terms_have_no_sum_threshold():
     assert by_quantity("dp_attention", 1)[st.QK].threshold == 256.0
 
 
-#: (k, m): the pinned power-of-two cases of tests/kernels/test_norms.py and tests/kernels/test_batchnorm.py.
+#: (k, m): the pinned power-of-two cases of tests/kernels/test_norms.py and
+#: tests/kernels/test_batchnorm.py.
 POWER_DIMS = (1, 4, 8, 11)
 
 

@@ -1,4 +1,5 @@
-"""Assertions shared by the normalization tests (tests/kernels/test_norms.py, tests/kernels/test_batchnorm.py)."""
+"""Assertions shared by the normalization tests (tests/kernels/test_norms.py,
+tests/kernels/test_batchnorm.py)."""
 
 from __future__ import annotations
 

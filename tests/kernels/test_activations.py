@@ -77,7 +77,8 @@ def expression(key: str, quantity: str):
 
 def condition_numbers(key: str, quantity: str, xs: np.ndarray, values: list) -> list[float]:
     """|x g'(x) / g(x)| for g the computed quantity (f or f') at each input, with the
-    conventions of ``derive.reference.core.condition_number`` (0 where x g' = 0, inf where g = 0)."""
+    conventions of ``derive.reference.core.condition_number`` (0 where x g' = 0, inf where g =
+    0)."""
     module = elementwise(key)
     slope = module.derivative if quantity == "forward" else module.second_derivative
     slopes = reference_values(slope, xs, 10)

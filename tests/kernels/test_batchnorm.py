@@ -10,7 +10,8 @@ Accuracy (``tests/helpers/tolerances.py``, the normalization table): a result ``
     |y - exact| <= NORM_ULPS[dtype] * ulp(exact) + (NORM_ROUNDINGS + n) * 2^-53 * S.
 
 Training mode is LayerNorm applied to each feature's column (its ``M`` batch values, ``M = N``
-or ``N*H*W``) with a scalar gamma, so the scales ``S`` are LayerNorm's (``tests/kernels/test_norms.py``)
+or ``N*H*W``) with a scalar gamma, so the scales ``S`` are LayerNorm's
+(``tests/kernels/test_norms.py``)
 with the roles of the axes swapped. They are computed here (at ``SCALE_DPS`` digits; a bound,
 not a result) from the exact quantities of one feature: ``d_k = x_k - mean`` (training) or
 ``x_k - running_mean`` (inference), the scale ``r`` (``1/sqrt(var + eps)`` or ``1/(sigma +
@@ -60,7 +61,8 @@ difference 1, the outer product by r 1 + 3), at 19 to first order. Measured over
 drawn cases per denominator, mode and quantity, the float64 errors used at most 0.19 of
 the bound.
 
-Non-finite results are judged as in ``tests/kernels/test_norms.py``: where the kernel's result or the
+Non-finite results are judged as in ``tests/kernels/test_norms.py``: where the kernel's result or
+the
 exact value's correct rounding is infinite, the result must lie between the roundings of
 ``exact -+ (NORM_ROUNDINGS + n) 2^-53 S`` (float16 gives inf exactly when the exact value
 rounds to inf). An exact NaN (0/0) must be NaN.
