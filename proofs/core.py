@@ -24,6 +24,8 @@ from enum import Enum
 
 import sympy as sp
 
+from proofs.arb import ArbTranslationError, enclose, sign
+
 #: The methods a step may use. Every method except sampling establishes its statement.
 METHODS: tuple[str, ...] = (
     "symbolic identity",  # sympy.simplify(a - b) == 0 (after exact normalisations)
@@ -252,8 +254,6 @@ def _certainly_nonzero_somewhere(expr: sp.Expr) -> bool:
     value at the exact rational point excludes 0. Otherwise SymPy's ``evalf`` at
     ``_SCREEN_DIGITS`` digits must land farther from 0 than ``_SCREEN_THRESHOLD``.
     """
-    from proofs.arb import ArbTranslationError, enclose, sign
-
     symbols = sorted(expr.free_symbols, key=str)
     for value in _SCREEN_POINTS:
         at = {s: -value if s.is_nonpositive else value for s in symbols}
