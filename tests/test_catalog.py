@@ -1,0 +1,80 @@
+"""The catalog is the one list of modules: everything that lists modules agrees with it."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import kernels
+from derive import bench
+from derive.catalog import CATALOG, FAMILIES, KEYS, SECTIONS, entry, family_of_claim
+from derive.claims import CLAIMS
+from derive.definitions.activations import ELEMENTWISE
+from derive.report import document
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_one_entry_per_module_of_table_2():
+    assert len(KEYS) == len(set(KEYS)) == 19
+
+
+@pytest.mark.parametrize("module", CATALOG, ids=KEYS)
+def test_every_entry_has_its_kernel_and_family_files(module):
+    kernel = importlib.import_module(module.kernel)
+    assert callable(kernel.forward) and callable(kernel.vjp)
+    assert module.key in kernels.__all__
+    assert importlib.import_module(module.definition)
+    for concern in ("definitions", "check"):
+        assert (ROOT / "derive" / concern / f"{module.family}.py").exists(), concern
+    assert (ROOT / "tests" / "check" / f"test_{module.family}.py").exists()
+
+
+def test_every_family_is_used():
+    assert {m.family for m in CATALOG} == set(FAMILIES)
+
+
+def test_every_claim_belongs_to_exactly_one_entry():
+    for c in CLAIMS:
+        owners = [m.key for m in CATALOG if c.key in m.claim_keys]
+        assert len(owners) == 1, (c.id, owners)
+        assert c.module in SECTIONS, c.id
+
+
+def test_claim_keys_are_all_claimed():
+    keys = {c.key for c in CLAIMS}
+    assert {k for m in CATALOG for k in m.claim_keys} == keys
+
+
+def test_the_report_follows_the_catalog():
+    assert document.MODULE_ORDER == SECTIONS
+    assert [s for s in SECTIONS if s in KEYS] == list(KEYS)
+
+
+def test_activations_are_the_elementwise_definitions():
+    names = {m.name for m in ELEMENTWISE}
+    assert names == {m.key for m in CATALOG if m.family == "activations"}
+    for m in CATALOG:
+        if m.variants:
+            assert {e.variant for e in ELEMENTWISE if e.name == m.key} == set(m.variants)
+
+
+def test_unknown_names_are_refused_with_the_known_ones():
+    with pytest.raises(KeyError, match="known: linear, conv2d"):
+        entry("nosuch")
+    with pytest.raises(KeyError, match="nosuch"):
+        family_of_claim("nosuch")
+
+
+def test_the_benchmark_covers_every_module():
+    names = [name.split(" ")[0] for name, _ in bench.cases(16, np.random.default_rng(0))]
+    assert sorted(set(names)) == sorted(KEYS)
+
+
+def test_the_benchmark_cases_run():
+    """Each benchmark's warm-up call (a small slice of its data) runs the kernel."""
+    for name, case in bench.cases(16, np.random.default_rng(0)):
+        assert case.warm_up() is not None, name
