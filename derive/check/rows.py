@@ -276,10 +276,6 @@ DECIDERS |= {
     "weighted_residual.lipschitz": _weighted_lipschitz,
 }
 
-#: The modules decided here (report and check dispatch).
-ROW_KEYS = ("linear", "conv2d", "softmax", "maxpool", "avgpool", "residual", "weighted_residual")
-
-
 def check_row(c: Claim):
-    """The verdict of a claim about one of :data:`ROW_KEYS`."""
+    """The verdict of a claim about a module of the rows family (:mod:`derive.catalog`)."""
     return DECIDERS[c.id](c)
