@@ -14,7 +14,7 @@ from collections.abc import Callable
 import sympy as sp
 
 from derive.check.core import result
-from derive.claims import Claim
+from derive.claims import Claim, claim
 from derive.definitions import batchnorm as bn
 from derive.definitions.norms import PROOF_SIZES, eps, vector
 from proofs import batchnorm as pb
@@ -102,7 +102,6 @@ def _independent(size: int = 2) -> bool:
 
 
 def _table_jacobian(c):
-    from derive.claims import claim
 
     eq16, eq17 = claim("batchnorm.eq16").formal, claim("batchnorm.eq17").formal
     steps = [
