@@ -102,7 +102,6 @@ def _independent(size: int = 2) -> bool:
 
 
 def _table_jacobian(c):
-
     eq16, eq17 = claim("batchnorm.eq16").formal, claim("batchnorm.eq17").formal
     steps = [
         Step(
