@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from proofs.arb import ArbTranslationError, enclose, sign
-from proofs.core import Proof, Step, UnprovenError, same
+from proofs.core import Proof, Step, UnprovenError, Verdict, same
 
 Build = Callable[[], sp.Matrix]
 
@@ -110,15 +110,15 @@ def decide(
     """(verdict, proof, witness) of a printed matrix statement (module docstring)."""
     differing = next((c for c in cases if not same(c.printed(), c.derived())), None)
     if differing is None:
-        return "holds", Proof(statement, identity_steps(cases, what)), None
+        return Verdict.HOLDS, Proof(statement, identity_steps(cases, what)), None
     found = witness(differing)
     if found is None:
         raise UnprovenError(f"{statement}: no identity and no witness at {differing.label}")
     steps = (_witness_step(differing, found),)
     if intended and all(same(c.printed(), c.derived()) for c in intended):
         return (
-            "misprinted",
+            Verdict.MISPRINTED,
             Proof(statement, steps + identity_steps(intended, intended_what)),
             found,
         )
-    return "fails", Proof(statement, steps), found
+    return Verdict.FAILS, Proof(statement, steps), found

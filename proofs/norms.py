@@ -35,7 +35,7 @@ from derive.definitions.norms import (
     vector,
     weightnorm_checks,
 )
-from proofs.core import Proof, Step, assumption, identity, is_zero
+from proofs.core import Proof, Step, Verdict, assumption, identity, is_zero
 
 #: The paper's eps (added to a squared norm): eps_paper = D * eps.
 EPS_PAPER = sp.Symbol("epsilon_p", positive=True)
@@ -156,7 +156,7 @@ def jacobian_decision(
             method="exact witness",
             check=lambda s=size, w=witness: jacobian_counterexample(key, s, printed) == w,
         )
-        return "fails", Proof(claim=statement, steps=(step,)), witness
+        return Verdict.FAILS, Proof(claim=statement, steps=(step,)), witness
     steps = tuple(
         Step(
             statement=(
@@ -168,7 +168,7 @@ def jacobian_decision(
         )
         for size in sizes
     )
-    return "holds", Proof(claim=statement, steps=steps), None
+    return Verdict.HOLDS, Proof(claim=statement, steps=steps), None
 
 
 def definition_proof(key: str, statement: str) -> Proof:
@@ -571,9 +571,9 @@ def weightnorm_layout_decision(printed=printed_weightnorm_jacobian) -> tuple[str
     ``fails``; compared at (D, O) = (2, 1) and (3, 2)."""
     found = {_layout_match(printed, d_, o_) for d_, o_ in LAYOUT_SIZES}
     verdict = {
-        frozenset({"denominator"}): "holds",
-        frozenset({"numerator"}): "misprinted",
-    }.get(frozenset(found), "fails")
+        frozenset({"denominator"}): Verdict.HOLDS,
+        frozenset({"numerator"}): Verdict.MISPRINTED,
+    }.get(frozenset(found), Verdict.FAILS)
     layout = next(iter(found)) if len(found) == 1 else "neither"
     step = Step(
         statement=(

@@ -15,7 +15,7 @@ from derive.check.core import DIGITS, Result, decimal, run
 from derive.claims import Claim
 from derive.definitions.activations import elementwise, x
 from proofs.activations import sup_abs_derivative
-from proofs.core import Proof, Step, UnprovenError
+from proofs.core import Proof, Step, UnprovenError, Verdict
 from proofs.identities import counterexample, counterexample_proof, equal, equality_proof
 
 
@@ -26,13 +26,15 @@ def _identity_result(c: Claim) -> Result:
     if equal(c.formal, derived):
         proof = equality_proof(c.statement_latex, c.formal, derived, what)
         run(proof)
-        return Result(c, "holds", sp.sstr(derived), None, "symbolic identity", True, proof)
+        return Result(c, Verdict.HOLDS, sp.sstr(derived), None, "symbolic identity", True, proof)
     witness = counterexample(c.formal, derived)
     if witness is None:
         raise UnprovenError(f"{c.id}: identity not proven, and no counterexample found")
     proof = counterexample_proof(c.statement_latex, c.formal, derived, what, witness)
     run(proof)
-    return Result(c, "fails", sp.sstr(derived), None, "arb enclosure", True, proof, witness=witness)
+    return Result(
+        c, Verdict.FAILS, sp.sstr(derived), None, "arb enclosure", True, proof, witness=witness
+    )
 
 
 #: Where the largest deviation of a printed approximation is sought (evidence): a grid of
@@ -97,7 +99,7 @@ def _approximation_result(c: Claim) -> Result:
     run(proof)
     return Result(
         c,
-        "approx",
+        Verdict.APPROX,
         text_size,
         None,
         "sampling (evidence)",
@@ -128,14 +130,14 @@ def _lipschitz_result(c: Claim) -> Result:
     if c.approximate:
         relative = decimal(abs(printed - true) / true, 6)
         notes.append(f"relative error of the printed value: {relative}.")
-        verdict = "approx"
+        verdict = Verdict.APPROX
     elif sup.value_exact and sp.simplify(value - printed) == 0:
-        verdict = "holds"
+        verdict = Verdict.HOLDS
     elif printed > hi:
-        verdict = "holds_loose"
+        verdict = Verdict.HOLDS_LOOSE
         notes.append(f"tight constant {sup.value}.")
     elif printed < lo:
-        verdict = "fails"
+        verdict = Verdict.FAILS
         notes.append(f"|f'| reaches {sup.value_decimal} > printed {printed}.")
     else:
         raise UnprovenError(f"{c.id}: printed {printed} inside the enclosure [{lo}, {hi}]")

@@ -17,7 +17,7 @@ from derive.claims import Claim
 from derive.definitions import attention as A
 from derive.definitions.rows import matrix
 from proofs import attention as PA
-from proofs.core import Proof, UnprovenError
+from proofs.core import Proof, UnprovenError, Verdict
 from proofs.matrices import Case, decide
 from proofs.spectral import sigma_max
 
@@ -160,7 +160,7 @@ def _dp(c: Claim):
         raise UnprovenError(f"{c.id}: printed {c.formal}, the family proves it unbounded")
     return result(
         c,
-        "holds",
+        Verdict.HOLDS,
         "oo",
         proof,
         witness=dict(PA.DP_FAMILY),
@@ -186,7 +186,7 @@ def _l2(c: Claim):
     )
     return result(
         c,
-        "fails",
+        Verdict.FAILS,
         "sigma_max_WqTWqWvT/sqrt(d)",
         proof,
         witness={**witness, "printed": printed.decimal(35)[1]},
@@ -214,7 +214,7 @@ def _scs(c: Claim):
         raise UnprovenError(f"{c.id}: the derived bound does not undercut the printed one")
     return result(
         c,
-        "holds_loose",
+        Verdict.HOLDS_LOOSE,
         "nu*(n*tau*(sigma_Wq + sigma_Wk)/2 + sqrt(n)*sigma_Wv)/sqrt(eps)",
         proof,
         witness={k: v for k, v in results[0].as_dict().items() if k != "seconds"},  # no clock

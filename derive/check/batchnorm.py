@@ -18,7 +18,7 @@ from derive.claims import Claim, claim
 from derive.definitions import batchnorm as bn
 from derive.definitions.norms import PROOF_SIZES, eps, vector
 from proofs import batchnorm as pb
-from proofs.core import Proof, Step, UnprovenError, is_zero
+from proofs.core import Proof, Step, UnprovenError, Verdict, is_zero
 from proofs.norms import attained_check, spectral_check
 
 SQRT, STD = "sqrt_var_eps", "std_plus_eps"
@@ -33,7 +33,7 @@ def _decide_formula(c: Claim, derived: sp.Basic, denom: str, what: str, extra_no
     if c.formal is not None:
         holds, proof, witness = pb.formula_proof(c.statement_latex, c.formal, derived, denom, what)
         if holds:
-            return result(c, "holds", _text(derived), proof, notes=extra_notes)
+            return result(c, Verdict.HOLDS, _text(derived), proof, notes=extra_notes)
     elif c.intended is None:
         raise UnprovenError(f"{c.id}: neither a printed formula nor its intent to check")
     else:
@@ -46,7 +46,7 @@ def _decide_formula(c: Claim, derived: sp.Basic, denom: str, what: str, extra_no
             steps = (proof.steps if proof else ()) + intended_proof.steps
             return result(
                 c,
-                "misprinted",
+                Verdict.MISPRINTED,
                 _text(derived),
                 Proof(claim=c.statement_latex, steps=steps),
                 witness=witness or None,
@@ -54,7 +54,7 @@ def _decide_formula(c: Claim, derived: sp.Basic, denom: str, what: str, extra_no
             )
     return result(
         c,
-        "fails",
+        Verdict.FAILS,
         _text(derived),
         proof,
         witness=witness,
@@ -127,7 +127,7 @@ def _table_jacobian(c):
     ]
     return result(
         c,
-        "holds",
+        Verdict.HOLDS,
         "gamma_j*r*(delta_jk - 1/M - d_k*d_j*r**2/M)",
         Proof(
             claim=r"Table 2: $\partial\,\mathrm{BN}/\partial X$ is given by Eq. 16 and 17",
@@ -186,7 +186,7 @@ def _lipschitz(c):
     )
     return result(
         c,
-        "approx",
+        Verdict.APPROX,
         "Max(Abs(gamma_j)/sqrt(sigma_j**2 + epsilon))",
         Proof(
             claim=r"BatchNorm's $\mathrm{Lip}$ at a batch, over all batches, and in inference",
@@ -247,7 +247,7 @@ def _a2_jacobian(c):
     )
     return result(
         c,
-        "approx",
+        Verdict.APPROX,
         "1",
         Proof(claim=c.statement_latex, steps=steps),
         notes=(
@@ -284,7 +284,7 @@ def _definition_004(c):
     )
     return result(
         c,
-        "misprinted",
+        Verdict.MISPRINTED,
         "G*Zbar_ik + B",
         Proof(claim=c.statement_latex, steps=steps),
         witness={"Zbar_ii": "-1", "Zbar_ik": "1", "G": "2"},
@@ -362,7 +362,7 @@ def _b50(c):
     proof = Proof(claim=c.statement_latex, steps=(pb.derivation_step(STD),))
     return result(
         c,
-        "holds",
+        Verdict.HOLDS,
         sp.sstr(_derived(STD).assembled),
         proof,
         notes=("value: the assembled derivative (B.52) in the generic symbols.",),
@@ -377,7 +377,7 @@ def _gradient(which: str):
     def decide(c):
         return result(
             c,
-            "holds",
+            Verdict.HOLDS,
             {
                 "dx": "Sum(g_k*G*dZbar_k/dZ_j, (k, 1, K))",
                 "dbeta": "Sum(g_k, (k, 1, K))",
@@ -406,7 +406,7 @@ def _against_derived(c, derived: sp.Tuple, what: str, steps: tuple, value: str, 
     )
     return result(
         c,
-        "holds" if equal else "fails",
+        Verdict.HOLDS if equal else Verdict.FAILS,
         value,
         Proof(claim=c.statement_latex, steps=(comparison, *steps)),
         witness=witness or None,
@@ -509,7 +509,7 @@ def _test_002(c):
     )
     return result(
         c,
-        "holds",
+        Verdict.HOLDS,
         sp.sstr(derived),
         Proof(claim=c.statement_latex, steps=steps),
         notes=("E[x], Var[x]: the running statistics (running_update; PyTorch's convention).",),

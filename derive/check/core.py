@@ -106,16 +106,16 @@ def bound_verdict(printed: sp.Expr, attained: sp.Expr, tight: sp.Expr) -> tuple[
     below ``attained`` at :data:`FAIL_POINT` -> fails.
     """
     if sp.simplify(printed - tight) == 0:
-        return "holds", "the printed constant is the tight one"
+        return Verdict.HOLDS, "the printed constant is the tight one"
     gap = sp.simplify(printed - attained)
     if gap == 0 or gap.is_nonnegative:
         if sp.simplify(attained - tight) == 0:
             if gap == 0:
-                return "holds", "the printed constant is attained by the witness"
-            return "holds_loose", "valid; the tight constant is attained by the witness"
-        return "holds_loose", "valid, equal to the tight constant only for some parameters"
+                return Verdict.HOLDS, "the printed constant is attained by the witness"
+            return Verdict.HOLDS_LOOSE, "valid; the tight constant is attained by the witness"
+        return Verdict.HOLDS_LOOSE, "valid, equal to the tight constant only for some parameters"
     at_point = gap.subs(FAIL_POINT)
     if at_point.is_number and at_point < 0:
         point = {k: v for k, v in FAIL_POINT.items() if k in gap.free_symbols}
-        return "fails", f"below the attained constant at {point}: gap {at_point}"
+        return Verdict.FAILS, f"below the attained constant at {point}: gap {at_point}"
     raise UnprovenError(f"cannot order printed {printed} and attained {attained}")

@@ -18,7 +18,7 @@ import sympy as sp
 from derive.check.core import EPS_P, GAMMA_MAX, GAMMA_NORM, SIGMA_P, D, bound_verdict, result
 from derive.claims import Claim
 from proofs import norms as pn
-from proofs.core import Proof, Step, identity
+from proofs.core import Proof, Step, Verdict, identity
 
 #: Notes shared by the Lipschitz claims of the centered modules.
 CENTERED_NOTE = (
@@ -34,7 +34,7 @@ def _definition(c: Claim):
     proof = pn.definition_proof(c.key, c.statement_latex)
     return result(
         c,
-        "holds",
+        Verdict.HOLDS,
         "Eq(epsilon_p, D*epsilon)",
         proof,
         notes=(
@@ -175,7 +175,7 @@ def _weightnorm_jacobian(c: Claim):
 def _weightnorm_frobenius(c: Claim):
     return result(
         c,
-        "fails",
+        Verdict.FAILS,
         "sqrt(Sum(gamma_i**2*q_i/(q_i + epsilon), (i, 1, n_o)))",
         pn.weightnorm_frobenius_counterexample(),
         witness={"v": "[[1]]", "gamma": "[1]", "eps": "1", "frobenius": "1/sqrt(2)"},
@@ -190,7 +190,7 @@ def _weightnorm_frobenius(c: Claim):
 def _weightnorm_equality(c: Claim):
     return result(
         c,
-        "fails",
+        Verdict.FAILS,
         "And(rank(W) <= 1, Eq(epsilon*Sum(gamma_i**2/(q_i + epsilon), (i, 1, n_o)), 0))",
         pn.weightnorm_equality_counterexample(),
         witness={
@@ -224,7 +224,7 @@ def _a2_bounds(c: Claim):
     ]
     return result(
         c,
-        "holds",
+        Verdict.HOLDS,
         "gamma_max*sqrt(D)/sqrt(epsilon_p)",
         Proof(claim=c.statement_latex, steps=tuple(steps)),
         notes=(
@@ -296,7 +296,7 @@ def _ranking(c: Claim):
     )
     return result(
         c,
-        "fails",
+        Verdict.FAILS,
         "Tuple(D/(D - 1), sqrt(D), 1/sqrt(sigma2 + epsilon_bn), sqrt(D/epsilon_p), "
         "sqrt(D/epsilon_p))",
         Proof(claim=c.statement_latex, steps=steps),

@@ -18,7 +18,7 @@ import sympy as sp
 from derive.check.core import bound_verdict, result, run
 from derive.claims import Claim
 from proofs import rows as pr
-from proofs.core import Proof, UnprovenError
+from proofs.core import Proof, UnprovenError, Verdict
 
 D = sp.Symbol("D", positive=True, integer=True)
 SIGMA_W = sp.Symbol("sigma_max_W", nonnegative=True)
@@ -216,7 +216,7 @@ def _refuted(printed: str, derived: str, relation: str) -> str:
     one (``!=``: not equal; ``<``: a bound below an attained ratio)."""
     a, b = sp.sympify(printed), sp.sympify(derived)
     if (a != b) if relation == "!=" else bool(a < b):
-        return "fails"
+        return Verdict.FAILS
     raise UnprovenError(f"the witness does not refute the printed value ({a} vs {b})")
 
 
@@ -257,7 +257,7 @@ def _weighted_lipschitz(c: Claim):
     proof = Proof(c.statement_latex, literal.steps + intended.steps)
     return result(
         c,
-        "misprinted",
+        Verdict.MISPRINTED,
         "1 + nu_abs_max*Lip_f",
         proof,
         witness=witness,
@@ -275,6 +275,7 @@ DECIDERS |= {
     "conv2d.lipschitz": _conv_lipschitz,
     "weighted_residual.lipschitz": _weighted_lipschitz,
 }
+
 
 def check_row(c: Claim):
     """The verdict of a claim about a module of the rows family (:mod:`derive.catalog`)."""

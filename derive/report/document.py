@@ -14,15 +14,16 @@ import sympy as sp
 
 from derive.catalog import SECTIONS, section_entry
 from derive.check import Result, check_all
-from derive.report.figures import derivative_figure
-from derive.report.float16 import Float16Facts, float16_facts
-from derive.definitions.activations import ELEMENTWISE, Elementwise
 from derive.codegen.activations import module_forms
+from derive.definitions.activations import ELEMENTWISE, Elementwise
 from derive.report.attention import attention_section, jacobian_figure
 from derive.report.batchnorm import batchnorm_section
 from derive.report.envelope import envelope_section
+from derive.report.figures import derivative_figure
+from derive.report.float16 import Float16Facts, float16_facts
 from derive.report.norms import norm_section
 from derive.report.rows import row_section
+from proofs.core import Verdict
 
 #: Report sections, in the order of Table 2 (:data:`derive.catalog.SECTIONS`).
 MODULE_ORDER = SECTIONS
@@ -98,7 +99,7 @@ def _summary(results: tuple[Result, ...]) -> list[str]:
 
 def _corrections(results: tuple[Result, ...]) -> list[str]:
     lines = ["## Corrections to Table 2", ""]
-    others = [r for r in results if r.verdict != "holds"]
+    others = [r for r in results if r.verdict != Verdict.HOLDS]
     if not others:
         return [*lines, "Every checked statement holds as printed.", ""]
     lines.append("Every statement whose verdict is not `holds`:")
