@@ -1,0 +1,86 @@
+"""The ``liptable`` command refuses bad arguments at once, with one clear line, before any
+work: a file or unwritable folder as ``--out``, unknown module names, a negative ``--n``,
+unknown envelope modules. Its choices come from the catalog."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from derive import cli
+from derive.catalog import SECTIONS, envelope_keys
+
+
+def _refused(capsys, argv: list[str]) -> str:
+    """The error text of a call that must be refused with exit status 2, quickly."""
+    start = time.perf_counter()
+    with pytest.raises(SystemExit) as stop:
+        code = cli.main(argv)
+        raise SystemExit(code)
+    assert stop.value.code == 2
+    assert time.perf_counter() - start < 5, "refused only after doing the work"
+    return capsys.readouterr().err
+
+
+def test_report_out_is_a_file(tmp_path, capsys):
+    target = tmp_path / "a-file"
+    target.write_text("")
+    err = _refused(capsys, ["report", "--out", str(target), "--modules", "relu"])
+    assert "--out" in err and "not a folder" in err
+
+
+def test_report_out_below_a_file(tmp_path, capsys):
+    target = tmp_path / "a-file"
+    target.write_text("")
+    err = _refused(capsys, ["report", "--out", str(target / "sub"), "--modules", "relu"])
+    assert "not a folder" in err
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_report_out_not_writable(tmp_path, capsys):
+    folder = tmp_path / "locked"
+    folder.mkdir()
+    folder.chmod(0o500)
+    err = _refused(capsys, ["report", "--out", str(folder / "report"), "--modules", "relu"])
+    assert "not writable" in err
+
+
+def test_report_unknown_module(capsys):
+    err = _refused(capsys, ["report", "--modules", "nosuch"])
+    assert "nosuch" in err and "layernorm" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("n", ["-5", "0", "ten"])
+def test_bench_n_must_be_a_positive_whole_number(capsys, n):
+    err = _refused(capsys, ["bench", "--n", n])
+    assert "--n" in err and "Traceback" not in err
+
+
+def test_envelope_unknown_module(capsys):
+    err = _refused(capsys, ["envelope", "nosuch"])
+    assert "nosuch" in err and "layernorm" in err
+
+
+@pytest.mark.parametrize(
+    ("command", "names"), [("report", SECTIONS), ("envelope", envelope_keys())]
+)
+def test_choices_come_from_the_catalog(capsys, command, names):
+    with pytest.raises(SystemExit):
+        cli.main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for name in names:
+        assert name in text, name
+
+
+def test_tau_max_reaches_the_envelope(capsys):
+    """``--tau-max`` used to be dropped by the command's own list of option names."""
+    answers = {}
+    for tau in ("1", "4"):
+        assert cli.main(["envelope", "scs_attention", "--tau-max", tau, "--json"]) == 0
+        answers[tau] = json.loads(capsys.readouterr().out)
+    assert answers["4"]["config"]["tau_max"] == 4.0
+    assert answers["4"]["safe_upstream_gradient"] < answers["1"]["safe_upstream_gradient"]
