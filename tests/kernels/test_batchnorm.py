@@ -90,6 +90,7 @@ from hypothesis import strategies as st
 from derive.reference import batchnorm as reference_batchnorm
 from derive.reference.core import round_to_dtype, ulp
 from kernels import batchnorm
+from tests.helpers.assertions import assert_same_bits
 from tests.helpers.norms import assert_same_values, mp
 from tests.helpers.tolerances import NORM_ROUNDINGS, NORM_ULPS, UNIT_FLOAT64
 
@@ -245,19 +246,6 @@ def plain_length(dtype: np.dtype, quantity: str, size: int, training: bool) -> i
     if np.dtype(dtype) == np.float64:
         return 0
     return 2 * size if quantity == "dgamma" else size
-
-
-def assert_same_bits(what: str, actual: np.ndarray, expected: np.ndarray) -> None:
-    """Identical bits (so also NaN payloads and signed zeros), naming the first difference."""
-    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
-    assert actual.dtype == expected.dtype, f"{what}: dtype {actual.dtype} != {expected.dtype}"
-    bits = np.dtype(f"u{actual.dtype.itemsize}")
-    same = np.ascontiguousarray(actual).view(bits) == np.ascontiguousarray(expected).view(bits)
-    if not np.all(same):
-        index = tuple(int(i) for i in np.argwhere(~same)[0])
-        raise AssertionError(
-            f"{what} at index {index}: got {actual[index]!r}, expected {expected[index]!r}"
-        )
 
 
 # --------------------------------------------------------------------------------------

@@ -47,11 +47,11 @@ from kernels._f16 import (
     widen_half_array,
     widen_half_array_to_float32,
 )
+from tests.helpers.assertions import assert_same_bits
 
 ALL_HALF_BITS = np.arange(1 << 16).astype(np.uint16)
 HALF_POSITIVE_INF_BITS = 0x7C00
 ULP_RADIUS = 8  # neighbours on each side of a boundary, in ULPs of the source format
-MISMATCHES_SHOWN = 10
 SLOW_CHUNK = 1 << 21  # float32 values per chunk of the exhaustive run (2^11 chunks)
 
 # Special inputs, as bit patterns, with what each probes.
@@ -133,29 +133,6 @@ PINNED_ROUNDINGS = (
 def _bits(values: np.ndarray) -> np.ndarray:
     """The bit patterns of ``values`` as unsigned integers of the same width."""
     return values.view(np.dtype(f"u{values.dtype.itemsize}"))
-
-
-def _hex(value: int, itemsize: int) -> str:
-    return f"0x{int(value):0{2 * itemsize}x}"
-
-
-def assert_same_bits(label: str, inputs: np.ndarray, actual: np.ndarray, expected: np.ndarray):
-    """Fail naming the index, input bits, actual and expected bits of the first mismatches."""
-    assert actual.shape == expected.shape, f"{label}: shape {actual.shape} != {expected.shape}"
-    assert actual.dtype == expected.dtype, f"{label}: dtype {actual.dtype} != {expected.dtype}"
-    actual_bits, expected_bits = _bits(actual), _bits(expected)
-    bad = np.flatnonzero(actual_bits != expected_bits)
-    if bad.size == 0:
-        return
-    size_in, size_out = inputs.dtype.itemsize, actual.dtype.itemsize
-    lines = [f"{label}: {bad.size} of {actual.size} results differ; the first ones:"]
-    for i in bad[:MISMATCHES_SHOWN]:
-        value = f" = {inputs[i].item()!r}" if inputs.dtype.kind == "f" else ""
-        lines.append(
-            f"  index {i}: input {_hex(_bits(inputs)[i], size_in)}{value}, "
-            f"actual {_hex(actual_bits[i], size_out)}, expected {_hex(expected_bits[i], size_out)}"
-        )
-    pytest.fail("\n".join(lines))
 
 
 def numpy_to_half(values: np.ndarray) -> np.ndarray:
@@ -253,19 +230,19 @@ def test_pinned_roundings(value, bits, why):
 
 def test_widen_every_half_to_float64():
     expected = ALL_HALF_BITS.view(np.float16).astype(np.float64)
-    assert_same_bits("widen_half_array", ALL_HALF_BITS, widen_half_array(ALL_HALF_BITS), expected)
+    assert_same_bits("widen_half_array", widen_half_array(ALL_HALF_BITS), expected, ALL_HALF_BITS)
     in_numba = apply_scalar(half_bits_to_float64, ALL_HALF_BITS, np.float64)
-    assert_same_bits("half_bits_to_float64 (Numba)", ALL_HALF_BITS, in_numba, expected)
+    assert_same_bits("half_bits_to_float64 (Numba)", in_numba, expected, ALL_HALF_BITS)
     from_python = np.array([half_bits_to_float64(h) for h in ALL_HALF_BITS.tolist()])
-    assert_same_bits("half_bits_to_float64 (Python)", ALL_HALF_BITS, from_python, expected)
+    assert_same_bits("half_bits_to_float64 (Python)", from_python, expected, ALL_HALF_BITS)
 
 
 def test_widen_every_half_to_float32():
     expected = ALL_HALF_BITS.view(np.float16).astype(np.float32)
     actual = widen_half_array_to_float32(ALL_HALF_BITS)
-    assert_same_bits("widen_half_array_to_float32", ALL_HALF_BITS, actual, expected)
+    assert_same_bits("widen_half_array_to_float32", actual, expected, ALL_HALF_BITS)
     in_numba = apply_scalar(half_bits_to_float32, ALL_HALF_BITS, np.float32)
-    assert_same_bits("half_bits_to_float32 (Numba)", ALL_HALF_BITS, in_numba, expected)
+    assert_same_bits("half_bits_to_float32 (Numba)", in_numba, expected, ALL_HALF_BITS)
 
 
 def test_every_half_survives_a_round_trip():
@@ -273,7 +250,7 @@ def test_every_half_survives_a_round_trip():
         narrow = (
             narrow_to_half_array if widened.dtype == np.float64 else narrow_float32_to_half_array
         )
-        assert_same_bits(f"round trip via {widened.dtype}", widened, narrow(widened), ALL_HALF_BITS)
+        assert_same_bits(f"round trip via {widened.dtype}", narrow(widened), ALL_HALF_BITS, widened)
 
 
 # --- narrowing: every rounding boundary -----------------------------------------------------
@@ -283,24 +260,24 @@ def test_float32_to_half_near_every_boundary():
     values = float32_boundary_inputs()
     expected = numpy_to_half(values)
     assert_same_bits(
-        "narrow_float32_to_half_array", values, narrow_float32_to_half_array(values), expected
+        "narrow_float32_to_half_array", narrow_float32_to_half_array(values), expected, values
     )
     in_numba = apply_scalar(float32_to_half_bits, values, np.uint16)
-    assert_same_bits("float32_to_half_bits (Numba)", values, in_numba, expected)
+    assert_same_bits("float32_to_half_bits (Numba)", in_numba, expected, values)
 
 
 def test_float64_to_half_near_every_boundary():
     values = float64_boundary_inputs()
     expected = numpy_to_half(values)
-    assert_same_bits("narrow_to_half_array", values, narrow_to_half_array(values), expected)
+    assert_same_bits("narrow_to_half_array", narrow_to_half_array(values), expected, values)
     in_numba = apply_scalar(float64_to_half_bits, values, np.uint16)
-    assert_same_bits("float64_to_half_bits (Numba)", values, in_numba, expected)
+    assert_same_bits("float64_to_half_bits (Numba)", in_numba, expected, values)
 
 
 def test_float64_to_half_from_python_on_specials():
     values = np.array(FLOAT64_SPECIAL_BITS, dtype=np.uint64).view(np.float64)
     from_python = np.array([float64_to_half_bits(v) for v in values.tolist()], dtype=np.uint16)
-    assert_same_bits("float64_to_half_bits (Python)", values, from_python, numpy_to_half(values))
+    assert_same_bits("float64_to_half_bits (Python)", from_python, numpy_to_half(values), values)
 
 
 @given(st.integers(0, (1 << 64) - 1))
@@ -310,9 +287,9 @@ def test_float64_to_half_from_python_on_specials():
 def test_float64_bit_patterns_round_like_numpy(pattern):
     values = np.array([pattern], dtype=np.uint64).view(np.float64)
     expected = numpy_to_half(values)
-    assert_same_bits("narrow_to_half_array", values, narrow_to_half_array(values), expected)
+    assert_same_bits("narrow_to_half_array", narrow_to_half_array(values), expected, values)
     in_numba = apply_scalar(float64_to_half_bits, values, np.uint16)
-    assert_same_bits("float64_to_half_bits (Numba)", values, in_numba, expected)
+    assert_same_bits("float64_to_half_bits (Numba)", in_numba, expected, values)
 
 
 @given(st.integers(0, (1 << 32) - 1))
@@ -323,10 +300,10 @@ def test_float32_bit_patterns_round_like_numpy(pattern):
     values = np.array([pattern], dtype=np.uint32).view(np.float32)
     expected = numpy_to_half(values)
     assert_same_bits(
-        "narrow_float32_to_half_array", values, narrow_float32_to_half_array(values), expected
+        "narrow_float32_to_half_array", narrow_float32_to_half_array(values), expected, values
     )
     in_numba = apply_scalar(float32_to_half_bits, values, np.uint16)
-    assert_same_bits("float32_to_half_bits (Numba)", values, in_numba, expected)
+    assert_same_bits("float32_to_half_bits (Numba)", in_numba, expected, values)
 
 
 # --- round_to_half ----------------------------------------------------------------------------
@@ -340,7 +317,7 @@ def _numpy_round_to_half(values: np.ndarray) -> np.ndarray:
 def test_round_to_half_matches_numpy_near_every_boundary():
     values = float64_boundary_inputs()
     in_numba = apply_scalar(round_to_half, values, np.float64)
-    assert_same_bits("round_to_half", values, in_numba, _numpy_round_to_half(values))
+    assert_same_bits("round_to_half", in_numba, _numpy_round_to_half(values), values)
 
 
 def test_round_to_half_of_float32_matches_numpy():
@@ -348,7 +325,7 @@ def test_round_to_half_of_float32_matches_numpy():
     values = float32_boundary_inputs()
     values = values[~np.isnan(values)]
     in_numba = apply_scalar(round_to_half, values, np.float64)
-    assert_same_bits("round_to_half(float32)", values, in_numba, _numpy_round_to_half(values))
+    assert_same_bits("round_to_half(float32)", in_numba, _numpy_round_to_half(values), values)
 
 
 @given(st.floats(allow_nan=True, allow_infinity=True, allow_subnormal=True))
@@ -359,7 +336,7 @@ def test_round_to_half_from_python(value):
     with np.errstate(over="ignore"):
         expected = np.float64(np.float16(value))
     actual = round_to_half(value)
-    assert_same_bits("round_to_half", np.array([value]), np.array([actual]), np.array([expected]))
+    assert_same_bits("round_to_half", np.array([actual]), np.array([expected]), np.array([value]))
 
 
 # --- array versions -----------------------------------------------------------------------------
@@ -386,8 +363,8 @@ def test_array_versions_handle_strided_input_and_leave_it_alone(func, in_dtype, 
     source = source.astype(in_dtype)
     before = source.copy()
     strided = source[::3]
-    assert_same_bits(func.__name__, strided, func(strided), func(np.ascontiguousarray(strided)))
-    assert_same_bits(f"{func.__name__} input", source, source, before)
+    assert_same_bits(func.__name__, func(strided), func(np.ascontiguousarray(strided)), strided)
+    assert_same_bits(f"{func.__name__} input", source, before, source)
 
 
 def test_widening_rejects_wide_bit_arrays():
@@ -420,4 +397,4 @@ def test_every_float32_rounds_like_numpy():
             np.copyto(expected, values, casting="same_kind")
             actual = narrow_float32_to_half_array(values)
             label = f"chunk at 0x{start:08x}: narrow_float32_to_half_array"
-            assert_same_bits(label, values, actual, expected.view(np.uint16))
+            assert_same_bits(label, actual, expected.view(np.uint16), values)

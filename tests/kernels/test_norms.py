@@ -75,6 +75,7 @@ from hypothesis import strategies as st
 from derive.reference import norms as reference_norms
 from derive.reference.core import round_to_dtype, ulp
 from kernels import centernorm, layernorm, rmsnorm, weightnorm
+from tests.helpers.assertions import assert_same_bits
 from tests.helpers.norms import assert_same_values, mp
 from tests.helpers.tolerances import NORM_ROUNDINGS, NORM_ULPS, UNIT_FLOAT64
 
@@ -981,19 +982,6 @@ def strict_and_mixed(norm: RowNorm, x: np.ndarray, eps: float = STRICT_EPS):
     strict = call(norm.kernel.forward, x, *params, strict_fp16=True)
     mixed = call(norm.kernel.forward, x, *params)
     return strict, mixed
-
-
-def assert_same_bits(what: str, actual: np.ndarray, expected: np.ndarray) -> None:
-    """Identical bits (so also NaN payloads and signed zeros), naming the first difference."""
-    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
-    assert actual.dtype == expected.dtype, f"{what}: dtype {actual.dtype} != {expected.dtype}"
-    bits = np.dtype(f"u{actual.dtype.itemsize}")
-    same = actual.view(bits) == expected.view(bits)
-    if not np.all(same):
-        index = tuple(int(i) for i in np.argwhere(~same)[0])
-        raise AssertionError(
-            f"{what} at index {index}: got {actual[index]!r}, expected {expected[index]!r}"
-        )
 
 
 def _beta(dim: int) -> np.ndarray:
