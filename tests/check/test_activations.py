@@ -13,6 +13,7 @@ from derive.catalog import family_of_claim
 from derive.check import Result, UnprovenError, check, check_all
 from derive.claims import CLAIMS, KINDS, claim
 from derive.definitions.activations import elementwise, x
+from proofs.activations import sup_abs_derivative
 
 #: The claim checks are cached per process: under pytest-xdist (--dist loadgroup) the
 #: files that run them share one worker instead of each recomputing them.
@@ -133,8 +134,6 @@ def test_a_too_small_lipschitz_constant_fails():
 
 
 def test_a_constant_inside_the_enclosure_cannot_be_decided():
-    from proofs.activations import sup_abs_derivative
-
     lo, hi = sup_abs_derivative("swish").enclosure
     inside = (sp.Rational(lo) + sp.Rational(hi)) / 2
     with pytest.raises(UnprovenError):

@@ -11,6 +11,7 @@ import sympy as sp
 from derive.check import check
 from derive.claims import ATTENTION_CLAIMS
 from derive.definitions import attention as A
+from kernels import dp_attention, l2_attention
 
 #: The claim checks are cached per process: under pytest-xdist (--dist loadgroup) the
 #: files that run them share one worker instead of each recomputing them.
@@ -63,8 +64,6 @@ def test_a_wrong_backward_is_rejected():
 def test_l2_witness_in_floating_point(results):
     """W^Q = 4, W^V = 1, N = 2, X = 0: the kernel's Jacobian has 2-norm 16, above the
     printed constant."""
-    from kernels import l2_attention
-
     w = results["l2_attention.lipschitz"].witness
     J = l2_attention.jacobian(np.zeros((2, 1)), np.array(w["Wq"], float), np.array(w["Wv"], float))
     norm = np.linalg.norm(J, 2)
@@ -73,8 +72,6 @@ def test_l2_witness_in_floating_point(results):
 
 
 def test_dp_family_grows_quadratically():
-    from kernels import dp_attention
-
     one = np.ones((1, 1))
     for t in (10.0, 100.0, 1000.0):
         J = dp_attention.jacobian(np.array([[t], [0.0]]), one, one, one)

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from derive.check import check
+from derive.check import UnprovenError, check
 from derive.claims import BATCHNORM_CLAIMS, claim
 from derive.definitions import batchnorm as bn
+from derive.definitions.norms import eps
 from kernels import batchnorm
 from proofs import batchnorm as pb
 
@@ -95,8 +96,6 @@ def _assumptions(name: str) -> dict:
 
 
 def test_a_garbled_line_without_an_intent_cannot_be_decided():
-    from derive.check import UnprovenError
-
     no_intent = dataclasses.replace(claim("batchnorm.B51"), intended=None)
     with pytest.raises(UnprovenError):
         check(no_intent)
@@ -168,8 +167,6 @@ def test_notes_running_update_maps_to_pytorch():
 def test_corrected_moments_hold_and_printed_ones_fail_at_their_witness():
     """The verdict follows the printed tuple: the corrected variance holds; the printed one
     fails at an exact point whose values rerun here."""
-    from derive.definitions.norms import eps
-
     gamma, beta = sp.Symbol("gamma"), sp.Symbol("beta")
     printed = claim("batchnorm.moments_000")
     corrected = sp.Tuple(beta, gamma**2 * bn.sigma**2 / (bn.sigma**2 + eps))

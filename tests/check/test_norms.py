@@ -12,11 +12,13 @@ import pytest
 import sympy as sp
 
 from derive.check import check
-from derive.check.norms import EPS_P, GAMMA_MAX, SIGMA_P, D, bound_verdict
+from derive.check.core import EPS_P, GAMMA_MAX, SIGMA_P, D, bound_verdict
 from derive.claims import NORM_CLAIMS, claim
+from derive.definitions import norms as norms
 from derive.definitions.norms import ROW_NORMS, closed_form_proof, row_norm, vector
 from kernels import centernorm, layernorm, rmsnorm, weightnorm
 from proofs import norms as pn
+from proofs.core import is_zero
 
 #: The claim checks are cached per process: under pytest-xdist (--dist loadgroup) the
 #: files that run them share one worker instead of each recomputing them.
@@ -112,8 +114,6 @@ def test_closed_forms_are_proven(module):
 
 def test_a_wrong_closed_form_is_rejected():
     """Dropping the mean(gamma g) term from LayerNorm's VJP must not pass the proof."""
-    from derive.definitions import norms as norms
-    from proofs.core import is_zero
 
     class Dropped(norms.RowNorm):
         @property

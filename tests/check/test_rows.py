@@ -12,7 +12,9 @@ import sympy as sp
 from derive.check import check
 from derive.claims import ROW_CLAIMS
 from derive.definitions import rows as R
+from kernels import avgpool, compose, conv2d, maxpool, residual, softmax
 from proofs import rows as pr
+from proofs import spectral
 from proofs.core import same
 from proofs.matrices import Case, decide
 
@@ -170,8 +172,6 @@ NORM_SLACK = 1e-14
 def test_softmax_jacobians_never_exceed_one_half_and_reach_it():
     """Sampled and adversarial rows (two equal leaders, the rest far below): |J|_2 <= 1/2,
     equal to it at x = (0, 0) and approaching it as the others go to -inf."""
-    from kernels import softmax
-
     rng = np.random.default_rng(7)
     rows = [rng.normal(scale=s, size=d) for s in (0.1, 1, 5, 30) for d in (2, 3, 8, 64)]
     rows += [np.array([0.0, 0.0, *(-t * np.ones(k))]) for t in (1, 10, 40) for k in (1, 5)]
@@ -186,9 +186,6 @@ def test_softmax_jacobians_never_exceed_one_half_and_reach_it():
 def test_conv_operator_reaches_the_certified_constant():
     """kernels.conv2d as a linear operator: the all-ones kernel's constant 9 (circular) is
     reached by a constant image, and random images never exceed the certified bound."""
-    from kernels import conv2d
-    from proofs import spectral
-
     weight = np.ones((1, 1, 3, 3))
     op = conv2d.linear_operator(weight, (1, 4, 4), 1, 1, padding_mode="circular")
     x = np.ones(16)
@@ -212,8 +209,6 @@ def test_conv_operator_reaches_the_certified_constant():
 
 
 def test_global_pooling_jacobians_have_the_derived_norms():
-    from kernels import avgpool, maxpool
-
     for d in (1, 2, 5, 100):
         x = np.linspace(-1, 1, d)
         assert np.linalg.norm(avgpool.jacobian(x), 2) == pytest.approx(1 / np.sqrt(d), rel=1e-15)
@@ -223,8 +218,6 @@ def test_global_pooling_jacobians_have_the_derived_norms():
 def test_residual_witness_reaches_one_plus_lip_f():
     """The FFN witness (W1 = I, W2 = 2I): the kernel's Jacobian at x > 0 has 2-norm 3; with
     W2 = -2I every pattern gives 1."""
-    from kernels import compose, residual
-
     up = compose.ffn(np.eye(2), np.zeros(2), 2 * np.eye(2), np.zeros(2))
     down = compose.ffn(np.eye(2), np.zeros(2), -2 * np.eye(2), np.zeros(2))
     assert np.linalg.norm(residual.jacobian(np.array([1.0, 2.0]), up), 2) == 3.0

@@ -8,8 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from derive.report import document as report
 from derive.check import check_all
+from derive.cli import main
+from derive.report import document as report
+from derive.report.float16 import ALL_HALVES, intervals
 
 #: The claim checks are cached per process: under pytest-xdist (--dist loadgroup) the
 #: files that run them share one worker instead of each recomputing them.
@@ -78,8 +80,6 @@ def test_module_selection():
 
 
 def test_cli_writes_the_selected_modules(tmp_path, capsys):
-    from derive.cli import main
-
     assert main(["report", "--out", str(tmp_path), "--modules", "relu"]) == 0
     written = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()}
     assert written == {"index.md", "claims.json", "figures/relu.svg"}, written
@@ -87,8 +87,6 @@ def test_cli_writes_the_selected_modules(tmp_path, capsys):
 
 
 def test_float16_intervals_are_maximal_runs_in_value_order():
-    from derive.report.float16 import ALL_HALVES, intervals
-
     values = ALL_HALVES.astype(np.float64)
     with np.errstate(invalid="ignore"):
         runs = intervals((np.abs(values) > 1) & (np.abs(values) < 3))
