@@ -14,8 +14,9 @@ A *stage* is a small frozen object holding its parameters, with
 - ``parameters``: a tuple of arrays.
 
 The stages: :class:`Linear` (``x W^T + b``, ``kernels.linear``; grads ``(dW, db)``, or
-``(dW,)`` without bias), :class:`Activation` (an elementwise kernel module: ``relu``,
-``gelu``, ``sigmoid``, ``swish``; no parameters), :class:`LayerNorm` (``kernels.layernorm``;
+``(dW,)`` without bias), :class:`Activation` (an elementwise kernel module of
+:data:`ELEMENTWISE`: ``sigmoid``, ``relu``, ``gelu``, ``swish``; no parameters; any other
+module is refused when the stage is built), :class:`LayerNorm` (``kernels.layernorm``;
 grads ``(dgamma, dbeta)``) and :class:`Sequential`, itself a stage. For
 ``Sequential(f_1, ..., f_n)`` with ``x_0 = x``, ``x_k = f_k(x_{k-1})`` (the chain rule)::
 
@@ -32,6 +33,13 @@ section 3.1.7), ``FFN(x) = W2 max(0, W1 x + b1) + b2``; with rows as samples it 
 a pre-activation is exactly 0; the kernels use ``relu'(0) = 0`` (``kernels.relu``), which
 is Eq. 27's indicator ``1(. > 0)``: there the Jacobian and VJP are the one-sided ones of
 the side where the unit is off.
+
+Checks. A stage may be any object with these methods, so what it returns is checked before
+it is used (:func:`checked_forward`, :func:`checked_vjp`, :func:`checked_jacobian`, also
+inside a Sequential): a forward output of the shape ``output_shape`` promised, an input
+gradient of x's shape, one gradient per parameter of that parameter's shape, a Jacobian of
+shape (output size, D), each in the input's (parameter's) dtype; else ValueError (shape)
+or TypeError (dtype, not an array) naming the stage (``branch``, ``stages[k]``).
 
 Arithmetic. Every stage is one kernel call in x's dtype, so a float32 or float16 branch
 rounds its intermediate results to that dtype between stages, as a network stored in that
@@ -68,14 +76,15 @@ import numpy as np
 from numba import njit
 from numpy.typing import ArrayLike
 
-from kernels import layernorm, linear, relu
+from kernels import gelu, layernorm, linear, relu, sigmoid, swish
 from kernels._dd import dd_add, two_prod, two_sum
 from kernels._f16 import round_to_half
 from kernels._generated.weightnorm import matmul_nt_f16s
 from kernels._rownorm import check_eps
-from kernels._validate import float_array
+from kernels._validate import float_array, strict_mode
 
 __all__ = [
+    "ELEMENTWISE",
     "Activation",
     "LayerNorm",
     "Linear",
@@ -86,6 +95,11 @@ __all__ = [
 ]
 
 Grads = tuple[np.ndarray, ...]
+
+#: The kernel modules :class:`Activation` takes: the elementwise ones, the ``activations``
+#: family of ``derive.catalog`` in Table 2's order (kept here so that ``import kernels``
+#: reads no catalog; ``tests/kernels/test_residual.py`` checks that the two agree).
+ELEMENTWISE: tuple[ModuleType, ...] = (sigmoid, relu, gelu, swish)
 
 
 @runtime_checkable
@@ -171,12 +185,11 @@ class Activation:
     options: Mapping[str, Any]
 
     def __init__(self, module: ModuleType, **options: Any) -> None:
-        if not all(
-            callable(getattr(module, name, None)) for name in ("forward", "vjp", "jacobian")
-        ):
+        if not any(module is elementwise for elementwise in ELEMENTWISE):
+            names = ", ".join(m.__name__ for m in ELEMENTWISE)
+            got = module.__name__ if isinstance(module, ModuleType) else repr(module)
             raise TypeError(
-                "module: expected an elementwise kernel module with forward, vjp and jacobian "
-                f"(e.g. kernels.relu), got {module!r}"
+                f"module: expected an elementwise kernel module (one of {names}), got {got}"
             )
         object.__setattr__(self, "module", module)
         object.__setattr__(self, "options", MappingProxyType(dict(options)))
@@ -277,15 +290,15 @@ class Sequential:
     def _inputs(self, x: np.ndarray, strict_fp16: bool, count: int) -> list[np.ndarray]:
         """``[x_0, ..., x_{count-1}]``: the inputs of the first ``count`` stages."""
         inputs = [x]
-        for stage in self.stages[: count - 1]:
-            inputs.append(stage.forward(inputs[-1], strict_fp16=strict_fp16))
+        for index, stage in enumerate(self.stages[: count - 1]):
+            inputs.append(checked_forward(stage, inputs[-1], strict_fp16, f"stages[{index}]"))
         return inputs
 
     def forward(self, x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
         x = float_array(x, "x")
         self.output_shape(x.shape)
-        for stage in self.stages:
-            x = stage.forward(x, strict_fp16=strict_fp16)
+        for index, stage in enumerate(self.stages):
+            x = checked_forward(stage, x, strict_fp16, f"stages[{index}]")
         return x
 
     def vjp(
@@ -300,9 +313,11 @@ class Sequential:
             )
         inputs = self._inputs(x, strict_fp16, len(self.stages))
         grads: list[Grads] = []
-        for stage, stage_input in zip(reversed(self.stages), reversed(inputs), strict=True):
-            g, stage_grads = stage.vjp(stage_input, g, strict_fp16=strict_fp16)
-            grads.append(tuple(stage_grads))
+        for index in reversed(range(len(self.stages))):
+            g, stage_grads = checked_vjp(
+                self.stages[index], inputs[index], g, strict_fp16, f"stages[{index}]"
+            )
+            grads.append(stage_grads)
         return g, tuple(grad for stage_grads in reversed(grads) for grad in stage_grads)
 
     def jacobian(self, x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
@@ -317,8 +332,8 @@ class Sequential:
         self.output_shape(x.shape)
         inputs = self._inputs(x, strict_fp16, len(self.stages))
         product = None
-        for stage, stage_input in zip(self.stages, inputs, strict=True):
-            factor = wide_jacobian(stage, stage_input, strict_fp16=strict_fp16)
+        for index, (stage, stage_input) in enumerate(zip(self.stages, inputs, strict=True)):
+            factor = checked_jacobian(stage, stage_input, strict_fp16, f"stages[{index}]")
             product = factor if product is None else _matmul(factor, product, strict_fp16)
         return product
 
@@ -330,10 +345,73 @@ def wide_jacobian(stage: Any, x: ArrayLike, *, strict_fp16: bool = False) -> np.
     that a residual block adds the identity before the only rounding.
     """
     require_stage(stage, "stage")
+    return checked_jacobian(stage, float_array(x, "x"), strict_fp16, "stage")
+
+
+# --- checked calls of a stage: what it returns is checked before any loop reads it ---------
+#
+# A stage may be made by the user, and its output_shape() is only its word: a forward
+# output, input gradient or parameter gradient of another shape would make the float64
+# loops below read past its end. So every result is checked against what the stage
+# promised: shape (ValueError) and dtype (TypeError), naming the stage.
+
+
+def _check_result(value: Any, name: str, what: str, shape: tuple, dtype: np.dtype) -> np.ndarray:
+    if not isinstance(value, np.ndarray):
+        raise TypeError(f"{name}: its {what} must be a NumPy array, got {type(value).__name__}")
+    if value.shape != tuple(shape):
+        raise ValueError(f"{name}: its {what} has shape {value.shape}, expected {tuple(shape)}")
+    if value.dtype != dtype:
+        raise TypeError(f"{name}: its {what} has dtype {value.dtype}, expected {dtype}")
+    return value
+
+
+def checked_forward(stage: Any, x: np.ndarray, strict_fp16: Any, name: str) -> np.ndarray:
+    """``stage.forward(x)``, checked to be an array of shape ``stage.output_shape(x.shape)``
+    in x's dtype (ValueError/TypeError naming the stage ``name`` otherwise)."""
+    expected = tuple(stage.output_shape(x.shape))
+    output = stage.forward(x, strict_fp16=strict_fp16)
+    return _check_result(output, name, "forward output", expected, x.dtype)
+
+
+def checked_vjp(
+    stage: Any, x: np.ndarray, g: np.ndarray, strict_fp16: Any, name: str
+) -> tuple[np.ndarray, Grads]:
+    """``stage.vjp(x, g)``, checked: ``(dx, grads)`` with dx of x's shape and dtype and one
+    gradient per parameter, of that parameter's shape and dtype."""
+    result = stage.vjp(x, g, strict_fp16=strict_fp16)
+    if not isinstance(result, tuple) or len(result) != 2:
+        raise TypeError(f"{name}: its vjp must return a pair (dx, grads), got {result!r:.80}")
+    dx, grads = result
+    dx = _check_result(dx, name, "vjp input gradient", x.shape, x.dtype)
+    if not isinstance(grads, (tuple, list)):
+        raise TypeError(
+            f"{name}: its vjp must return its parameter gradients as a tuple, "
+            f"got {type(grads).__name__}"
+        )
+    parameters = tuple(stage.parameters)
+    if len(grads) != len(parameters):
+        raise ValueError(
+            f"{name}: its vjp returned {len(grads)} parameter gradients for "
+            f"{len(parameters)} parameters"
+        )
+    for index, (grad, parameter) in enumerate(zip(grads, parameters, strict=True)):
+        what = f"gradient of parameters[{index}]"
+        _check_result(grad, name, what, np.shape(parameter), np.asarray(parameter).dtype)
+    return dx, tuple(grads)
+
+
+def checked_jacobian(stage: Any, x: np.ndarray, strict_fp16: Any, name: str) -> np.ndarray:
+    """``stage``'s Jacobian at one sample ``x`` as float64, checked to have the shape
+    (output size, D) (ValueError naming the stage ``name`` otherwise)."""
+    expected = (int(np.prod(stage.output_shape(x.shape))), x.size)
     method = getattr(stage, "wide_jacobian", None)
     if method is not None:
-        return method(x, strict_fp16=strict_fp16)
-    return np.asarray(stage.jacobian(x, strict_fp16=strict_fp16), dtype=np.float64)
+        values = method(x, strict_fp16=strict_fp16)
+        return _check_result(values, name, "wide Jacobian", expected, np.dtype(np.float64))
+    values = stage.jacobian(x, strict_fp16=strict_fp16)
+    values = _check_result(values, name, "Jacobian", expected, x.dtype)
+    return values.astype(np.float64, copy=False)
 
 
 def ffn(W1: ArrayLike, b1: ArrayLike | None, W2: ArrayLike, b2: ArrayLike | None) -> Sequential:
@@ -349,14 +427,6 @@ def ffn(W1: ArrayLike, b1: ArrayLike | None, W2: ArrayLike, b2: ArrayLike | None
 # --- float64 helpers shared by kernels.residual and kernels.weighted_residual --------------
 
 
-def check_strict(strict_fp16: Any, dtype: np.dtype) -> bool:
-    if not isinstance(strict_fp16, (bool, np.bool_)):
-        raise TypeError(f"strict_fp16: expected True or False, got {strict_fp16!r}")
-    if strict_fp16 and dtype != np.float16:
-        raise ValueError(f"strict_fp16: applies to float16 input only, got dtype {dtype}")
-    return bool(strict_fp16)
-
-
 def check_block(x: ArrayLike, branch: Any, strict_fp16: Any) -> tuple[np.ndarray, bool]:
     """The checked input of a residual block and its strict flag: x of shape (..., D) with
     D >= 1, and a stage mapping that shape to itself (ValueError naming the branch)."""
@@ -365,7 +435,7 @@ def check_block(x: ArrayLike, branch: Any, strict_fp16: Any) -> tuple[np.ndarray
         raise ValueError("x: expected shape (..., D), got a 0-d array")
     if x.shape[-1] == 0:
         raise ValueError("x: a residual block needs D >= 1 on the last axis, got D = 0")
-    strict = check_strict(strict_fp16, x.dtype)
+    strict = strict_mode(strict_fp16, x.dtype)
     require_stage(branch, "branch")
     try:
         shape = tuple(branch.output_shape(x.shape))
@@ -445,6 +515,10 @@ def scaled_sum(base: np.ndarray, f: np.ndarray, nu: np.ndarray, strict_fp16: boo
     """``base + nu * f`` in float64 (``nu`` of shape (D,) along the last axis), exact
     before one rounding to float64; in strict mode ``h(base + h(nu f))``. Shape of base."""
     width = nu.shape[0]
+    if f.shape != base.shape or base.ndim == 0 or base.shape[-1] != width:
+        raise ValueError(  # the loop would read past the end of f
+            f"f: expected shape {base.shape} (ending in {width}), got {f.shape}"
+        )
     out = np.empty((base.size // width, width))
     loop = _scaled_sum_f16s if strict_fp16 else _scaled_sum_dd
     loop(_rows(base, width), _rows(f, width), nu, out)
@@ -454,6 +528,10 @@ def scaled_sum(base: np.ndarray, f: np.ndarray, nu: np.ndarray, strict_fp16: boo
 def column_dots(a: np.ndarray, b: np.ndarray, width: int, strict_fp16: bool) -> np.ndarray:
     """``sum over rows of a * b`` for the arrays viewed as rows of ``width``: shape (width,),
     float64 (double-double accumulation), or in half steps in strict mode."""
+    if a.shape != b.shape or a.size % width:
+        raise ValueError(  # the loop would read past the end of b
+            f"b: expected shape {a.shape} (rows of {width}), got {b.shape}"
+        )
     out = np.empty(width)
     loop = _column_dots_f16s if strict_fp16 else _column_dots_dd
     loop(_rows(a, width), _rows(b, width), out)

@@ -3,7 +3,9 @@
 Source: 001_76ce3a8a4b6079c3.txt, Eq. 22-23 and Table 2 row Residual (He et al.); with
 the FFN of Eq. 26 as branch, section 3.1.7. ``x`` has shape (..., D); the branch is a
 stage of ``kernels.compose`` (e.g. ``compose.ffn(W1, b1, W2, b2)``) that maps (..., D) to
-(..., D), else ValueError naming the branch and both shapes.
+(..., D), else ValueError naming the branch and both shapes. What the branch returns is
+checked before it is added (``kernels.compose``: shape and dtype of its output, gradients
+and Jacobian; ValueError/TypeError naming the branch).
 
 Backward, for an upstream gradient ``g`` of the shape of ``x``::
 
@@ -61,7 +63,7 @@ def _add(a: np.ndarray, b: np.ndarray, strict: bool) -> np.ndarray:
 def forward(x: ArrayLike, branch: Any, *, strict_fp16: bool = False) -> np.ndarray:
     """``x + branch(x)``: shape and dtype of ``x``."""
     x, strict = compose.check_block(x, branch, strict_fp16)
-    return _add(x, branch.forward(x, strict_fp16=strict), strict)
+    return _add(x, compose.checked_forward(branch, x, strict, "branch"), strict)
 
 
 def vjp(
@@ -71,8 +73,8 @@ def vjp(
     x, strict = compose.check_block(x, branch, strict_fp16)
     g = float_array(g, "g")
     same_shape_and_dtype(x, g, "g")
-    branch_dx, grads = branch.vjp(x, g, strict_fp16=strict)
-    return _add(g, branch_dx, strict), tuple(grads)
+    branch_dx, grads = compose.checked_vjp(branch, x, g, strict, "branch")
+    return _add(g, branch_dx, strict), grads
 
 
 def jacobian(x: ArrayLike, branch: Any, *, strict_fp16: bool = False) -> np.ndarray:
@@ -80,7 +82,7 @@ def jacobian(x: ArrayLike, branch: Any, *, strict_fp16: bool = False) -> np.ndar
     x, strict = compose.check_block(x, branch, strict_fp16)
     if x.ndim != 1:
         raise ValueError(f"x: expected one sample of shape (D,), got shape {x.shape}")
-    branch_jacobian = compose.wide_jacobian(branch, x, strict_fp16=strict)
+    branch_jacobian = compose.checked_jacobian(branch, x, strict, "branch")
     identity = np.eye(x.shape[0])
     total = compose.scaled_sum(identity, branch_jacobian, np.ones(x.shape[0]), strict)
     return compose.finish(total, x.dtype)

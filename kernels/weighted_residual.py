@@ -4,9 +4,11 @@ Source: 001_76ce3a8a4b6079c3.txt, section 5.3, Eq. 55 (ReZero, Bachlechner et al
 initialized to 0; WRS, Qi et al.: to 1/L) and Table 2 row Weighted Residual Block, which
 prints the definition as ``f(x, W) = x + nu_1 (.) f(x, W)`` (read: ``y = ...``). ``x`` has
 shape (..., D); the branch is a stage of ``kernels.compose`` mapping (..., D) to (..., D)
-(else ValueError naming the branch and both shapes). ``nu`` is per feature, shape (D,),
-broadcast over the rows, or one scalar (shape ()); an array must have x's dtype, while a
-Python number is first stored in x's dtype, as a parameter of the network would be.
+(else ValueError naming the branch and both shapes); what it returns is checked before it
+is used (``kernels.compose``: ValueError/TypeError naming the branch). ``nu`` is per
+feature, shape (D,), broadcast over the rows, or one scalar (shape ()); an array must have
+x's dtype, while a Python number is first stored in x's dtype, as a parameter of the
+network would be.
 
 Backward, for an upstream gradient ``g`` of the shape of ``x``::
 
@@ -78,7 +80,7 @@ def forward(x: ArrayLike, branch: Any, nu: Any, *, strict_fp16: bool = False) ->
     """``x + nu * branch(x)``: shape and dtype of ``x``."""
     x, strict = compose.check_block(x, branch, strict_fp16)
     _, nu64 = _nu(nu, x)
-    f = branch.forward(x, strict_fp16=strict)
+    f = compose.checked_forward(branch, x, strict, "branch")
     return compose.finish(compose.scaled_sum(x, f, nu64, strict), x.dtype)
 
 
@@ -93,12 +95,12 @@ def vjp(
     with np.errstate(invalid="ignore", over="ignore"):  # IEEE: 0 * inf is NaN, no warning
         # exact for float16 and float32 (and so the single rounding of strict mode)
         weighted_g = compose.finish(nu64 * g.astype(np.float64), x.dtype)
-    branch_dx, grads = branch.vjp(x, weighted_g, strict_fp16=strict)
+    branch_dx, grads = compose.checked_vjp(branch, x, weighted_g, strict, "branch")
     dx = compose.scaled_sum(g, branch_dx, np.ones(x.shape[-1]), strict)
-    f = branch.forward(x, strict_fp16=strict)
+    f = compose.checked_forward(branch, x, strict, "branch")
     width = x.shape[-1] if value.ndim else 1
     dnu = compose.column_dots(g, f, width, strict).reshape(value.shape)
-    return compose.finish(dx, x.dtype), tuple(grads), compose.finish(dnu, x.dtype)
+    return compose.finish(dx, x.dtype), grads, compose.finish(dnu, x.dtype)
 
 
 def jacobian(x: ArrayLike, branch: Any, nu: Any, *, strict_fp16: bool = False) -> np.ndarray:
@@ -107,7 +109,7 @@ def jacobian(x: ArrayLike, branch: Any, nu: Any, *, strict_fp16: bool = False) -
     if x.ndim != 1:
         raise ValueError(f"x: expected one sample of shape (D,), got shape {x.shape}")
     _, nu64 = _nu(nu, x)
-    branch_jacobian = compose.wide_jacobian(branch, x, strict_fp16=strict)
+    branch_jacobian = compose.checked_jacobian(branch, x, strict, "branch")
     # scaled_sum scales along the last axis; here nu scales the rows i of J[i, j], so the
     # sum is formed on the transposes: J^T = I + J_f^T diag(nu).
     identity = np.eye(x.shape[0])

@@ -50,7 +50,13 @@ the residual (``nu`` absent), and the weighted residual with a scalar or per-fea
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import mpmath
@@ -60,9 +66,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
+from derive.catalog import CATALOG
 from derive.reference import residual as ref
 from derive.reference.norms import directional_derivative
-from kernels import compose, gelu, layernorm, linear, relu, residual, weighted_residual
+from kernels import (
+    compose,
+    gelu,
+    layernorm,
+    linear,
+    maxpool,
+    relu,
+    residual,
+    softmax,
+    weighted_residual,
+)
 from tests.helpers.norms import assert_same_values, mp
 
 F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
@@ -1006,3 +1023,244 @@ def test_python_number_nu_is_stored_in_the_dtype_first():
     )
     _, _, dnu = weighted_residual.vjp(x, x, branch, 1 / 3)
     assert dnu.shape == () and dnu.dtype == np.float16 and dnu == 5.0
+
+
+# --------------------------------------------------------------------------------------
+# A branch's results are checked before the block's loops read them
+# --------------------------------------------------------------------------------------
+
+
+def test_activation_takes_exactly_the_catalogs_activations():
+    """``compose.ELEMENTWISE`` is kept in kernels (no catalog import there); it must list
+    the ``activations`` family of the catalog, in its order."""
+    keys = [m.key for m in CATALOG if m.family == "activations"]
+    assert [module.__name__ for module in compose.ELEMENTWISE] == [f"kernels.{k}" for k in keys]
+    for module in compose.ELEMENTWISE:
+        assert compose.Activation(module).module is module
+
+
+@pytest.mark.parametrize("module", [maxpool, layernorm, softmax, linear, np])
+def test_activation_refuses_other_modules_when_built(module):
+    """maxpool drops the last axis and layernorm needs parameters: not elementwise, so
+    refused when the stage is built, naming the module, not when a block runs."""
+    with pytest.raises(
+        TypeError, match=rf"module: expected an elementwise .*got {module.__name__}"
+    ):
+        compose.Activation(module)
+
+
+@dataclass(frozen=True, eq=False)
+class UserStage:
+    """A stage made by the user, not from ``compose``: ``y = x * w`` with one parameter w of
+    shape (D,). ``tamper`` maps a result (``"forward"``, ``"vjp"``, ``"dx"``, ``"grads"``,
+    ``"jacobian"``) to a function that spoils it."""
+
+    w: np.ndarray
+    tamper: dict[str, Callable[[Any], Any]] = field(default_factory=dict)
+
+    def _spoil(self, what: str, value: Any) -> Any:
+        return self.tamper.get(what, lambda v: v)(value)
+
+    @property
+    def parameters(self) -> tuple[np.ndarray, ...]:
+        return (self.w,)
+
+    def output_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(shape)
+
+    def forward(self, x, *, strict_fp16=False):
+        return self._spoil("forward", x * self.w)
+
+    def vjp(self, x, g, *, strict_fp16=False):
+        dx = self._spoil("dx", g * self.w)
+        grads = self._spoil("grads", ((g * x).reshape(-1, x.shape[-1]).sum(axis=0),))
+        return self._spoil("vjp", (dx, grads))
+
+    def jacobian(self, x, *, strict_fp16=False):
+        return self._spoil("jacobian", np.diag(self.w))
+
+
+@pytest.mark.parametrize("nested", [False, True], ids=["branch", "in-sequential"])
+def test_a_correct_user_stage_passes_the_checks(nested):
+    """The checks reject only what breaks the stage contract (small integers: exact)."""
+    x = np.array([[1.0, -2.0, 3.0], [0.0, 2.0, -1.0]])
+    g = np.array([[2.0, 1.0, -1.0], [1.0, -3.0, 2.0]])
+    w = np.array([2.0, -1.0, 3.0])
+    branch = UserStage(w)
+    if nested:  # then the identity, a Linear stage: the same map
+        branch = compose.Sequential([branch, compose.Linear(np.eye(3))])
+    assert_same_values("y", residual.forward(x, branch), x + x * w)
+    dx, grads = residual.vjp(x, g, branch)
+    assert_same_values("dx", dx, g + g * w)
+    assert_same_values("dw", grads[0], (g * x).sum(axis=0))
+    assert len(grads) == (2 if nested else 1)
+    assert_same_values("J", residual.jacobian(x[0], branch), np.eye(3) + np.diag(w))
+    _, _, dnu = weighted_residual.vjp(x, g, branch, 0.5)
+    assert_same_values("dnu", dnu, np.asarray((g * x * w).sum()))
+
+
+#: (result, how it is spoiled, error, message): what a block must refuse from its branch.
+SPOILED = [
+    (
+        "forward",
+        lambda y: y[:1],
+        ValueError,
+        r"its forward output has shape \(1, 3\), expected \(2, 3\)",
+    ),
+    ("forward", lambda y: y[:, :2], ValueError, r"its forward output has shape \(2, 2\)"),
+    (
+        "forward",
+        lambda y: y.astype(np.float32),
+        TypeError,
+        "its forward output has dtype float32, expected float64",
+    ),
+    (
+        "forward",
+        lambda y: y.tolist(),
+        TypeError,
+        "its forward output must be a NumPy array, got list",
+    ),
+    (
+        "dx",
+        lambda dx: dx[:1],
+        ValueError,
+        r"its vjp input gradient has shape \(1, 3\), expected \(2, 3\)",
+    ),
+    ("dx", lambda dx: dx.ravel(), ValueError, r"its vjp input gradient has shape \(6,\)"),
+    ("dx", lambda dx: dx.astype(np.float16), TypeError, "its vjp input gradient has dtype float16"),
+    (
+        "grads",
+        lambda grads: (),
+        ValueError,
+        "its vjp returned 0 parameter gradients for 1 parameters",
+    ),
+    (
+        "grads",
+        lambda grads: (grads[0][:2],),
+        ValueError,
+        r"its gradient of parameters\[0\] has shape \(2,\), expected \(3,\)",
+    ),
+    (
+        "grads",
+        lambda grads: (grads[0].astype(np.float32),),
+        TypeError,
+        r"its gradient of parameters\[0\] has dtype float32",
+    ),
+    (
+        "grads",
+        lambda grads: grads[0],
+        TypeError,
+        "its vjp must return its parameter gradients as a tuple, got ndarray",
+    ),
+    ("vjp", lambda pair: pair[0], TypeError, r"its vjp must return a pair \(dx, grads\)"),
+    (
+        "jacobian",
+        lambda J: J[:2],
+        ValueError,
+        r"its Jacobian has shape \(2, 3\), expected \(3, 3\)",
+    ),
+    ("jacobian", lambda J: J.astype(np.float32), TypeError, "its Jacobian has dtype float32"),
+]
+
+
+def _block_calls(what: str, branch: Any, x: np.ndarray) -> list[Callable[[], Any]]:
+    """Every block call that uses the spoiled result ``what`` of ``branch``."""
+    if what == "forward":
+        return [
+            lambda: residual.forward(x, branch),
+            lambda: weighted_residual.forward(x, branch, 0.5),
+            lambda: weighted_residual.vjp(x, x, branch, 0.5),  # its dnu needs f(x)
+        ]
+    if what == "jacobian":
+        return [
+            lambda: residual.jacobian(x[0], branch),
+            lambda: weighted_residual.jacobian(x[0], branch, np.full(3, 0.5)),
+        ]
+    return [lambda: residual.vjp(x, x, branch), lambda: weighted_residual.vjp(x, x, branch, 0.5)]
+
+
+@pytest.mark.parametrize("nested", [False, True], ids=["branch", "in-sequential"])
+@pytest.mark.parametrize(("what", "spoil", "error", "message"), SPOILED)
+def test_what_a_branch_returns_is_checked(what, spoil, error, message, nested):
+    """A branch's forward output, input gradient, parameter gradients and Jacobian must
+    have the shape and dtype it promises: else an error naming the stage, before any loop
+    reads them (the loops index by x's shape and would read past a smaller array)."""
+    x = np.array([[1.0, -2.0, 3.0], [0.0, 2.0, -1.0]])
+    branch = UserStage(np.array([2.0, -1.0, 3.0]), {what: spoil})
+    name = "branch"
+    if nested:  # the spoiled stage second in a Sequential: named by its index there
+        branch = compose.Sequential([compose.Linear(np.eye(3)), branch])
+        name = r"stages\[1\]"
+    for call in _block_calls(what, branch, x):
+        with pytest.raises(error, match=f"^{name}: {message}"):
+            call()
+
+
+def test_block_loops_refuse_operands_of_other_shapes():
+    """The float64 loops' own guard: the second operand must have the first's shape."""
+    with pytest.raises(ValueError, match=r"f: expected shape \(4, 2\)"):
+        compose.scaled_sum(np.ones((4, 2)), np.ones((1, 2)), np.ones(2), False)
+    with pytest.raises(ValueError, match=r"b: expected shape \(4, 2\)"):
+        compose.column_dots(np.ones((4, 2)), np.ones((1, 2)), 2, False)
+
+
+#: The crash reproductions, each run in a fresh interpreter: before the checks, the loops
+#: read far past the branch's output (signal 11). Each prints the error it gets.
+CRASHES = {
+    "activation-maxpool": """
+        x = np.arange(20000 * 50.0).reshape(20000, 50)
+        residual.forward(x, compose.Activation(maxpool))
+    """,
+    "user-forward-one-row": """
+        x = np.ones((2_000_000, 4))
+        residual.forward(x, OneRow())
+    """,
+    "user-vjp-one-row": """
+        x = np.ones((2_000_000, 4))
+        weighted_residual.vjp(x, x, OneRow(), np.full(4, 0.5))
+    """,
+}
+CRASH_PRELUDE = """
+import numpy as np
+from kernels import compose, maxpool, residual, weighted_residual
+
+class OneRow:
+    parameters = ()
+    def output_shape(self, shape):
+        return tuple(shape)
+    def forward(self, x, *, strict_fp16=False):
+        return np.ones((1, x.shape[-1]), x.dtype)
+    def vjp(self, x, g, *, strict_fp16=False):
+        return np.ones((1, x.shape[-1]), x.dtype), ()
+    def jacobian(self, x, *, strict_fp16=False):
+        return np.eye(x.shape[-1], dtype=x.dtype)
+
+try:
+{body}
+except (TypeError, ValueError) as error:
+    print(type(error).__name__, error)
+else:
+    print("no error")
+"""
+CRASH_ERRORS = {
+    "activation-maxpool": r"^TypeError module: expected an elementwise .* got kernels\.maxpool$",
+    "user-forward-one-row": (
+        r"^ValueError branch: its forward output has shape \(1, 4\), expected \(2000000, 4\)$"
+    ),
+    "user-vjp-one-row": r"^ValueError branch: its vjp input gradient has shape \(1, 4\)",
+}
+
+
+@pytest.mark.parametrize("case", sorted(CRASHES))
+def test_crash_reproductions_end_in_a_clean_error(case):
+    body = textwrap.indent(textwrap.dedent(CRASHES[case]).strip(), "    ")
+    code = CRASH_PRELUDE.format(body=body)
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, (
+        f"{case}: the interpreter ended with {done.returncode} (negative: killed by that "
+        f"signal)\n{done.stderr[-2000:]}"
+    )
+    assert re.search(CRASH_ERRORS[case], done.stdout.strip()), done.stdout
