@@ -16,7 +16,7 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.codegen.emit import Constants
-from derive.codegen.norms import HEADER, REDUCE, _emit_stages, _serial_strict
+from derive.codegen.templates import PATHS, REDUCE, emit_stages, module_text
 from derive.definitions import batchnorm as bn
 from derive.definitions import norms as norms
 
@@ -186,7 +186,7 @@ def _column_sums_wide(x, g, c0, c1, gammas, m, correction, r):
 """
 
 COLUMN_LOOPS = '''\
-@njit(cache=True, parallel=True, error_model="numpy")
+@njit({jit})
 def forward_{path}_{denom}(x, gamma, beta, epsilon, block, out):
     """Training mode on x (A, L, C): features c (the last axis) normalized over (a, p),
     blocks of features in parallel."""
@@ -206,7 +206,7 @@ def forward_{path}_{denom}(x, gamma, beta, epsilon, block, out):
                     out[a, p, c] = output_{mode}(dk, r[k], gamma_k, beta_k)
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
+@njit({jit})
 def vjp_{path}_{denom}(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
     """Training mode on x (A, L, C): dx, and each feature's dgamma and dbeta."""
     A, L, C = x.shape
@@ -238,7 +238,7 @@ def vjp_{path}_{denom}(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
                     dx[a, p, c] = dx_{mode}(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k])
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
+@njit({jit})
 def forward_inference_{path}_{denom}(x, gamma, beta, mean, var, epsilon, block, out):
     """Inference mode: the affine map with the running statistics."""
     A, L, C = x.shape
@@ -255,7 +255,7 @@ def forward_inference_{path}_{denom}(x, gamma, beta, mean, var, epsilon, block, 
                     out[a, p, c] = output_{mode}(dk, r[c - c0], gamma_c, beta_c)
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
+@njit({jit})
 def vjp_inference_{path}_{denom}(x, g, gamma, mean, var, epsilon, block, dx, dgamma, dbeta):
     """Inference mode: dx = gamma r g, dgamma = sum g (x - mean) r, dbeta = sum g."""
     A, L, C = x.shape
@@ -326,7 +326,7 @@ def _stages(constants: Constants) -> list[str]:
                 f"the sigma-path weight w ({denom}; the caller takes 0 at zero variance)",
             )
         )
-    return _emit_stages("BatchNorm", shared, constants)
+    return emit_stages("BatchNorm", shared, constants)
 
 
 def batchnorm_source() -> str:
@@ -334,46 +334,39 @@ def batchnorm_source() -> str:
     constants = Constants()
     functions = _stages(constants)
     loops = []
-    for path, mode, prange_, rounding in (
-        ("f64", "f64", "prange", ""),
-        ("wide", "f64", "prange", ""),
-        ("f16s", "f16s", "range", "round_to_half"),
-    ):
-
-        def rounded(code: str, rounding: str = rounding) -> str:
-            return f"{rounding}({code})" if rounding else code
-
-        if path == "f16s":
+    for path in PATHS:
+        if path.name == "f16s":
             acc_gz = "round_to_half(sum_gz[k] + summand_gz_f16s(dk, r[k], gk))"
             acc_g = "round_to_half(sum_g[k] + gk)"
         else:
             acc_gz, acc_g = "sum_gz[k] + summand_gz_f64(dk, r[k], gk)", "sum_g[k] + gk"
-        loops.append(COLUMN_STATISTICS[path].format(reduce=REDUCE))
+        loops.append(COLUMN_STATISTICS[path.name].format(reduce=REDUCE))
         for denom in SUFFIX.values():
             loops.append(
                 COLUMN_LOOPS.format(
-                    path=path,
-                    mode=mode,
+                    path=path.name,
+                    mode=path.mode,
                     denom=denom,
-                    range=prange_,
-                    count=rounded("np.float64(A * L)"),
-                    dev=rounded("(np.float64(x[a, p, c]) - mh[k]) - ml[k]"),
-                    dev_infer=rounded("np.float64(x[a, p, c]) - np.float64(mean[c])"),
-                    sums=COLUMN_SUMS[path],
-                    mean_a=rounded("sum_a[k] / n"),
-                    mean_ad=rounded("sum_ad[k] / n"),
+                    range=path.range,
+                    jit=path.jit,
+                    count=path.rounded("np.float64(A * L)"),
+                    dev=path.rounded("(np.float64(x[a, p, c]) - mh[k]) - ml[k]"),
+                    dev_infer=path.rounded("np.float64(x[a, p, c]) - np.float64(mean[c])"),
+                    sums=COLUMN_SUMS[path.name],
+                    mean_a=path.rounded("sum_a[k] / n"),
+                    mean_ad=path.rounded("sum_ad[k] / n"),
                     acc_gz=acc_gz,
                     acc_g=acc_g,
                 )
             )
             loops.append(
                 JACOBIAN_LOOP.format(
-                    path=path,
-                    mode=mode,
+                    path=path.name,
+                    mode=path.mode,
                     denom=denom,
-                    size_n=rounded("np.float64(size)"),
-                    dev_k=rounded("(np.float64(x[k]) - mh) - ml"),
-                    dev_j=rounded("(np.float64(x[j]) - mh) - ml"),
+                    size_n=path.rounded("np.float64(size)"),
+                    dev_k=path.rounded("(np.float64(x[k]) - mh) - ml"),
+                    dev_j=path.rounded("(np.float64(x[j]) - mh) - ml"),
                 )
             )
     summary = (
@@ -381,28 +374,18 @@ def batchnorm_source() -> str:
         "r and w per denominator: sqrt_var_eps r = 1/sqrt(s + eps), w = r**2;\n"
         "std_plus_eps r = 1/(sqrt(s) + eps), w = r/sqrt(s) (0 at s = 0)."
     )
-    header = HEADER.format(
-        title="BatchNorm",
-        key="batchnorm",
-        summary=summary,
-        source="001_76ce3a8a4b6079c3.txt Eq. 15-17; 004_a581282367ea7257.txt Definition 17",
-        block=0,
-        imports="{imports}",
-    )
-    header = header.replace(
-        "#: Rows per block of the parameter-gradient sums (fixed: results do not depend on "
-        "threads).\nBLOCK_ROWS = 0\n",
-        "",
-    )
-    header = header.replace(
-        "from kernels._f16 import round_to_half",
-        "from kernels._f16 import round_to_half\n" + STATISTICS_IMPORT,
-    ).replace("from derive/definitions/norms.py.", "from derive/definitions/batchnorm.py.")
-    header = header.rstrip("\n") + "\n"
     sections = [
         "\n".join(constants.lines),
         *functions,
         WIDE_COLUMN_SUMS.format(reduce=REDUCE).strip("\n"),
         *(loop.strip("\n") for loop in loops),
     ]
-    return _serial_strict(header + "\n" + "\n\n\n".join(sections) + "\n")
+    return module_text(
+        definitions="batchnorm.py",
+        title="BatchNorm",
+        key="batchnorm",
+        summary=summary,
+        source="001_76ce3a8a4b6079c3.txt Eq. 15-17; 004_a581282367ea7257.txt Definition 17",
+        sections=sections,
+        extra_imports=(STATISTICS_IMPORT,),
+    )
