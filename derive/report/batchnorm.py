@@ -7,7 +7,7 @@ import sympy as sp
 
 from derive.definitions import batchnorm as bn
 from derive.definitions.norms import eps
-from derive.report.norms import _eps_facts
+from derive.report.norms import eps_facts
 
 #: The sources' notations: (quantity, liptable, 001 Eq. 15-17, 004 B.2, 000 and 002).
 NOTATION_ROWS = (
@@ -199,7 +199,7 @@ def batchnorm_section() -> list[str]:
         "beta exactly when $2k + m \\ge 16$ (the sum of squares overflows, r = 0). Mixed mode"
         " computes the statistics in float64 and stays exact. eps in half precision:",
         "",
-        *_eps_facts(),
+        *eps_facts(),
         "",
         f"(The std + eps form adds eps = {sp.latex(eps)} to sigma, not to the variance: with "
         "eps rounded to 0 a constant feature is 0/0 as well; and at a constant feature its "

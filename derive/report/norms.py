@@ -43,7 +43,8 @@ def _half(value: float) -> float:
     return float(np.float16(value))
 
 
-def _eps_facts() -> list[str]:
+def eps_facts() -> list[str]:
+    """The float16 rounding of each eps of :data:`EPS_VALUES`, as report lines."""
     lines = []
     for eps in EPS_VALUES:
         rounded = _half(eps)
@@ -80,7 +81,7 @@ def _strict_facts(module: RowNorm) -> list[str]:
             + " >= 256 squares to inf. Mixed mode "
             "computes the sums in float64 and stays exact."
         )
-        lines += _eps_facts()
+        lines += eps_facts()
     lines += [
         "",
         "Mixed mode (the default) widens half inputs to float32, computes in float64 and "
