@@ -1,354 +1,359 @@
-"""``liptable bench``: kernel speed against NumPy, and what a user waits for at first use.
+"""``liptable bench``: kernel speed against the alternative a user has, and first-use time.
 
 Not a test: it prints numbers for the machine it runs on. For every module of the catalog
-(:data:`derive.catalog.CATALOG`, in its order) it times forward + VJP of the kernel, in
-float32 at the module's benchmark shape (best of 3, after a warm-up call that compiles),
-against a vectorized NumPy version of the same computation where one is written here
-(:data:`BASELINES`); then the time from a fresh interpreter to the first finished call of
-every activation kernel with a cold and a warm Numba cache.
+(:data:`derive.catalog.CATALOG`, in its order; GeLU once per variant) it times the kernel's
+forward + VJP on the module's benchmark problem against the same computation in NumPy
+(``--against numpy``, the default, where a NumPy version is written here) or in PyTorch
+(``--against torch``: forward + ``backward()``, PyTorch being the optional ``bench``
+extra). The two run interleaved, warm (a first call compiles), and the median of the
+passes is printed with the ratio alternative / liptable (above 1: liptable is faster).
+
+For the memory-bound modules it also prints the achieved fraction of this machine's DRAM
+bandwidth, measured in the same run by a STREAM-like triad ``a = b + s c`` over arrays far
+larger than the caches; the traffic of a module is the bytes its API calls must read and
+write at least (forward: inputs and output; VJP: inputs, upstream gradient and
+gradients), so the fraction is a lower bound on what the kernel moves.
 """
 
 from __future__ import annotations
 
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from types import ModuleType
+from typing import Any
 
 import numpy as np
+from numba import njit, prange
 
 import kernels
 from derive.catalog import CATALOG, Module
 from kernels import compose
 
-
-def _numpy_sigmoid(x, g):
-    y = 1 / (1 + np.exp(-x))
-    return y, g * y * (1 - y)
-
-
-def _numpy_relu(x, g):
-    return np.maximum(x, 0), g * (x > 0)
-
-
-def _numpy_swish(x, g):
-    s = 1 / (1 + np.exp(-x))
-    return x * s, g * (s + x * s * (1 - s))
-
-
-def _numpy_gelu_tanh(x, g):
-    c = np.float32(np.sqrt(2 / np.pi))
-    u = c * (x + np.float32(0.044715) * x**3)
-    t = np.tanh(u)
-    du = c * (1 + np.float32(3 * 0.044715) * x * x)
-    return x / 2 * (1 + t), g * ((1 + t) / 2 + x / 2 * (1 - t * t) * du)
-
-
-def _numpy_gelu_sigmoid(x, g):
-    s = 1 / (1 + np.exp(np.float32(-1.702) * x))
-    return x * s, g * (s + np.float32(1.702) * x * s * (1 - s))
-
-
-def _numpy_layernorm(x, g, gamma, beta, eps=1e-5):
-    mean = x.mean(-1, keepdims=True)
-    d = x - mean
-    r = 1 / np.sqrt((d * d).mean(-1, keepdims=True) + np.float32(eps))
-    z = d * r
-    a = gamma * g
-    dx = r * (a - a.mean(-1, keepdims=True) - z * (a * z).mean(-1, keepdims=True))
-    return gamma * z + beta, dx, (g * z).sum(0), g.sum(0)
-
-
-def _numpy_rmsnorm(x, g, gamma, beta, eps=1e-6):
-    r = 1 / np.sqrt((x * x).mean(-1, keepdims=True) + np.float32(eps))
-    z = x * r
-    a = gamma * g
-    dx = r * (a - z * (a * z).mean(-1, keepdims=True))
-    return gamma * z + beta, dx, (g * z).sum(0), g.sum(0)
-
-
-def _numpy_centernorm(x, g, gamma, beta):
-    c = np.float32(x.shape[-1] / (x.shape[-1] - 1))
-    d = x - x.mean(-1, keepdims=True)
-    a = gamma * g
-    return c * gamma * d + beta, c * (a - a.mean(-1, keepdims=True)), (g * c * d).sum(0), g.sum(0)
-
-
-def _numpy_batchnorm(x, g, gamma, beta, eps=1e-5):
-    mean = x.mean(0)
-    d = x - mean
-    r = 1 / np.sqrt((d * d).mean(0) + np.float32(eps))
-    z = d * r
-    a = gamma * g
-    dx = r * (a - a.mean(0) - z * (a * z).mean(0))
-    return gamma * z + beta, dx, (g * z).sum(0), g.sum(0)
-
-
-def _numpy_conv2d(x, g, W, b, padding=1):
-    """Conv2d forward + VJP by im2col in NumPy (stride 1, zero padding): the baseline."""
-    n, c, h, w = x.shape
-    o, _, k, _ = W.shape
-    xp = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
-    ho, wo = h + 2 * padding - k + 1, w + 2 * padding - k + 1
-    windows = np.lib.stride_tricks.sliding_window_view(xp, (k, k), axis=(2, 3))
-    cols = windows.transpose(0, 2, 3, 1, 4, 5).reshape(n * ho * wo, c * k * k)
-    wmat = W.reshape(o, -1)
-    y = (cols @ wmat.T + b).reshape(n, ho, wo, o).transpose(0, 3, 1, 2)
-    gmat = g.transpose(0, 2, 3, 1).reshape(n * ho * wo, o)
-    dW = (gmat.T @ cols).reshape(W.shape)
-    db = gmat.sum(axis=0)
-    dcols = (gmat @ wmat).reshape(n, ho, wo, c, k, k)
-    dxp = np.zeros_like(xp)
-    for a in range(k):
-        for e in range(k):
-            dxp[:, :, a : a + ho, e : e + wo] += dcols[:, :, :, :, a, e].transpose(0, 3, 1, 2)
-    dx = dxp[:, :, padding : padding + h, padding : padding + w]
-    return y, (dx, dW, db)
-
-
-def _numpy_dp_attention(X, G, Wq, Wk, Wv):
-    """Dot-product attention forward + backward in NumPy, in X's dtype: the baseline."""
-    d = Wq.shape[0]
-    Q, K, V = X @ Wq.T, X @ Wk.T, X @ Wv.T
-    S = Q @ K.T / np.sqrt(d)
-    P = np.exp(S - S.max(axis=1, keepdims=True))
-    P /= P.sum(axis=1, keepdims=True)
-    Y = P @ V
-    dV, dP = P.T @ G, G @ V.T
-    dS = P * (dP - (dP * P).sum(axis=1, keepdims=True))
-    dQ, dK = dS @ K / np.sqrt(d), dS.T @ Q / np.sqrt(d)
-    return Y, (dQ @ Wq + dK @ Wk + dV @ Wv, dQ.T @ X, dK.T @ X, dV.T @ X)
-
-
-def _numpy_softmax(x, g):
-    e = np.exp(x - x.max(-1, keepdims=True))
-    y = e / e.sum(-1, keepdims=True)
-    return y, y * (g - (g * y).sum(-1, keepdims=True))
-
-
-def _numpy_linear(x, g, W, b):
-    return x @ W.T + b, (g @ W, g.T @ x, g.sum(0))
-
-
-def _numpy_pool2(x, g, kind):
-    """2 x 2 windows, stride 2, on an NCHW image with even sides."""
-    n, c, h, w = x.shape
-    blocks = x.reshape(n, c, h // 2, 2, w // 2, 2)
-    if kind == "avg":
-        y = blocks.mean(axis=(3, 5))
-        dx = np.repeat(np.repeat(g / 4, 2, axis=2), 2, axis=3)
-        return y, dx
-    y = blocks.max(axis=(3, 5))
-    first = blocks == y[:, :, :, None, :, None]  # ties: NumPy's way, not PyTorch's
-    return y, first * g[:, :, :, None, :, None]
-
-
-def _numpy_residual(x, g, W1, b1, W2, b2):
-    h = x @ W1.T + b1
-    a = np.maximum(h, 0)
-    y = x + a @ W2.T + b2
-    dh = (g @ W2) * (h > 0)
-    return y, g + dh @ W1
+#: The benchmark shapes of the row-wise families (rows, last axis reduced).
+ROW_SHAPES: tuple[tuple[int, int], ...] = ((4096, 1024), (256, 4096))
+#: Families whose kernels are bound by memory traffic, not arithmetic.
+MEMORY_BOUND = ("elementwise", "rows", "pool")
 
 
 @dataclass(frozen=True)
-class Case:
-    """One benchmark: the kernel's forward + VJP and the NumPy baseline on the same data
-    (None: no NumPy version is written here), with a description of the shape."""
+class Problem:
+    """One module's benchmark input: ``forward(x, *params, **options)`` and
+    ``vjp(x, g, *params, **options)`` (or their ``2d`` forms for windowed pooling)."""
 
+    name: str
     shape: str
-    ours: Callable[[], object]
-    baseline: Callable[[], object] | None
-    warm_up: Callable[[], object]
+    module: ModuleType
+    x: np.ndarray
+    g: np.ndarray
+    params: tuple = ()
+    options: dict = field(default_factory=dict)
+    windowed: bool = False
+    memory_bound: bool = False
+
+    def run(self, x: np.ndarray | None = None, g: np.ndarray | None = None) -> tuple[Any, Any]:
+        x = self.x if x is None else x
+        g = self.g if g is None else g
+        forward = self.module.forward2d if self.windowed else self.module.forward
+        vjp = self.module.vjp2d if self.windowed else self.module.vjp
+        return forward(x, *self.params, **self.options), vjp(x, g, *self.params, **self.options)
+
+    def small(self) -> Problem:
+        """The same problem on a small slice of the data."""
+        if self.windowed:
+            x, g = self.x[:1, :1, :4, :4], self.g[:1, :1, :2, :2]
+        elif self.module is kernels.conv2d:
+            x, g = self.x[:1, :, :8, :8], self.g[:1, :, :8, :8]
+        else:
+            x, g = self.x[:4], self.g[:4]
+        return replace(self, x=np.ascontiguousarray(x), g=np.ascontiguousarray(g))
+
+    def warm_up(self) -> tuple[Any, Any]:
+        """A call on a small slice of the data (compiles the loops)."""
+        return self.small().run()
+
+    def traffic(self, outputs: tuple[Any, Any]) -> int:
+        """Bytes the two API calls read and write at least."""
+
+        def size(value: Any) -> int:
+            if isinstance(value, np.ndarray):
+                return value.nbytes
+            if isinstance(value, (tuple, list)):
+                return sum(size(v) for v in value)
+            return 0
+
+        inputs = size(self.x) + size(self.params)
+        return 2 * inputs + size(self.g) + size(outputs[0]) + size(outputs[1])
 
 
-def _pair(module, *args, **kw):
-    def run(x, g):
-        return module.forward(x, *args, **kw), module.vjp(x, g, *args, **kw)
-
-    return run
+def _rng_array(rng: np.random.Generator, shape, dtype, scale: float = 1.0) -> np.ndarray:
+    return (rng.normal(size=shape) * scale).astype(dtype)
 
 
-def _elementwise_case(m: Module, rng: np.random.Generator, n: int) -> list[tuple[str, Case]]:
-    x = rng.normal(scale=3.0, size=n).astype(np.float32)
-    g = rng.normal(size=n).astype(np.float32)
+def _elementwise(m: Module, rng, dtype, shape) -> Iterator[Problem]:
+    x, g = _rng_array(rng, shape, dtype, 3.0), _rng_array(rng, shape, dtype)
     module = getattr(kernels, m.key)
-    variants = m.variants or ("",)
-    numpy = {
-        "sigmoid": _numpy_sigmoid,
-        "relu": _numpy_relu,
-        "swish": _numpy_swish,
-        "gelu (tanh)": _numpy_gelu_tanh,
-        "gelu (sigmoid)": _numpy_gelu_sigmoid,
-    }
-    cases = []
-    for variant in variants:
+    for variant in m.variants or ("",):
         name = f"{m.key} ({variant})" if variant else m.key
-        run = _pair(module, variant) if variant else _pair(module)
-        base = numpy.get(name)
-        cases.append(
-            (
-                name,
-                Case(
-                    f"{n:,} elements",
-                    lambda run=run: run(x, g),
-                    None if base is None else (lambda base=base: base(x, g)),
-                    lambda run=run: run(x[:16], g[:16]),
-                ),
-            )
-        )
-    return cases
+        params = (variant,) if variant else ()
+        yield Problem(name, str(shape), module, x, g, params, memory_bound=True)
 
 
-def _rows_case(m: Module, rng: np.random.Generator) -> Case:
-    rows, size = 4096, 1024
-    x = rng.normal(size=(rows, size)).astype(np.float32)
-    g = rng.normal(size=(rows, size)).astype(np.float32)
-    gamma = rng.normal(size=size).astype(np.float32)
-    beta = rng.normal(size=size).astype(np.float32)
+def _rows(m: Module, rng, dtype, shape) -> Iterator[Problem]:
+    rows, size = shape
+    x, g = _rng_array(rng, shape, dtype), _rng_array(rng, shape, dtype)
+    gamma, beta = _rng_array(rng, size, dtype), _rng_array(rng, size, dtype)
     module = getattr(kernels, m.key)
     if m.key == "softmax":
-        return Case(
-            f"({rows}, {size})",
-            lambda: _pair(module)(x, g),
-            lambda: _numpy_softmax(x, g),
-            lambda: _pair(module)(x[:2], g[:2]),
-        )
-    if m.key == "weightnorm":
-        v = rng.normal(size=(size, size)).astype(np.float32)
-        return Case(
-            f"({rows}, {size}) -> {size}",
-            lambda: _pair(module, v, gamma)(x, g),
-            None,
-            lambda: _pair(module, v, gamma)(x[:2], g[:2]),
-        )
-    numpy = {
-        "layernorm": _numpy_layernorm,
-        "rmsnorm": _numpy_rmsnorm,
-        "centernorm": _numpy_centernorm,
-        "batchnorm": _numpy_batchnorm,
-    }[m.key]
-    run = _pair(module, gamma, beta)
-    return Case(
-        f"({rows}, {size})",
-        lambda: run(x, g),
-        lambda: numpy(x, g, gamma, beta),
-        lambda: run(x[:2], g[:2]),
-    )
+        yield Problem(m.key, str(shape), module, x, g, memory_bound=True)
+    elif m.key == "weightnorm":
+        out = 1024
+        v, gam = _rng_array(rng, (out, size), dtype), _rng_array(rng, out, dtype)
+        gy = _rng_array(rng, (rows, out), dtype)
+        yield Problem(m.key, f"{shape} -> {out}", module, x, gy, (v, gam))
+    else:
+        yield Problem(m.key, str(shape), module, x, g, (gamma, beta), memory_bound=True)
 
 
-def _linear_case(m: Module, rng: np.random.Generator) -> Case:
-    x = rng.normal(size=(4096, 1024)).astype(np.float32)
-    g = rng.normal(size=(4096, 1024)).astype(np.float32)
-    W = (rng.normal(size=(1024, 1024)) / 32).astype(np.float32)
-    b = rng.normal(size=1024).astype(np.float32)
-    run = _pair(kernels.linear, W, b)
-    return Case(
-        "(4096, 1024) -> 1024",
-        lambda: run(x, g),
-        lambda: _numpy_linear(x, g, W, b),
-        lambda: run(x[:2], g[:2]),
-    )
+def _linear(m: Module, rng, dtype, shape) -> Iterator[Problem]:
+    x, g = _rng_array(rng, (4096, 1024), dtype), _rng_array(rng, (4096, 1024), dtype)
+    W, b = _rng_array(rng, (1024, 1024), dtype, 1 / 32), _rng_array(rng, 1024, dtype)
+    yield Problem(m.key, "(4096, 1024) -> 1024", kernels.linear, x, g, (W, b))
 
 
-def _conv2d_case(m: Module, rng: np.random.Generator) -> Case:
-    shape, weight = (8, 64, 56, 56), (64, 64, 3, 3)
-    x = rng.normal(size=shape).astype(np.float32)
-    W = (rng.normal(size=weight) / 24).astype(np.float32)
-    b = rng.normal(size=64).astype(np.float32)
-    g = rng.normal(size=shape).astype(np.float32)
-    run = _pair(kernels.conv2d, W, b, 1, 1)
-    return Case(
-        f"x {shape}, W {weight}, padding 1",
-        lambda: run(x, g),
-        lambda: _numpy_conv2d(x, g, W, b),
-        lambda: run(x[:1, :, :8, :8], g[:1, :, :8, :8]),
-    )
+def _conv2d(m: Module, rng, dtype, shape) -> Iterator[Problem]:
+    x, g = _rng_array(rng, (8, 64, 56, 56), dtype), _rng_array(rng, (8, 64, 56, 56), dtype)
+    W, b = _rng_array(rng, (64, 64, 3, 3), dtype, 1 / 24), _rng_array(rng, 64, dtype)
+    text = "(8, 64, 56, 56), 64 3x3 filters, padding 1"
+    yield Problem(m.key, text, kernels.conv2d, x, g, (W, b, 1, 1))
 
 
-def _pool_case(m: Module, rng: np.random.Generator) -> Case:
-    shape = (8, 64, 56, 56)
-    x = rng.normal(size=shape).astype(np.float32)
-    g = rng.normal(size=(8, 64, 28, 28)).astype(np.float32)
+def _pool(m: Module, rng, dtype, shape) -> Iterator[Problem]:
+    x, g = _rng_array(rng, (8, 64, 56, 56), dtype), _rng_array(rng, (8, 64, 28, 28), dtype)
     module = getattr(kernels, m.key)
-
-    def run(x, g):
-        return module.forward2d(x, 2), module.vjp2d(x, g, 2)
-
-    kind = "max" if m.key == "maxpool" else "avg"
-    return Case(
-        f"{shape}, 2 x 2 windows",
-        lambda: run(x, g),
-        lambda: _numpy_pool2(x, g, kind),
-        lambda: run(x[:1, :1, :4, :4], g[:1, :1, :2, :2]),
-    )
+    text = "(8, 64, 56, 56), 2x2 windows"
+    yield Problem(m.key, text, module, x, g, (2,), windowed=True, memory_bound=True)
 
 
-def _attention_case(m: Module, rng: np.random.Generator) -> Case:
+def _attention(m: Module, rng, dtype, shape) -> Iterator[Problem]:
     n, width = 512, 64
-    X = rng.normal(size=(n, width)).astype(np.float32)
-    G = rng.normal(size=(n, width)).astype(np.float32)
-    Wq, Wk, Wv = (rng.normal(size=(width, width)).astype(np.float32) / 8 for _ in range(3))
+    X, G = _rng_array(rng, (n, width), dtype), _rng_array(rng, (n, width), dtype)
+    Wq, Wk, Wv = (_rng_array(rng, (width, width), dtype, 1 / 8) for _ in range(3))
     params = {
         "dp_attention": (Wq, Wk, Wv),
         "l2_attention": (Wq, Wv),
         "scs_attention": (Wq, Wk, Wv, 1.0, 1.0, 1e-6),
     }[m.key]
-    run = _pair(getattr(kernels, m.key), *params)
-    base = (lambda: _numpy_dp_attention(X, G, Wq, Wk, Wv)) if m.key == "dp_attention" else None
-    return Case(
-        f"N = {n}, D = d = dv = {width}", lambda: run(X, G), base, lambda: run(X[:4], G[:4])
-    )
+    yield Problem(m.key, f"N = {n}, D = {width}", getattr(kernels, m.key), X, G, params)
 
 
-def _residual_case(m: Module, rng: np.random.Generator) -> Case:
+def _residual(m: Module, rng, dtype, shape) -> Iterator[Problem]:
     rows, size, hidden = 4096, 256, 1024
-    x = rng.normal(size=(rows, size)).astype(np.float32)
-    g = rng.normal(size=(rows, size)).astype(np.float32)
-    W1 = (rng.normal(size=(hidden, size)) / 16).astype(np.float32)
-    W2 = (rng.normal(size=(size, hidden)) / 32).astype(np.float32)
-    b1, b2 = np.zeros(hidden, np.float32), np.zeros(size, np.float32)
-    branch = compose.ffn(W1, b1, W2, b2)
-    extra = (np.full(size, 0.5, np.float32),) if m.key == "weighted_residual" else ()
-    run = _pair(getattr(kernels, m.key), branch, *extra)
-    base = (lambda: _numpy_residual(x, g, W1, b1, W2, b2)) if m.key == "residual" else None
-    return Case(
-        f"({rows}, {size}), FFN hidden {hidden}", lambda: run(x, g), base, lambda: run(x[:2], g[:2])
+    x, g = _rng_array(rng, (rows, size), dtype), _rng_array(rng, (rows, size), dtype)
+    W1, W2 = (
+        _rng_array(rng, (hidden, size), dtype, 1 / 16),
+        _rng_array(rng, (size, hidden), dtype, 1 / 32),
     )
+    branch = compose.ffn(W1, np.zeros(hidden, dtype), W2, np.zeros(size, dtype))
+    extra = (np.full(size, 0.5, dtype),) if m.key == "weighted_residual" else ()
+    text = f"({rows}, {size}), FFN hidden {hidden}"
+    yield Problem(m.key, text, getattr(kernels, m.key), x, g, (branch, *extra))
 
 
-#: How each benchmark shape family (``Module.bench``) builds its cases.
-BUILDERS: dict[str, Callable[[Module, np.random.Generator], Case]] = {
-    "rows": _rows_case,
-    "linear": _linear_case,
-    "conv2d": _conv2d_case,
-    "pool": _pool_case,
-    "attention": _attention_case,
-    "residual": _residual_case,
+#: How each benchmark family (``Module.bench``) builds its problems.
+BUILDERS: dict[str, Callable[..., Iterator[Problem]]] = {
+    "elementwise": _elementwise,
+    "rows": _rows,
+    "linear": _linear,
+    "conv2d": _conv2d,
+    "pool": _pool,
+    "attention": _attention,
+    "residual": _residual,
 }
 
 
-def cases(n: int, rng: np.random.Generator) -> list[tuple[str, Case]]:
-    """Every catalog module's benchmark, in the catalog's order."""
+def problems(dtype: Any = np.float32, seed: int = 0) -> list[Problem]:
+    """Every catalog module's benchmark problems in ``dtype``, in the catalog's order; the
+    elementwise and row families at each of :data:`ROW_SHAPES`."""
+    rng = np.random.default_rng(seed)
     out = []
-    for m in CATALOG:
-        if m.bench == "elementwise":
-            out += _elementwise_case(m, rng, n)
-        else:
-            out.append((m.key, BUILDERS[m.bench](m, rng)))
+    for shape in ROW_SHAPES:
+        for m in CATALOG:
+            if m.bench in ("elementwise", "rows") or shape == ROW_SHAPES[0]:
+                out += BUILDERS[m.bench](m, rng, np.dtype(dtype), shape)
     return out
 
 
-def _best(run: Callable[[], object], repeats: int = 3) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
+# --- the alternatives ----------------------------------------------------------------------
+
+
+def _numpy_baseline(p: Problem) -> Callable[[], object] | None:
+    """The same forward + VJP in vectorized NumPy, in the problem's dtype (None: not
+    written here)."""
+    x, g = p.x, p.g
+    name = p.name
+    if name in ("sigmoid", "swish", "gelu (sigmoid)"):
+        slope = {"sigmoid": None, "swish": 1.0, "gelu (sigmoid)": 1.702}[name]
+
+        def run():
+            s = 1 / (1 + np.exp(-x if slope is None else -slope * x))
+            if slope is None:
+                return s, g * s * (1 - s)
+            return x * s, g * (s + slope * x * s * (1 - s))
+
+        return run
+    if name == "relu":
+        return lambda: (np.maximum(x, 0), g * (x > 0))
+    if name == "softmax":
+
+        def run():
+            e = np.exp(x - x.max(-1, keepdims=True))
+            y = e / e.sum(-1, keepdims=True)
+            return y, y * (g - (g * y).sum(-1, keepdims=True))
+
+        return run
+    if name in ("layernorm", "rmsnorm", "batchnorm"):
+        gamma, beta = p.params
+        axis = 0 if name == "batchnorm" else -1
+        eps = 1e-6 if name == "rmsnorm" else 1e-5
+
+        def run():
+            d = x if name == "rmsnorm" else x - x.mean(axis, keepdims=True)
+            r = 1 / np.sqrt((d * d).mean(axis, keepdims=True) + eps)
+            z = d * r
+            a = gamma * g
+            mean_a = 0 if name == "rmsnorm" else a.mean(axis, keepdims=True)
+            dx = r * (a - mean_a - z * (a * z).mean(axis, keepdims=True))
+            return gamma * z + beta, (dx, (g * z).sum(0), g.sum(0))
+
+        return run
+    if name == "linear":
+        W, b = p.params
+        return lambda: (x @ W.T + b, (g @ W, g.T @ x, g.sum(0)))
+    return None
+
+
+def _torch_baseline(p: Problem, torch: Any) -> Callable[[], object] | None:
+    """The same forward + ``backward()`` in PyTorch, gradients for every array input."""
+    F = torch.nn.functional
+    tensors = [
+        torch.from_numpy(np.ascontiguousarray(a))
+        for a in (p.x, *p.params)
+        if isinstance(a, np.ndarray)
+    ]
+    g = torch.from_numpy(p.g)
+    name, key = p.name, p.name.split(" ")[0]
+    D = p.x.shape[-1]
+
+    def forward(x, *w):
+        if key in ("sigmoid", "relu"):
+            return getattr(torch, key)(x)
+        if key == "swish":
+            return F.silu(x)
+        if name == "gelu (sigmoid)":
+            return x * torch.sigmoid(1.702 * x)
+        if key == "gelu":
+            return F.gelu(x, approximate="tanh" if "tanh" in name else "none")
+        if key == "softmax":
+            return torch.softmax(x, -1)
+        if key == "layernorm":
+            return F.layer_norm(x, (D,), w[0], w[1], 1e-5)
+        if key == "rmsnorm":
+            return F.rms_norm(x, (D,), w[0], 1e-6) + w[1]
+        if key == "centernorm":
+            return D / (D - 1) * w[0] * (x - x.mean(-1, keepdim=True)) + w[1]
+        if key == "batchnorm":
+            return F.batch_norm(x, None, None, w[0], w[1], training=True, eps=1e-5)
+        if key == "weightnorm":
+            v, gamma = w
+            W = gamma[:, None] * v / torch.sqrt((v * v).sum(1, keepdim=True))
+            return x @ W.T
+        if key == "linear":
+            return F.linear(x, w[0], w[1])
+        if key == "conv2d":
+            return F.conv2d(x, w[0], w[1], stride=1, padding=1)
+        if key == "maxpool":
+            return F.max_pool2d(x, 2)
+        if key == "avgpool":
+            return F.avg_pool2d(x, 2)
+        if key == "dp_attention":
+            Q, K, V = x @ w[0].T, x @ w[1].T, x @ w[2].T
+            return torch.softmax(Q @ K.T / w[0].shape[0] ** 0.5, -1) @ V
+        if key == "l2_attention":
+            Q = x @ w[0].T
+            d = w[0].shape[0]
+            P = torch.softmax(-(torch.cdist(Q, Q) ** 2) / d**0.5, -1)
+            return P @ x @ (w[0].T @ w[0] / d**0.5) @ w[1].T
+        if key == "scs_attention":
+
+            def unit(t):
+                return t / torch.sqrt((t * t).sum(-1, keepdim=True) + 1e-6)
+
+            Q, K, V = (unit(x @ W.T) for W in w)
+            return torch.softmax(Q @ K.T, -1) @ V
+        if key in ("residual", "weighted_residual"):
+            branch = p.params[0]
+            W1, W2 = branch.stages[0].W, branch.stages[2].W
+            f = F.relu(x @ torch.from_numpy(W1).T) @ torch.from_numpy(W2).T
+            return x + (0.5 * f if key == "weighted_residual" else f)
+        return None
+
+    def run():
+        inputs = [t.detach().requires_grad_() for t in tensors]
+        y = forward(*inputs)
+        y.backward(g)
+        return y, [t.grad for t in inputs]
+
+    try:
         run()
-        best = min(best, time.perf_counter() - start)
-    return best
+    except (RuntimeError, NotImplementedError, TypeError, AttributeError):
+        return None
+    return run
+
+
+# --- timing --------------------------------------------------------------------------------
+
+
+def _interleaved(
+    ours: Callable[[], object], theirs: Callable[[], object] | None, passes: int
+) -> tuple[float, float | None]:
+    """Medians of ``passes`` alternating timings of the two (both called once before)."""
+    mine, base = [], []
+    for _ in range(passes):
+        start = time.perf_counter()
+        ours()
+        mine.append(time.perf_counter() - start)
+        if theirs is not None:
+            start = time.perf_counter()
+            theirs()
+            base.append(time.perf_counter() - start)
+    return statistics.median(mine), (statistics.median(base) if base else None)
+
+
+@njit(parallel=True, cache=True)
+def _triad(a, b, c, s):  # pragma: no cover - timed, not tested
+    for i in prange(a.shape[0]):
+        a[i] = b[i] + s * c[i]
+
+
+def dram_bandwidth(n: int = 1 << 25, passes: int = 7) -> float:
+    """Bytes per second of the triad ``a = b + s c`` over three float64 arrays of ``n``
+    entries (768 MiB at the default), best of ``passes``."""
+    a, b, c = np.empty(n), np.ones(n), np.ones(n)
+    _triad(a, b, c, 3.0)
+    best = min(_timed(lambda: _triad(a, b, c, 3.0)) for _ in range(passes))
+    return 3 * 8 * n / best
+
+
+def _timed(run: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    run()
+    return time.perf_counter() - start
 
 
 FIRST_USE = """
@@ -374,24 +379,72 @@ def first_use_seconds(cache_dir: str) -> float:
     return float(done.stdout.strip())
 
 
-def main(n: int = 10**7) -> None:
-    rng = np.random.default_rng(0)
-    print("forward + VJP, float32, best of 3 (threads: numba default); ratio = NumPy / liptable")
-    print(f"{'module':<20}{'shape':<40}{'liptable':>11}{'numpy':>11}{'ratio':>8}")
-    for name, case in cases(n, rng):
-        case.warm_up()
-        mine = _best(case.ours)
-        if case.baseline is None:
-            print(f"{name:<20}{case.shape:<40}{mine:>10.4f}s{'-':>11}{'':>8}")
-            continue
-        base = _best(case.baseline)
-        print(f"{name:<20}{case.shape:<40}{mine:>10.4f}s{base:>10.4f}s{base / mine:>7.2f}x")
-    with tempfile.TemporaryDirectory() as cache:
-        cold = first_use_seconds(cache)
-        warm = first_use_seconds(cache)
-    print(f"first use of every activation (import + compile, float32): cold cache {cold:.1f} s,")
-    print(f"warm cache {warm:.1f} s")
+def _progress(text: str) -> None:
+    if sys.stderr.isatty():
+        print(f"\r\033[K{text}", end="", file=sys.stderr, flush=True)
 
 
-if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 10**7)
+def main(
+    against: str = "numpy",
+    dtypes: tuple[str, ...] = ("float32",),
+    passes: int = 7,
+    first_use: bool = True,
+) -> None:
+    """Print the table for each dtype; ``against`` is ``"numpy"`` or ``"torch"``."""
+    torch = None
+    if against == "torch":
+        try:
+            import torch
+        except ImportError:
+            raise SystemExit(
+                "liptable bench --against torch: PyTorch is not installed "
+                "(pip install -e '.[bench]')"
+            ) from None
+        print(f"PyTorch {torch.__version__}, {torch.get_num_threads()} threads")
+    bandwidth = dram_bandwidth()
+    print(f"DRAM bandwidth (triad a = b + s c, float64): {bandwidth / 1e9:.1f} GB/s")
+    ratios = {}
+    for dtype in dtypes:
+        print(
+            f"\nforward + VJP, {dtype}, median of {passes} interleaved passes; "
+            f"ratio = {against} / liptable (above 1: liptable is faster)"
+        )
+        print(
+            f"{'module':<18}{'shape':<42}{'liptable ms':>12}{against + ' ms':>11}"
+            f"{'ratio':>8}{'DRAM':>7}"
+        )
+        for p in problems(dtype):
+            _progress(f"{dtype} {p.name} {p.shape}")
+            p.warm_up()
+            outputs = p.run()
+            theirs = _torch_baseline(p, torch) if torch else _numpy_baseline(p)
+            if theirs is not None:
+                theirs()
+            mine, base = _interleaved(p.run, theirs, passes)
+            share = ""
+            if p.memory_bound:
+                share = f"{p.traffic(outputs) / mine / bandwidth:>6.0%}"
+            if base is None:
+                line = f"{'-':>11}{'':>8}"
+            else:
+                ratios.setdefault(dtype, []).append((p, base / mine))
+                line = f"{base * 1e3:>11.1f}{base / mine:>8.2f}"
+            _progress("")
+            print(f"{p.name:<18}{p.shape:<42}{mine * 1e3:>12.1f}{line}{share:>7}")
+        if ratios.get(dtype):
+            values = [r for _, r in ratios[dtype]]
+            memory = [r for q, r in ratios[dtype] if q.memory_bound]
+            geo = float(np.exp(np.mean(np.log(values))))
+            print(f"geometric mean of the ratios: {geo:.2f}", end="")
+            if memory:
+                print(f" (memory-bound ops: {float(np.exp(np.mean(np.log(memory)))):.2f})")
+            else:
+                print()
+    if first_use:
+        with tempfile.TemporaryDirectory() as cache:
+            cold = first_use_seconds(cache)
+            warm = first_use_seconds(cache)
+        print(
+            f"\nfirst use of every activation (import + compile, float32): cold cache "
+            f"{cold:.1f} s, warm cache {warm:.1f} s"
+        )

@@ -66,7 +66,7 @@ def _generate(args: argparse.Namespace) -> int:
 def _bench(args: argparse.Namespace) -> int:
     from derive import bench
 
-    bench.main(args.n)
+    bench.main(args.against, tuple(args.dtype), args.passes, first_use=not args.no_first_use)
     return 0
 
 
@@ -161,8 +161,33 @@ def main(argv: list[str] | None = None) -> int:
     generate = commands.add_parser("generate", help="regenerate kernels/_generated/")
     generate.add_argument("--check", action="store_true", help="only report stale files")
     generate.set_defaults(run=_generate)
-    bench = commands.add_parser("bench", help="time the kernels against NumPy")
-    bench.add_argument("--n", type=_positive_int, default=10**7, help="elements (default: 10^7)")
+    bench = commands.add_parser(
+        "bench",
+        help="time every kernel's forward + VJP against NumPy or PyTorch",
+        description="Forward + VJP of every catalog module against the same computation in "
+        "NumPy or PyTorch (forward + backward()), interleaved and warm; the median of the "
+        "passes, the ratio, and for memory-bound modules the share of the measured DRAM "
+        "bandwidth.",
+    )
+    bench.add_argument(
+        "--against",
+        choices=("numpy", "torch"),
+        default="numpy",
+        help="the alternative to time against (torch: the optional 'bench' extra)",
+    )
+    bench.add_argument(
+        "--dtype",
+        nargs="+",
+        choices=("float32", "float64", "float16"),
+        default=["float32"],
+        help="dtypes to time (default: float32)",
+    )
+    bench.add_argument(
+        "--passes", type=_positive_int, default=7, help="interleaved passes (default: 7)"
+    )
+    bench.add_argument(
+        "--no-first-use", action="store_true", help="skip the first-use compile timing"
+    )
     bench.set_defaults(run=_bench)
     args = parser.parse_args(argv)
     return args.run(args)

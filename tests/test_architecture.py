@@ -128,9 +128,9 @@ def test_the_cycle_finder_finds_a_cycle():
 
 def test_layers_point_one_way():
     """proofs.core imports only proofs.arb, which imports no first-party module; definitions
-    import only proofs.core and each other; proofs import no checker, report or envelope (but the envelope's own proofs
-    import the closed forms they prove);
-    kernels import only kernels."""
+    import only proofs.core and each other; proofs import no checker, report or envelope
+    (but the envelope's own proofs import the closed forms they prove); kernels import only
+    kernels."""
     graph = _graph()
     assert graph["proofs.arb"] == set()
     assert graph["proofs.core"] <= {"proofs.arb"}

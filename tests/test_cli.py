@@ -55,9 +55,9 @@ def test_report_unknown_module(capsys):
 
 
 @pytest.mark.parametrize("n", ["-5", "0", "ten"])
-def test_bench_n_must_be_a_positive_whole_number(capsys, n):
-    err = _refused(capsys, ["bench", "--n", n])
-    assert "--n" in err and "Traceback" not in err
+def test_bench_passes_must_be_a_positive_whole_number(capsys, n):
+    err = _refused(capsys, ["bench", "--passes", n])
+    assert "--passes" in err and "Traceback" not in err
 
 
 def test_envelope_unknown_module(capsys):
