@@ -22,6 +22,7 @@ from types import ModuleType
 import numpy as np
 from numpy.typing import ArrayLike
 
+from kernels._threads import thread_safe
 from kernels._validate import float_array
 
 
@@ -117,7 +118,7 @@ def forward(generated: ModuleType, prepared: Prepared) -> np.ndarray:
     """y for every row, in x's shape and dtype."""
     p = prepared
     out = p.result_buffer(p.rows.shape)
-    loop = getattr(generated, f"forward_{p.path}")
+    loop = thread_safe(getattr(generated, f"forward_{p.path}"))
     loop(p.widen(p.rows), p.widen(p.gamma), p.widen(p.beta), p.loop_eps(), out)
     return p.finish(out).reshape(p.x.shape)
 
@@ -137,7 +138,7 @@ def vjp(
     dgamma_blocks = np.zeros((blocks, 2, p.size))
     dbeta_blocks = np.zeros((blocks, 2, p.size))
     dx = p.result_buffer(p.rows.shape)
-    loop = getattr(generated, f"vjp_{p.path}")
+    loop = thread_safe(getattr(generated, f"vjp_{p.path}"))
     grows = np.ascontiguousarray(g).reshape(-1, p.size)
     loop(
         p.widen(p.rows),

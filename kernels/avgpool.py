@@ -56,6 +56,7 @@ from kernels._pool import (
     window_gradient,
     window_planes,
 )
+from kernels._threads import thread_safe
 
 __all__ = ["forward", "forward2d", "jacobian", "jacobian2d", "vjp", "vjp2d"]
 
@@ -73,6 +74,7 @@ def _scale(values):
     return 1.0
 
 
+@thread_safe
 @njit(cache=True, parallel=True, error_model="numpy")
 def _global_forward(rows, strict, out):
     n, size = rows.shape
@@ -90,6 +92,7 @@ def _global_forward(rows, strict, out):
             out[r] = dd_div(sh, sl, np.float64(size), 0.0)[0] / scale
 
 
+@thread_safe
 @njit(cache=True, parallel=True, error_model="numpy")
 def _forward2d(planes, kh, kw, sh, sw, ph, pw, strict, out):
     n, height, width = planes.shape
@@ -114,6 +117,7 @@ def _forward2d(planes, kh, kw, sh, sw, ph, pw, strict, out):
                     out[p, oh, ow] = dd_div(hi, lo, count, 0.0)[0] / scale
 
 
+@thread_safe
 @njit(cache=True, parallel=True, error_model="numpy")
 def _vjp2d(g, kh, kw, sh, sw, ph, pw, strict, dx):
     """Each pixel: the sum of the g of its windows, / (kh kw); one plane per thread."""

@@ -42,6 +42,7 @@ from numpy.typing import ArrayLike
 
 from kernels._generated import batchnorm as _generated
 from kernels._rownorm import check_eps
+from kernels._threads import thread_safe
 from kernels._validate import float_array
 
 #: denom -> suffix of the generated loops.
@@ -124,7 +125,7 @@ class _Prepared:
 
     def loop(self, name: str):
         mode = "" if self.training else "inference_"
-        return getattr(_generated, f"{name}_{mode}{self.path}_{DENOMS[self.denom]}")
+        return thread_safe(getattr(_generated, f"{name}_{mode}{self.path}_{DENOMS[self.denom]}"))
 
     def loop_eps(self) -> float:
         return float(np.float16(self.eps)) if self.strict else self.eps

@@ -73,6 +73,7 @@ from numba import njit, prange
 from numpy.typing import ArrayLike
 
 from kernels._f16 import round_to_half
+from kernels._threads import thread_safe
 from kernels._validate import float_array
 
 __all__ = ["Conv2dOperator", "forward", "jacobian", "linear_operator", "vjp"]
@@ -168,6 +169,7 @@ def _col2im(dcols, row_source, col_source, stride_h, stride_w, taps_h, taps_w, o
                     out[n, c, r, s] += padded[P, Q]
 
 
+@thread_safe
 @njit(cache=True, parallel=True)
 def _forward_f16s(x, w, b, has_bias, rows, cols, out):
     """Strict half forward: y[n, o, i, j] summed over (c, p, q), then + b[o]."""
@@ -192,6 +194,7 @@ def _forward_f16s(x, w, b, has_bias, rows, cols, out):
                 out[n, o, i, j] = acc
 
 
+@thread_safe
 @njit(cache=True, parallel=True)
 def _parameter_gradients_f16s(x, g, rows, cols, dw, db):
     """Strict half dW[o, c, p, q] and db[o], each summed over (n, i, j)."""
@@ -219,6 +222,7 @@ def _parameter_gradients_f16s(x, g, rows, cols, dw, db):
                     dw[o, c, p, q] = acc
 
 
+@thread_safe
 @njit(cache=True, parallel=True)
 def _input_gradient_f16s(g, w, rows, cols, out):
     """Strict half dx[n, c, r, s]: the terms g W in lexicographic order of (o, p, i, q, j)."""
@@ -245,6 +249,7 @@ def _input_gradient_f16s(g, w, rows, cols, out):
                 out[n, c, r, s] = acc
 
 
+@thread_safe
 @njit(cache=True, parallel=True)
 def _jacobian(w, rows, cols, height, width, strict, out):
     """out[(o, i, j), (c, r, s)] = sum of the W[o, c, p, q] whose tap lands on (r, s).

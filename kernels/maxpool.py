@@ -66,6 +66,7 @@ from kernels._pool import (
     window_gradient,
     window_planes,
 )
+from kernels._threads import thread_safe
 from kernels._validate import float_array
 
 __all__ = ["forward", "forward2d", "jacobian", "jacobian2d", "lipschitz2d", "vjp", "vjp2d"]
@@ -74,6 +75,7 @@ __all__ = ["forward", "forward2d", "jacobian", "jacobian2d", "lipschitz2d", "vjp
 # --- loops ----------------------------------------------------------------------------------
 
 
+@thread_safe
 @njit(cache=True, parallel=True, error_model="numpy")
 def _global_rows(rows, g, out, dx, want_dx):
     """Row maxima into ``out``; with ``want_dx`` also ``dx = (g/k) 1(x == y)``."""
@@ -120,6 +122,7 @@ def _argmax(plane, h0, w0, kh, kw):
     return best, index
 
 
+@thread_safe
 @njit(cache=True, parallel=True, error_model="numpy")
 def _forward2d(planes, kh, kw, sh, sw, ph, pw, out):
     for p in prange(planes.shape[0]):
@@ -128,6 +131,7 @@ def _forward2d(planes, kh, kw, sh, sw, ph, pw, out):
                 out[p, oh, ow] = _argmax(planes[p], oh * sh - ph, ow * sw - pw, kh, kw)[0]
 
 
+@thread_safe
 @njit(cache=True, parallel=True, error_model="numpy")
 def _vjp2d(planes, g, kh, kw, sh, sw, ph, pw, strict, dx):
     """Scatter-add each window's g onto its argmax; one plane per thread (race-free)."""

@@ -82,6 +82,7 @@ from numpy.typing import ArrayLike
 
 from kernels._dd import dd_add, dd_div, dd_exp, dd_mul, dd_sub, two_sum
 from kernels._f16 import round_to_half
+from kernels._threads import thread_safe
 from kernels._validate import float_array
 
 __all__ = ["forward", "jacobian", "vjp"]
@@ -180,6 +181,7 @@ def _vjp_row_strict(g, m, y, dx):
 # --- all rows -------------------------------------------------------------------------------
 
 
+@thread_safe
 @njit(cache=True, parallel=True, error_model="numpy")
 def _forward_rows(rows, out):
     n, size = rows.shape
@@ -195,6 +197,7 @@ def _forward_rows(rows, out):
             out[r, :] = yh
 
 
+@thread_safe
 @njit(cache=True, parallel=True, error_model="numpy")
 def _forward_rows_strict(rows, out):
     for r in prange(rows.shape[0]):
@@ -207,6 +210,7 @@ def _forward_rows_strict(rows, out):
             _weights_strict(rows[r], m, out[r])
 
 
+@thread_safe
 @njit(cache=True, parallel=True, error_model="numpy")
 def _vjp_rows(rows, grows, out):
     n, size = rows.shape
@@ -222,6 +226,7 @@ def _vjp_rows(rows, grows, out):
             _vjp_row(rows[r], grows[r], m, yh, yl, out[r])
 
 
+@thread_safe
 @njit(cache=True, parallel=True, error_model="numpy")
 def _vjp_rows_strict(rows, grows, out):
     n, size = rows.shape

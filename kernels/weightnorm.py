@@ -31,6 +31,7 @@ from numpy.typing import ArrayLike
 
 from kernels._generated import weightnorm as _generated
 from kernels._rownorm import check_eps
+from kernels._threads import thread_safe
 from kernels._validate import float_array
 
 
@@ -79,7 +80,9 @@ class _Prepared:
     def weights(self) -> np.ndarray:
         """W in float64 (halves in strict mode)."""
         out = np.empty(self.v.shape)
-        getattr(_generated, f"weights_{self.path}")(self.v, self.gamma, self.loop_eps(), out)
+        thread_safe(getattr(_generated, f"weights_{self.path}"))(
+            self.v, self.gamma, self.loop_eps(), out
+        )
         return out
 
     def product_nt(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -130,7 +133,7 @@ def vjp(
     dw = p.product_nt(grows.T, p.rows.T)
     dv = np.empty(p.v.shape)
     dgamma = np.empty(p.v.shape[0])
-    getattr(_generated, f"parameter_gradients_{p.path}")(
+    thread_safe(getattr(_generated, f"parameter_gradients_{p.path}"))(
         p.v, p.gamma, p.loop_eps(), np.ascontiguousarray(dw), dv, dgamma
     )
     return p.finish(dx).reshape(p.x.shape), p.finish(dv), p.finish(dgamma)
