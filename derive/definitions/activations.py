@@ -21,6 +21,11 @@ x = sp.Symbol("x", real=True)
 #: Logistic sigmoid, written out so that no definition depends on another's code.
 SIGMOID = 1 / (1 + sp.exp(-x))
 
+#: ReLU with the convention relu'(0) = 0: ``sympy.diff`` keeps the branch whose condition
+#: holds, so the derivative is the indicator ``1(x > 0)`` (Table 2; PyTorch and JAX). The
+#: FFN of :mod:`derive.definitions.rows` uses this same expression.
+RELU = sp.Piecewise((x, x > 0), (0, True))
+
 #: The slope of the paper's sigmoid approximation of GeLU (Table 2, GeLU row).
 GELU_SIGMOID_SLOPE = sp.Rational(1702, 1000)
 
@@ -71,7 +76,7 @@ ELEMENTWISE: tuple[Elementwise, ...] = (
     Elementwise(
         name="relu",
         variant="",
-        forward=sp.Piecewise((x, x > 0), (0, True)),
+        forward=RELU,
         title="ReLU",
         source="001_76ce3a8a4b6079c3.txt, Table 2, row ReLU",
         kink=(

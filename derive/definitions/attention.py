@@ -37,14 +37,13 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from derive.definitions.rows import matrix
+from derive.definitions.rows import matrix, softmax
 from proofs.core import Proof, Step, same
 
 
 def _row_softmax(S: sp.Matrix) -> sp.Matrix:
-    E = S.applyfunc(sp.exp)
-    sums = [sum(E.row(i)) for i in range(E.rows)]
-    return sp.Matrix(E.rows, E.cols, lambda i, j: E[i, j] / sums[i])
+    """:func:`derive.definitions.rows.softmax` of each row of ``S``."""
+    return sp.Matrix.vstack(*(softmax(S.row(i).T).T for i in range(S.rows)))
 
 
 def _col_softmax(S: sp.Matrix) -> sp.Matrix:

@@ -10,7 +10,8 @@ Each forward is written once here, at concrete sizes, for one sample as a column
   the padded image.
 * Softmax (Table 2): ``y_i = exp(x_i) / sum_j exp(x_j)``.
 * MaxPooling and AveragePooling, global (Table 2): ``y = max(x)``, ``y = sum(x) / D``.
-* FFN (Eq. 26): ``W2 max(0, W1 x + b1) + b2``; Residual (Eq. 22): ``y = x + f(x)``;
+* FFN (Eq. 26): ``W2 relu(W1 x + b1) + b2`` with the ReLU of
+  :mod:`derive.definitions.activations` (relu'(0) = 0); Residual (Eq. 22): ``y = x + f(x)``;
   Weighted Residual (section 5.3, Eq. 55): ``y = x + nu * f(x)``, ``nu`` per feature.
 
 Jacobians are taken with ``sympy.Matrix.jacobian``, numerator layout
@@ -22,6 +23,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import sympy as sp
+
+from derive.definitions import activations
+from derive.definitions.activations import RELU
 
 #: A map from a column of inputs to a column of outputs, in SymPy.
 Forward = Callable[[sp.Matrix], sp.Matrix]
@@ -138,7 +142,8 @@ def flatten(nested) -> sp.Matrix:
 
 
 def softmax(x: sp.Matrix) -> sp.Matrix:
-    """``exp(x_i) / sum_j exp(x_j)``."""
+    """``exp(x_i) / sum_j exp(x_j)`` of a column (the one softmax: the attention modules
+    apply it to each row of their score matrix)."""
     e = x.applyfunc(sp.exp)
     return e / sum(e)
 
@@ -157,11 +162,13 @@ def avg_pool(x: sp.Matrix) -> sp.Matrix:
 
 
 def relu(z: sp.Expr) -> sp.Expr:
-    return sp.Max(0, z)
+    """ReLU at ``z``: :data:`derive.definitions.activations.RELU`, the one definition
+    (a Piecewise, so ``sympy.diff`` gives the indicator ``1(z > 0)``: relu'(0) = 0)."""
+    return RELU.subs(activations.x, z)
 
 
 def ffn(x: sp.Matrix, W1: sp.Matrix, b1: sp.Matrix, W2: sp.Matrix, b2: sp.Matrix) -> sp.Matrix:
-    """``W2 max(0, W1 x + b1) + b2`` (Eq. 26)."""
+    """``W2 relu(W1 x + b1) + b2`` (Eq. 26)."""
     return W2 * (W1 * x + b1).applyfunc(relu) + b2
 
 
@@ -170,7 +177,7 @@ def ffn_on_pattern(
 ) -> sp.Matrix:
     """The FFN on the region where pre-activation h is > 0 exactly when ``pattern[h]``.
 
-    There ``max(0, z_h)`` is ``z_h`` or 0, so the FFN is affine; the regions with nonempty
+    There ``relu(z_h)`` is ``z_h`` or 0, so the FFN is affine; the regions with nonempty
     interior cover the input space up to the hyperplanes ``z_h = 0``.
     """
     z = W1 * x + b1

@@ -32,6 +32,7 @@ from flint import arb_mat, fmpz_mat
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from kernels.maxpool import lipschitz2d as maxpool_lipschitz2d
 from proofs.arb import working_precision
 from proofs.spectral import (
     EIG_LIMIT,
@@ -601,6 +602,48 @@ def _maxpool(x, kernel, stride, padding):
             for i in range(oh)
         ]
     )
+
+
+#: One axis' geometries (size, kernel, stride, padding), valid and invalid (padding above
+#: half the kernel, a kernel larger than the padded axis); the two axes of a grid case take
+#: two different ones, so every geometry is met on both axes.
+AXIS_GEOMETRIES = list(itertools.product((1, 2, 3, 5, 8), (1, 2, 3, 4), (1, 2, 3, 4), (0, 1, 2)))
+MAXPOOL_GRID = [
+    (AXIS_GEOMETRIES[i], AXIS_GEOMETRIES[(a * i + b) % len(AXIS_GEOMETRIES)])
+    for a, b in ((7, 3), (11, 5), (1, 0))
+    for i in range(len(AXIS_GEOMETRIES))
+]
+
+
+def _outcome(call):
+    """``("value", result)`` or ``("error", exception type)``."""
+    try:
+        return "value", call()
+    except (ValueError, TypeError) as error:
+        return "error", type(error)
+
+
+def test_maxpool_constant_of_the_kernel_agrees_with_the_proof() -> None:
+    """kernels.maxpool.lipschitz2d (a difference array of window starts and ends) and
+    proofs.spectral.maxpool2d_lipschitz (the window incidence matrix) compute the same
+    sqrt(m) by two algorithms; both must agree with the window-by-window count here, and
+    refuse the same geometries with the same error type."""
+    checked = refused = 0
+    for (h, kh, sh, ph), (w, kw, sw, pw) in MAXPOOL_GRID:
+        args = ((h, w), (kh, kw), (sh, sw), (ph, pw))
+        kernel_kind, kernel_value = _outcome(lambda args=args: maxpool_lipschitz2d(*args))
+        proof_kind, proof_value = _outcome(lambda args=args: maxpool2d_lipschitz(*args))
+        assert kernel_kind == proof_kind, f"{args}: kernel {kernel_value}, proof {proof_value}"
+        if kernel_kind == "error":
+            assert kernel_value is proof_value, f"{args}: {kernel_value} != {proof_value}"
+            refused += 1
+            continue
+        m = int(window_coverage(h, kh, sh, ph).max() * window_coverage(w, kw, sw, pw).max())
+        assert sp.sympify(proof_value.exact) == sp.sqrt(m), f"{args}: proof {proof_value.exact}"
+        # IEEE sqrt is correctly rounded: the kernel's float is sqrt(m) rounded once
+        assert kernel_value == np.sqrt(m), f"{args}: kernel {kernel_value!r}, sqrt({m})"
+        checked += 1
+    assert checked and refused, f"{checked} valid and {refused} refused geometries"
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,48 @@
+"""The FFN of derive/definitions/rows.py uses the one ReLU of derive/definitions/activations.py
+(relu'(0) = 0), so the activation patterns proofs/rows.py enumerates for Eq. 27 are the
+regions of that ReLU, kinks included."""
+
+from __future__ import annotations
+
+import itertools
+
+import sympy as sp
+
+from derive.definitions import activations
+from derive.definitions import rows as R
+
+W1 = sp.Matrix([[1, 2], [3, -1]])
+B1 = sp.Matrix([1, -1])
+W2 = sp.Matrix([[2, -1], [1, 1]])
+B2 = sp.Matrix([0, 3])
+#: Points in every activation region of W1 x + B1, and on each kink (z_1 = 0, z_2 = 0).
+POINTS = [sp.Matrix([a, b]) for a, b in itertools.product((-3, -1, 0, 1, 3), repeat=2)] + [
+    sp.Matrix([-1, 0]),  # z_1 = 0
+    sp.Matrix([sp.Rational(1, 3), 0]),  # z_2 = 0
+    sp.Matrix([sp.Rational(1, 7), sp.Rational(-4, 7)]),  # z_1 = z_2 = 0
+]
+
+
+def test_the_ffn_relu_is_the_activation_relu():
+    z = sp.Symbol("z", real=True)
+    assert R.relu(z) == activations.RELU.subs(activations.x, z)
+    assert activations.elementwise("relu").forward is activations.RELU
+    assert sp.diff(R.relu(z), z).subs(z, 0) == 0  # relu'(0) = 0, not Heaviside's 1/2
+    assert [R.relu(sp.Integer(v)) for v in (-2, 0, 2)] == [0, 0, 2]
+
+
+def test_ffn_is_the_pattern_map_of_its_region_kinks_included():
+    x = R.vector("x", 2)
+    y = R.ffn(x, W1, B1, W2, B2)
+    J = R.jacobian(y, x)
+    kinks = 0
+    for point in POINTS:
+        at = dict(zip(x, point, strict=True))
+        z = W1 * point + B1
+        kinks += any(v == 0 for v in z)
+        pattern = tuple(bool(v > 0) for v in z)  # the indicator 1(z > 0): off on a kink
+        on_pattern = R.ffn_on_pattern(x, W1, B1, W2, B2, pattern)
+        assert y.subs(at) == on_pattern.subs(at), f"x = {list(point)}, pattern {pattern}"
+        expected = R.jacobian(on_pattern, x)
+        assert J.subs(at) == expected, f"x = {list(point)}: {J.subs(at)} != {expected}"
+    assert kinks >= 3
