@@ -63,8 +63,8 @@ Inputs and outputs
 ------------------
 ``X``, the weights and ``G`` are 2-D arrays of float16/32/64 (or object arrays of
 ``mpf``, or nested lists of floats); ``nu``, ``tau``, ``eps`` are real numbers. Floats are
-converted exactly (``mpmath.mpf(float(v))``); ``mpf`` elements are used as they are, so
-that :func:`directional_derivative` can evaluate the forwards at points no float
+converted exactly (:func:`derive.reference.core.exact`); ``mpf`` elements are used as they
+are, so that :func:`directional_derivative` can evaluate the forwards at points no float
 represents. Values must be finite (the IEEE propagation of NaN and inf is a kernel
 property, tested on the kernels). Results are NumPy object arrays of ``mpf``: ``Y`` and
 ``dX`` of the shapes of ``X`` and ``Y``, each weight gradient of its weight's shape, the
@@ -111,6 +111,8 @@ import mpmath
 import numpy as np
 import numpy.typing as npt
 
+from derive.reference.core import MIN_REFERENCE_DIGITS, check_dps, exact_array, exact_scalar
+
 __all__ = [
     "DEFAULT_DPS",
     "MPMATH",
@@ -129,8 +131,8 @@ __all__ = [
 
 #: Significant digits of the references unless asked otherwise (SPEC, "Tests": >= 50).
 DEFAULT_DPS = 50
-#: The lowest precision accepted: the SPEC's 50 digits.
-MIN_DPS = 50
+#: The lowest precision accepted: the SPEC's 50 digits (no caller needs fewer).
+MIN_DPS = MIN_REFERENCE_DIGITS
 
 Matrix = list  # a list of rows, each a list of numbers of one Arithmetic
 
@@ -186,36 +188,12 @@ MPMATH: Arithmetic = _Mpmath()
 # --------------------------------------------------------------------------------------
 
 
-def _check_dps(dps: int) -> None:
-    if isinstance(dps, bool) or not isinstance(dps, (int, np.integer)) or dps < MIN_DPS:
-        raise ValueError(f"dps: expected an integer >= {MIN_DPS}, got {dps!r}")
-
-
-def _exact(value: Any, name: str) -> mpmath.mpf:
-    """``value`` as a finite mpf, exactly (an mpf is used as it is)."""
-    if isinstance(value, mpmath.mpf):
-        result = value
-    elif isinstance(value, (bool, np.bool_)) or not isinstance(
-        value, (int, float, np.integer, np.floating)
-    ):
-        raise TypeError(f"{name}: expected real numbers, got {type(value).__name__}")
-    elif isinstance(value, np.floating) and np.finfo(value.dtype).nmant > 52:
-        raise TypeError(f"{name}: expected float16, float32 or float64, got {value.dtype}")
-    else:
-        result = mpmath.mpf(float(value)) if not isinstance(value, int) else mpmath.mpf(value)
-    if not mpmath.isfinite(result):
-        raise ValueError(f"{name}: expected finite values, got {value!r}")
-    return result
-
-
 def _matrix(value: npt.ArrayLike, name: str, ar: Arithmetic) -> Matrix:
     """A 2-D array (at least one row and one column) as rows of lifted exact numbers."""
-    array = np.asarray(value)
-    if array.dtype.kind not in "fO":
-        raise TypeError(f"{name}: expected a real floating-point array, got dtype {array.dtype}")
+    array = exact_array(value, name, finite=True)
     if array.ndim != 2 or 0 in array.shape:
         raise ValueError(f"{name}: expected a non-empty 2-D array, got shape {array.shape}")
-    return [[ar.lift(_exact(element, name)) for element in row] for row in array]
+    return [[ar.lift(element) for element in row] for row in array.tolist()]
 
 
 def _shape(A: Matrix) -> tuple[int, int]:
@@ -552,8 +530,9 @@ class _Scs:
         _expect(self.Wk, (heads, features), "Wk", "the shape of Wq")
         self.Wv = _matrix(Wv, "Wv", ar)
         _expect(self.Wv, (len(self.Wv), features), "Wv", "(dv, D)")
-        self.nu, self.tau = ar.lift(_exact(nu, "nu")), ar.lift(_exact(tau, "tau"))
-        eps = _exact(eps, "eps")
+        self.nu = ar.lift(exact_scalar(nu, "nu", finite=True))
+        self.tau = ar.lift(exact_scalar(tau, "tau", finite=True))
+        eps = exact_scalar(eps, "eps", finite=True)
         if eps < 0:
             raise ValueError(f"eps: expected a finite number >= 0, got {eps}")
         self.eps = ar.lift(eps)
@@ -602,7 +581,7 @@ class _Scs:
 
 
 def _run(make: Callable[[], Any], dps: int) -> Any:
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     with mpmath.workdps(dps):
         return make()
 
@@ -757,18 +736,17 @@ def directional_derivative(
     ``dps = 60`` and ``h = 10^-25`` both are below ``10^-35`` times the size of ``phi`` and
     its derivatives, for the smooth, moderate cases the tests use.
     """
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     with mpmath.workdps(dps):
-        base = np.asarray(X, dtype=object)
-        direction = np.asarray(V, dtype=object)
+        base = exact_array(X, "X", finite=True)
+        direction = exact_array(V, "V", finite=True)
         if base.shape != direction.shape:
             raise ValueError(f"V: expected the shape of X, {base.shape}, got {direction.shape}")
         step = mpmath.mpf(h)
         plus = np.empty(base.shape, dtype=object)
         minus = np.empty(base.shape, dtype=object)
         for index in np.ndindex(base.shape):
-            x = _exact(base[index], "X")
-            v = _exact(direction[index], "V")
+            x, v = base[index], direction[index]
             plus[index], minus[index] = x + step * v, x - step * v
         upper, lower = np.asarray(f(plus), dtype=object), np.asarray(f(minus), dtype=object)
         out = np.empty(upper.shape, dtype=object)

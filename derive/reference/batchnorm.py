@@ -80,8 +80,8 @@ Zero variance
 Inputs and outputs
 ------------------
 Arrays may be NumPy arrays of any real floating dtype, integer arrays, or nested lists;
-each element is converted exactly (``mpmath.mpf(float(value))``, exact for float16/32/64;
-long doubles through their integer ratio), and elements that are already ``mpf`` are used
+each element is converted exactly (:func:`derive.reference.core.exact`; long doubles
+through their integer ratio), and elements that are already ``mpf`` are used
 as they are, so :func:`~derive.reference.norms.directional_derivative` can evaluate the
 forward at points no float represents. ``eps`` and ``momentum`` are taken exactly as the
 float64 (or other float) they are; ``eps`` must be finite and >= 0, ``momentum`` finite in
@@ -126,16 +126,8 @@ import mpmath
 import numpy as np
 import numpy.typing as npt
 
-from derive.reference.norms import (
-    DEFAULT_DPS,
-    _array,
-    _check_dps,
-    _deviations,
-    _eps,
-    _exact,
-    _exact_list,
-    _vector,
-)
+from derive.reference.core import check_dps, exact_array, exact_scalar, exact_vector, real_array
+from derive.reference.norms import DEFAULT_DPS, MIN_DPS, deviations, nonnegative, unit
 
 __all__ = [
     "DENOMINATORS",
@@ -168,7 +160,7 @@ class _Batch(NamedTuple):
 
 
 def _batch(value: npt.ArrayLike, name: str = "x") -> _Batch:
-    array = _array(value, name)
+    array = real_array(value, name)
     if array.ndim not in (2, 4):
         raise ValueError(f"{name}: expected shape (N, D) or (N, C, H, W), got {array.shape}")
     if 0 in array.shape:
@@ -176,7 +168,7 @@ def _batch(value: npt.ArrayLike, name: str = "x") -> _Batch:
             f"{name}: expected a non-empty batch and at least one feature, got {array.shape}"
         )
     by_feature = np.moveaxis(array, 1, 0).reshape(array.shape[1], -1)
-    return _Batch(array.shape, [_exact_list(row, name) for row in by_feature])
+    return _Batch(array.shape, [exact_array(row, name).tolist() for row in by_feature])
 
 
 def _like(g: npt.ArrayLike, batch: _Batch) -> Rows:
@@ -211,7 +203,7 @@ def _statistics(
     if not isinstance(training, (bool, np.bool_)):
         raise TypeError(f"training: expected a bool, got {type(training).__name__}")
     given = [
-        None if value is None else _vector(value, name, width)
+        None if value is None else exact_vector(value, name, width)
         for name, value in (("running_mean", running_mean), ("running_var", running_var))
     ]
     if training:
@@ -224,10 +216,7 @@ def _statistics(
 
 
 def _momentum(momentum: float) -> mpmath.mpf:
-    array = _array(momentum, "momentum")
-    if array.ndim != 0:
-        raise ValueError(f"momentum: expected a scalar, got shape {array.shape}")
-    value = _exact(array[()], "momentum")
+    value = exact_scalar(momentum, "momentum")
     if not mpmath.isfinite(value) or not 0 <= value <= 1:
         raise ValueError(f"momentum: expected a finite number in [0, 1], got {momentum!r}")
     return value
@@ -258,9 +247,9 @@ def _inputs(
     width = len(batch.features)
     return _Inputs(
         batch,
-        _vector(gamma, "gamma", width),
-        _vector(beta, "beta", width),
-        _eps(eps),
+        exact_vector(gamma, "gamma", width),
+        exact_vector(beta, "beta", width),
+        nonnegative(eps),
         _statistics(training, running_mean, running_var, width),
         denom,
     )
@@ -292,7 +281,7 @@ def _steps(
     x: Row, eps: mpmath.mpf, denom: str, stats: tuple[mpmath.mpf, mpmath.mpf] | None
 ) -> _Steps:
     if stats is None:
-        d = _deviations(x)  # mu = mean(x); d = x - mu (exact sum, see reference_norms)
+        d = deviations(x)  # mu = mean(x); d = x - mu (exact sum, see reference_norms)
         var = mpmath.fsum(d, squared=True) / len(d)  # var = mean(d^2), biased
     else:
         mean, var = stats  # inference: the running statistics
@@ -359,7 +348,7 @@ def _tangent(steps: _Steps, t: Row, gamma: mpmath.mpf, denom: str) -> Row:
     In inference ``d' = t`` and ``s' = 0``.
     """
     if steps.training:
-        d_t = _deviations(t)
+        d_t = deviations(t)
         var_t = 2 * mpmath.fdot(steps.d, d_t) / len(t)
         if denom == "sqrt_var_eps":
             s_t = var_t * steps.r / 2
@@ -396,7 +385,7 @@ def batchnorm_forward(
     Returns nested lists of mpf shaped like ``x``; NaN where ``s_j`` is 0 (module docstring,
     "Zero variance").
     """
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     with mpmath.workdps(dps):
         inputs = _inputs(x, gamma, beta, eps, training, running_mean, running_var, denom)
         out = []
@@ -428,7 +417,7 @@ def batchnorm_vjp(
     contributes 0 (the derivative of ``y`` there, see "Zero variance"). Backprop of
     004 B.2.1 (Key Equation 21) and 001 Eqs. 16-17 is what this checks, not what it uses.
     """
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     with mpmath.workdps(dps):
         inputs = _inputs(x, gamma, beta, eps, training, running_mean, running_var, denom)
         upstream = _like(g, inputs.batch)
@@ -460,7 +449,7 @@ def batchnorm_jacobian(
     block is ``diag(gamma_j r_j)``; at a constant feature with ``std_plus_eps`` and
     ``eps > 0`` it is ``gamma_j / eps (I - 11^T/M)``. 001 Eqs. 16-17; 004 Key Equation 21.
     """
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     with mpmath.workdps(dps):
         inputs = _inputs(x, gamma, beta, eps, training, running_mean, running_var, denom)
         blocks = []
@@ -468,15 +457,11 @@ def batchnorm_jacobian(
             steps = _steps(row, inputs.eps, inputs.denom, _feature_stats(inputs.stats, j))
             size = len(row)
             columns = [
-                _tangent(steps, _unit(size, position), inputs.gamma[j], inputs.denom)
+                _tangent(steps, unit(size, position), inputs.gamma[j], inputs.denom)
                 for position in range(size)
             ]
             blocks.append([list(r) for r in zip(*columns, strict=True)])
         return blocks
-
-
-def _unit(length: int, index: int) -> Row:
-    return [mpmath.mpf(1) if k == index else mpmath.mpf(0) for k in range(length)]
 
 
 # --------------------------------------------------------------------------------------
@@ -492,7 +477,7 @@ def _update(batch: _Batch, mean: Row, var: Row, momentum: mpmath.mpf) -> tuple[R
         size = len(row)
         batch_mean = mpmath.fsum(row) / size
         if size > 1:
-            unbiased = mpmath.fsum(_deviations(row), squared=True) / (size - 1)
+            unbiased = mpmath.fsum(deviations(row), squared=True) / (size - 1)
         else:
             unbiased = mpmath.nan  # 0/0: PyTorch's unbiased variance of one value
         new_mean.append(mpmath.fdot([keep, momentum], [mean_j, batch_mean]))
@@ -515,13 +500,13 @@ def running_update(
     ``new_var`` is NaN when ``M = 1`` (the unbiased variance of one value is undefined).
     ``momentum`` must be finite in ``[0, 1]``: 0 keeps the statistics, 1 replaces them.
     """
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     with mpmath.workdps(dps):
         batch = _batch(x)
         width = len(batch.features)
         mean, var = (
-            _vector(running_mean, "running_mean", width),
-            _vector(running_var, "running_var", width),
+            exact_vector(running_mean, "running_mean", width),
+            exact_vector(running_var, "running_var", width),
         )
         return _update(batch, mean, var, _momentum(momentum))
 
@@ -537,14 +522,14 @@ def running_sequence(
     after each step. The statistics carried between steps stay at ``dps`` digits (no
     rounding to a float dtype). Every batch must have the same number of features.
     """
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     with mpmath.workdps(dps):
         momentum_ = _momentum(momentum)
         shape = np.shape(running_mean)
         if len(shape) != 1:
             raise ValueError(f"running_mean: expected shape (C,), got {shape}")
-        mean = _vector(running_mean, "running_mean", shape[0])
-        var = _vector(running_var, "running_var", shape[0])
+        mean = exact_vector(running_mean, "running_mean", shape[0])
+        var = exact_vector(running_var, "running_var", shape[0])
         steps: list[tuple[Row, Row]] = []
         for index, x in enumerate(batches):
             batch = _batch(x, f"batches[{index}]")

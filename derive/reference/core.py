@@ -65,6 +65,7 @@ True
 from __future__ import annotations
 
 import math
+import operator
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -86,14 +87,21 @@ __all__ = [
     "Float16Table",
     "FloatFormat",
     "PrecisionError",
+    "check_dps",
     "clear_caches",
     "condition_number",
     "correctly_rounded",
     "error_degree",
     "evaluate",
+    "exact",
+    "exact_array",
+    "exact_scalar",
+    "exact_vector",
     "float16_table",
     "float_format",
+    "int_pair",
     "may_cancel",
+    "real_array",
     "reference_array",
     "reference_values",
     "round_to_dtype",
@@ -130,19 +138,104 @@ class PrecisionError(ArithmeticError):
 # --------------------------------------------------------------------------------------------
 
 
-def _to_mpf(value: object) -> mpmath.mpf:
-    """``value`` as an mpf, exactly (independent of the context precision)."""
+def exact(value: object, name: str = "value", *, finite: bool = False) -> mpmath.mpf:
+    """``value`` as an mpf, exactly, whatever the context precision.
+
+    Accepts an mpf (returned as it is), a Python or NumPy integer, and a Python or NumPy
+    float of any width (float16/32/64 directly, a wider long double through its integer
+    ratio), inf and NaN included. Anything else -- a bool, a complex number, a string, an
+    array -- is a :class:`TypeError` naming ``name``. With ``finite=True`` an infinite or NaN
+    value is a :class:`ValueError` naming ``name``.
+
+    >>> exact(0.1) == mpmath.mpf(0.1), exact(2**80) == 2**80, exact(np.float16(-0.5))
+    (True, True, mpf('-0.5'))
+    """
     if isinstance(value, mpmath.mpf):
-        return value
-    if isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"expected a real number, got the bool {value!r}")
-    if isinstance(value, (int, np.integer)):
-        return mpmath.mp.make_mpf(libmp.from_int(int(value)))
-    if isinstance(value, np.floating) and np.dtype(type(value)).itemsize > 8:
-        raise TypeError(f"{np.dtype(type(value))} inputs are not supported (float16/32/64 are)")
-    if isinstance(value, (float, np.floating)):
+        result = value
+    elif isinstance(value, float):  # also np.float64
+        result = mpmath.mp.make_mpf(libmp.from_float(float(value)))
+    elif isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name}: expected a real number, got a bool ({value!r})")
+    elif isinstance(value, (int, np.integer)):
+        result = mpmath.mp.make_mpf(libmp.from_int(int(value)))
+    elif isinstance(value, np.floating):
+        result = _exact_numpy_float(value)
+    else:
+        raise TypeError(f"{name}: expected a real number, got {type(value).__name__}: {value!r}")
+    if finite and not mpmath.isfinite(result):
+        raise ValueError(f"{name}: expected finite values, got {value!r}")
+    return result
+
+
+def _exact_numpy_float(value: np.floating) -> mpmath.mpf:
+    if np.finfo(value.dtype).nmant <= 52 or not np.isfinite(value):
         return mpmath.mp.make_mpf(libmp.from_float(float(value)))
-    raise TypeError(f"expected an mpf, int or float, got {type(value).__name__}: {value!r}")
+    numerator, denominator = value.as_integer_ratio()  # denominator: a power of two
+    return mpmath.mp.make_mpf(libmp.from_man_exp(numerator, 1 - denominator.bit_length()))
+
+
+def real_array(value: npt.ArrayLike, name: str) -> np.ndarray:
+    """``np.asarray(value)``, refusing (:class:`TypeError` naming ``name``) a dtype that does
+    not hold real numbers: bool, complex, strings. Object arrays pass (mpf elements)."""
+    array = np.asarray(value)
+    if array.dtype.kind not in "fiuO":
+        raise TypeError(f"{name}: expected a real floating-point array, got dtype {array.dtype}")
+    return array
+
+
+def exact_array(value: npt.ArrayLike, name: str, *, finite: bool = False) -> np.ndarray:
+    """An object array of the shape of ``value``, each element converted by :func:`exact`
+    (:class:`TypeError`/:class:`ValueError` naming ``name`` as there)."""
+    array = real_array(value, name)
+    if array.dtype.kind == "f" and np.finfo(array.dtype).nmant <= 52:  # the fast path
+        flat = [
+            mpmath.mp.make_mpf(libmp.from_float(v)) for v in array.astype(float).ravel().tolist()
+        ]
+        if finite and not np.all(np.isfinite(array)):
+            bad = array[~np.isfinite(array)].flat[0]
+            raise ValueError(f"{name}: expected finite values, got {bad!r}")
+    else:
+        flat = [exact(element, name, finite=finite) for element in array.flat]
+    out = np.empty(len(flat), dtype=object)
+    out[:] = flat
+    return out.reshape(array.shape)
+
+
+def exact_vector(value: npt.ArrayLike, name: str, length: int) -> list[mpmath.mpf]:
+    """A 1-D argument of shape ``(length,)`` as a list of exact mpf (ValueError naming
+    ``name`` for another shape)."""
+    array = real_array(value, name)
+    if array.shape != (length,):
+        raise ValueError(f"{name}: expected shape ({length},), got {array.shape}")
+    return exact_array(array, name).tolist()
+
+
+def exact_scalar(value: object, name: str, *, finite: bool = False) -> mpmath.mpf:
+    """A scalar argument (a number or a 0-d array) as an exact mpf; ValueError naming
+    ``name`` for an array of another shape."""
+    if isinstance(value, mpmath.mpf):
+        return exact(value, name, finite=finite)
+    array = real_array(value, name)
+    if array.ndim != 0:
+        raise ValueError(f"{name}: expected a scalar, got shape {array.shape}")
+    return exact(array[()], name, finite=finite)
+
+
+def check_dps(dps: int, minimum: int, name: str = "dps") -> None:
+    """ValueError naming ``name`` unless ``dps`` is an integer (not a bool) >= ``minimum``."""
+    if isinstance(dps, bool) or not isinstance(dps, (int, np.integer)) or dps < minimum:
+        raise ValueError(f"{name}: expected an integer >= {minimum} digits, got {dps!r}")
+
+
+def int_pair(value: object, name: str) -> tuple[int, int]:
+    """An int ``k`` as ``(k, k)``, or a pair of ints as it is (a stride, a window, ...)."""
+    items = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
+    if len(items) != 2:
+        raise ValueError(f"{name}: expected an int or a pair of ints, got {value!r}")
+    try:
+        return operator.index(items[0]), operator.index(items[1])
+    except TypeError:
+        raise TypeError(f"{name}: expected an int or a pair of ints, got {value!r}") from None
 
 
 def _target_bits(digits: int) -> int:
@@ -283,7 +376,7 @@ def round_to_dtype(value: mpmath.mpf | float | int, dtype: npt.DTypeLike) -> np.
     (65504.0, np.float32(-0.0))
     """
     fmt = float_format(dtype)
-    return _parts_to_numpy(_round_parts(_to_mpf(value), fmt), fmt)
+    return _parts_to_numpy(_round_parts(exact(value), fmt), fmt)
 
 
 def ulp(value: mpmath.mpf | float | int, dtype: npt.DTypeLike) -> mpmath.mpf:
@@ -298,7 +391,7 @@ def ulp(value: mpmath.mpf | float | int, dtype: npt.DTypeLike) -> mpmath.mpf:
     (mpf('32.0'), True)
     """
     fmt = float_format(dtype)
-    v = _to_mpf(value)
+    v = exact(value)
     if not mpmath.isfinite(v):
         return mpmath.mpf("nan")
     if not v:
@@ -309,22 +402,22 @@ def ulp(value: mpmath.mpf | float | int, dtype: npt.DTypeLike) -> mpmath.mpf:
 
 
 def ulp_error(
-    actual: mpmath.mpf | float | np.floating, exact: mpmath.mpf | float, dtype: npt.DTypeLike
+    actual: mpmath.mpf | float | np.floating, exact_value: mpmath.mpf | float, dtype: npt.DTypeLike
 ) -> float:
-    """``|actual - exact| / ulp(exact, dtype)``, with non-finite values judged by class.
+    """``|actual - exact_value| / ulp(exact_value, dtype)``, with non-finite values judged by class.
 
-    * ``exact`` NaN: 0 if ``actual`` is NaN, else inf; ``actual`` NaN otherwise: inf.
-    * If ``exact`` correctly rounds to +-inf in ``dtype`` (it is infinite or overflows):
+    * ``exact_value`` NaN: 0 if ``actual`` is NaN, else inf; ``actual`` NaN otherwise: inf.
+    * If ``exact_value`` correctly rounds to +-inf in ``dtype`` (it is infinite or overflows):
       0 if ``actual`` is that same infinity, else inf. A finite answer where IEEE overflows
       is wrong, whatever its distance.
-    * ``actual`` +-inf where ``exact`` rounds to a finite number: inf (spurious overflow).
+    * ``actual`` +-inf where ``exact_value`` rounds to a finite number: inf (spurious overflow).
     * Otherwise the finite quotient, computed exactly and rounded to a Python float.
 
     >>> ulp_error(np.float16(1.0), mpmath.mpf(1) + mpmath.mpf(2) ** -12, np.float16)
     0.25
     """
     fmt = float_format(dtype)
-    a, e = _to_mpf(actual), _to_mpf(exact)
+    a, e = exact(actual, "actual"), exact(exact_value, "exact_value")
     if mpmath.isnan(e):
         return 0.0 if mpmath.isnan(a) else math.inf
     if mpmath.isnan(a):
@@ -439,10 +532,10 @@ class _Compiled:
 
     def __call__(self, xm: mpmath.mpf) -> tuple[mpmath.mpf, bool]:
         """``(value, exact)`` at the current mpmath precision."""
-        for condition, function, exact in self.branches:
+        for condition, function, constant in self.branches:
             if condition is None or condition(xm):
-                if exact is not None:
-                    return exact, True
+                if constant is not None:
+                    return constant, True
                 value = function(xm)
                 return (value if isinstance(value, mpmath.mpf) else mpmath.mpf(value)), False
         return _NAN, True  # no branch applies: undefined
@@ -628,9 +721,7 @@ def evaluate(
     >>> evaluate(elementwise("relu").derivative, 0.0), evaluate(gelu.forward, -math.inf)
     (mpf('0.0'), mpf('0.0'))
     """
-    (result,) = _evaluate_points(
-        _compiled(expr), [_to_mpf(value)], digits, floor_bits, max_precision
-    )
+    (result,) = _evaluate_points(_compiled(expr), [exact(value)], digits, floor_bits, max_precision)
     return result
 
 
@@ -643,7 +734,7 @@ def reference_values(
 ) -> list[mpmath.mpf]:
     """:func:`evaluate` at each input (flattened), batched by working precision."""
     items = np.asarray(xs).ravel().tolist() if isinstance(xs, np.ndarray) else list(xs)
-    points = [_to_mpf(v) for v in items]
+    points = [exact(v, "xs") for v in items]
     return _evaluate_points(_compiled(expr), points, digits, floor_bits, MAX_PRECISION)
 
 
@@ -710,15 +801,10 @@ def correctly_rounded(
     np.float16(0.881)
     """
     fmt = float_format(dtype)
-    _check_reference_digits(digits)
-    compiled, xm = _compiled(expr), _to_mpf(value)
-    (exact,) = _evaluate_points(compiled, [xm], digits, FLOOR_BITS, MAX_PRECISION)
-    return _round_reference(compiled, xm, exact, fmt, digits, FLOOR_BITS)
-
-
-def _check_reference_digits(digits: int) -> None:
-    if not isinstance(digits, (int, np.integer)) or digits < MIN_REFERENCE_DIGITS:
-        raise ValueError(f"references need >= {MIN_REFERENCE_DIGITS} digits, got {digits!r}")
+    check_dps(digits, MIN_REFERENCE_DIGITS, "digits")
+    compiled, xm = _compiled(expr), exact(value)
+    (value_mp,) = _evaluate_points(compiled, [xm], digits, FLOOR_BITS, MAX_PRECISION)
+    return _round_reference(compiled, xm, value_mp, fmt, digits, FLOOR_BITS)
 
 
 def _float_inputs(xs: npt.ArrayLike) -> np.ndarray:
@@ -731,7 +817,7 @@ def _float_inputs(xs: npt.ArrayLike) -> np.ndarray:
 def _rounded_array(
     compiled: _Compiled, arr: np.ndarray, fmt: FloatFormat, digits: int
 ) -> tuple[np.ndarray, list[mpmath.mpf]]:
-    points = [_to_mpf(v) for v in arr.ravel().tolist()]
+    points = [exact(v, "xs") for v in arr.ravel().tolist()]
     values = _evaluate_points(compiled, points, digits, FLOOR_BITS, MAX_PRECISION)
     flat = np.empty(len(points), dtype=fmt.dtype)
     for i, (xm, value) in enumerate(zip(points, values, strict=True)):
@@ -753,7 +839,7 @@ def reference_array(
     array([0. , 0. , 2.5], dtype=float32)
     """
     fmt = float_format(dtype)
-    _check_reference_digits(digits)
+    check_dps(digits, MIN_REFERENCE_DIGITS, "digits")
     arr = _float_inputs(xs)
     key = (sp.sympify(expr), int(digits))
     if (
@@ -836,7 +922,7 @@ def float16_table(expr: sp.Expr, digits: int = MIN_REFERENCE_DIGITS) -> Float16T
     GeLU-sigmoid ~3 / ~6 s, GeLU-tanh ~9 / ~12 s, GeLU 21 / ~28 s -- GeLU's ``1 + erf`` must
     be resolved at ~1300 bits for x in [-40, -17], where mpmath's erf costs milliseconds.
     """
-    _check_reference_digits(digits)
+    check_dps(digits, MIN_REFERENCE_DIGITS, "digits")
     key = (sp.sympify(expr), int(digits))
     table = _FLOAT16_TABLES.get(key)
     if table is None:
@@ -895,7 +981,7 @@ def condition_number(
     ('0.238405844044235', '0.238405844044235')
     """
     expr = sp.sympify(f_expr)
-    xm = _to_mpf(x_value)
+    xm = exact(x_value, "x_value")
     if mpmath.isnan(xm):
         return _NAN
     derivative = _derivative(expr)

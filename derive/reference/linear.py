@@ -24,8 +24,8 @@ without ``g``: entry ``[output, input pixel]`` is the sum of the weights of the 
 read that pixel (numerator layout, rows and columns flattened in C order). Linear's
 Jacobian is ``W``: in ``sum_k W[i, k] x[k]`` only the term ``k = j`` depends on ``x[j]``.
 
-Inputs are taken exactly (``mpmath.mpf(float(v))`` is exact for float16/32/64 values,
-including inf and NaN). Each output is one ``mpmath.fsum`` of its exact products (a product
+Inputs are taken exactly (:func:`derive.reference.core.exact_array`, inf and NaN
+included). Each output is one ``mpmath.fsum`` of its exact products (a product
 of two doubles has at most 106 bits, exact at 50 digits = 169 bits), so it is correct to
 within a few units of ``2^-166`` relative to the sum of the magnitudes of its terms -- over
 100 bits below any float64 error bound the tests apply. IEEE special values follow
@@ -45,11 +45,12 @@ array([[mpf('1.0'), mpf('2.0'), mpf('1.0')],
 from __future__ import annotations
 
 import itertools
-from typing import Any
 
 import mpmath
 import numpy as np
 import numpy.typing as npt
+
+from derive.reference.core import check_dps, exact_array, int_pair
 
 __all__ = [
     "DEFAULT_DPS",
@@ -64,31 +65,9 @@ __all__ = [
 #: Significant digits of the references unless asked otherwise (SPEC, "Tests": >= 50).
 DEFAULT_DPS = 50
 #: The lowest precision accepted: 32 digits are 110 bits, enough to hold every product of
-#: two float64 values (106 bits) exactly, so only the sums round.
+#: two float64 values (106 bits) exactly, so only the sums round (the error analysis above
+#: needs no more; the norms accept 20, the other references the SPEC's 50).
 MIN_DPS = 32
-
-
-def _check_dps(dps: int) -> None:
-    if isinstance(dps, bool) or not isinstance(dps, (int, np.integer)) or dps < MIN_DPS:
-        raise ValueError(f"dps: expected an integer >= {MIN_DPS}, got {dps!r}")
-
-
-def _exact(value: npt.ArrayLike, name: str) -> np.ndarray:
-    """An object array of exact mpf values (call inside ``workdps``)."""
-    array = np.asarray(value)
-    if array.dtype.kind not in "fiu":
-        raise TypeError(f"{name}: expected a real array, got dtype {array.dtype}")
-    out = np.empty(array.shape, dtype=object)
-    for index in np.ndindex(array.shape):
-        out[index] = mpmath.mpf(float(array[index]))
-    return out
-
-
-def _pair(value: Any, name: str) -> tuple[int, int]:
-    pair = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
-    if len(pair) != 2:
-        raise ValueError(f"{name}: expected an int or a pair, got {value!r}")
-    return int(pair[0]), int(pair[1])
 
 
 def _sums(terms: np.ndarray) -> np.ndarray:
@@ -112,13 +91,13 @@ def _term_lists(shape: tuple[int, ...]) -> np.ndarray:
 
 
 def _linear_arguments(x, W, b):
-    x, W = _exact(x, "x"), _exact(W, "W")
+    x, W = exact_array(x, "x"), exact_array(W, "W")
     if x.ndim == 0:
         raise ValueError("x: expected shape (..., D), got a 0-d array")
     if W.ndim != 2 or W.shape[1] != x.shape[-1]:
         raise ValueError(f"W: expected shape (O, {x.shape[-1]}), got {W.shape}")
     if b is not None:
-        b = _exact(b, "b")
+        b = exact_array(b, "b")
         if b.shape != (W.shape[0],):
             raise ValueError(f"b: expected shape ({W.shape[0]},), got {b.shape}")
     return x, W, b
@@ -128,7 +107,7 @@ def linear_forward(
     x: npt.ArrayLike, W: npt.ArrayLike, b: npt.ArrayLike | None = None, dps: int = DEFAULT_DPS
 ) -> np.ndarray:
     """``y[..., i] = b[i] + sum_k x[..., k] W[i, k]``: shape (..., O)."""
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     with mpmath.workdps(dps):
         x, W, b = _linear_arguments(x, W, b)
         outputs, features = W.shape
@@ -150,10 +129,10 @@ def linear_vjp(
     dps: int = DEFAULT_DPS,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """``(dx, dW, db)`` by the chain rule through every term ``x[m, k] W[i, k]`` of y."""
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     with mpmath.workdps(dps):
         x, W, b = _linear_arguments(x, W, b)
-        g = _exact(g, "g")
+        g = exact_array(g, "g")
         outputs, features = W.shape
         if g.shape != (*x.shape[:-1], outputs):
             raise ValueError(f"g: expected shape {(*x.shape[:-1], outputs)}, got {g.shape}")
@@ -175,7 +154,7 @@ def linear_jacobian(
 ) -> np.ndarray:
     """``J[i, j] = dy_i/dx_j`` of one sample ``x`` (D,): in ``b[i] + sum_k W[i, k] x[k]`` only
     the term ``k = j`` depends on ``x[j]``, with coefficient ``W[i, j]``; shape (O, D)."""
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     with mpmath.workdps(dps):
         x, W, b = _linear_arguments(x, W, b)
         if x.ndim != 1:
@@ -195,8 +174,8 @@ class _Conv:
     """Exact arguments and the padded-input bookkeeping of one convolution."""
 
     def __init__(self, x, W, b, stride, padding, padding_mode):
-        self.x, self.W = _exact(x, "x"), _exact(W, "W")
-        self.b = None if b is None else _exact(b, "b")
+        self.x, self.W = exact_array(x, "x"), exact_array(W, "W")
+        self.b = None if b is None else exact_array(b, "b")
         if self.x.ndim != 4 or self.W.ndim != 4 or self.W.shape[1] != self.x.shape[1]:
             raise ValueError(
                 f"x, W: expected (N, C, H, Wd), (O, C, Kh, Kw); got {self.x.shape}, {self.W.shape}"
@@ -205,7 +184,7 @@ class _Conv:
             raise ValueError(f"b: expected shape ({self.W.shape[0]},), got {self.b.shape}")
         if padding_mode not in ("zeros", "circular"):
             raise ValueError(f"padding_mode: expected 'zeros' or 'circular', got {padding_mode!r}")
-        self.stride, self.padding = _pair(stride, "stride"), _pair(padding, "padding")
+        self.stride, self.padding = int_pair(stride, "stride"), int_pair(padding, "padding")
         self.circular = padding_mode == "circular"
         _, _, height, width = self.x.shape
         _, _, kh, kw = self.W.shape
@@ -255,7 +234,7 @@ def conv2d_forward(
     dps: int = DEFAULT_DPS,
 ) -> np.ndarray:
     """``y[n, o, i, j] = b[o] + sum_{c, p, q} W[o, c, p, q] xp[n, c, i sh + p, j sw + q]``."""
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     with mpmath.workdps(dps):
         conv = _Conv(x, W, b, stride, padding, padding_mode)
         terms = _term_lists(conv.output_shape())
@@ -280,10 +259,10 @@ def conv2d_vjp(
     """``(dx, dW, db)``: each term ``W[o, c, p, q] xp[...]`` of ``y[n, o, i, j]`` gives
     ``g[n, o, i, j] xp[...]`` to ``dW[o, c, p, q]`` and ``g[n, o, i, j] W[o, c, p, q]`` to
     ``dx`` of the pixel it reads; each ``y[n, o, i, j]`` gives ``g[n, o, i, j]`` to ``db[o]``."""
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     with mpmath.workdps(dps):
         conv = _Conv(x, W, b, stride, padding, padding_mode)
-        g = _exact(g, "g")
+        g = exact_array(g, "g")
         if g.shape != conv.output_shape():
             raise ValueError(f"g: expected shape {conv.output_shape()}, got {g.shape}")
         dx = _term_lists(conv.x.shape)
@@ -310,7 +289,7 @@ def conv2d_jacobian(
 ) -> np.ndarray:
     """``J[(o, i, j), (c, r, s)] = dy[o, i, j] / dx[c, r, s]`` of one sample ``x`` (C, H, Wd):
     the sum of ``W[o, c, p, q]`` over the taps of output (i, j) that read pixel (r, s)."""
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     with mpmath.workdps(dps):
         sample = np.asarray(x)
         if sample.ndim != 3:

@@ -32,9 +32,9 @@ WeightNorm both add it to ``|v_i|^2``.
 Inputs and outputs
 ------------------
 Arrays may be NumPy arrays of any real floating dtype (or integer dtype), nested lists, or
-Python floats; each element is converted exactly (``mpmath.mpf(float(value))``, which is
-exact for float16/32/64; wider long doubles go through their integer ratio), so the binary
-value is the input. Elements that are already ``mpf`` are used as they are, which lets
+Python floats; each element is converted exactly (:func:`derive.reference.core.exact`;
+a wider long double goes through its integer ratio), so the binary value is the input.
+Elements that are already ``mpf`` are used as they are, which lets
 :func:`directional_derivative` evaluate the forwards at points no float can represent.
 ``eps`` is likewise taken exactly; it must be finite and >= 0. All arithmetic happens
 inside ``mpmath.workdps(dps)`` (``dps >= 20``); mpmath's global precision is never changed.
@@ -85,6 +85,15 @@ import mpmath
 import numpy as np
 import numpy.typing as npt
 
+from derive.reference.core import (
+    check_dps,
+    exact,
+    exact_array,
+    exact_scalar,
+    exact_vector,
+    real_array,
+)
+
 __all__ = [
     "DEFAULT_DPS",
     "FD_DEFAULT_DPS",
@@ -92,13 +101,16 @@ __all__ = [
     "centernorm_forward",
     "centernorm_jacobian",
     "centernorm_vjp",
+    "deviations",
     "directional_derivative",
     "layernorm_forward",
     "layernorm_jacobian",
     "layernorm_vjp",
+    "nonnegative",
     "rmsnorm_forward",
     "rmsnorm_jacobian",
     "rmsnorm_vjp",
+    "unit",
     "weightnorm_forward",
     "weightnorm_jacobian",
     "weightnorm_vjp",
@@ -107,8 +119,10 @@ __all__ = [
 #: Significant digits of the references unless asked otherwise (SPEC, "Tests": >= 50).
 DEFAULT_DPS = 50
 
-#: The lowest precision accepted: 20 digits are 70 bits, enough to hold every float16/32/64
-#: and x86 long double (64-bit significand) input exactly.
+#: The lowest precision accepted (lower than the SPEC's 50 so the tests can check that no
+#: precision leaks at a low one): 20 digits are 70 bits, more than the significand of every
+#: input (float64's 53, the x86 long double's 64), so the first rounding of every step is
+#: still below the inputs' own resolution. The Linear and 50-digit references keep theirs.
 MIN_DPS = 20
 
 #: The default target digits of :func:`directional_derivative`.
@@ -123,64 +137,20 @@ Rows = list[Row]
 # --------------------------------------------------------------------------------------
 
 
-def _check_dps(dps: int) -> None:
-    if isinstance(dps, bool) or not isinstance(dps, (int, np.integer)) or dps < MIN_DPS:
-        raise ValueError(f"dps: expected an integer >= {MIN_DPS}, got {dps!r}")
-
-
-def _exact(value: Any, name: str) -> mpmath.mpf:
-    """``value`` as an mpf, exactly (call inside ``workdps``, at least ``MIN_DPS`` digits)."""
-    if isinstance(value, mpmath.mpf):
-        return value
-    if isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name}: expected real floating-point values, got a bool")
-    if isinstance(value, (int, np.integer)):
-        return mpmath.mpf(int(value))
-    if isinstance(value, np.floating) and np.finfo(value.dtype).nmant > 52:
-        if not np.isfinite(value):
-            return mpmath.mpf(float(value))
-        numerator, denominator = value.as_integer_ratio()
-        return mpmath.mpf(numerator) / denominator  # a power of two: exact
-    if isinstance(value, (float, np.floating)):
-        return mpmath.mpf(float(value))
-    raise TypeError(f"{name}: expected real floating-point values, got {type(value).__name__}")
-
-
-def _exact_list(array: np.ndarray, name: str) -> Row:
-    """A 1-D array as exact mpf values; float16/32/64 take the fast ``mpf(float)`` path."""
-    if array.dtype.kind == "f" and np.finfo(array.dtype).nmant <= 52:
-        return [mpmath.mpf(value) for value in array.astype(np.float64).tolist()]
-    return [_exact(element, name) for element in array]
-
-
-def _array(value: npt.ArrayLike, name: str) -> np.ndarray:
-    array = np.asarray(value)
-    if array.dtype.kind not in "fiuO":
-        raise TypeError(f"{name}: expected a real floating-point array, got dtype {array.dtype}")
-    return array
-
-
 def _rows(value: npt.ArrayLike, name: str) -> Rows:
     """A 1-D (one sample) or 2-D (rows of samples) array as rows of exact mpf values."""
-    array = _array(value, name)
+    array = real_array(value, name)
     if array.ndim == 1:
         array = array[np.newaxis, :]
     if array.ndim != 2:
         raise ValueError(f"{name}: expected shape (D,) or (N, D), got {array.shape}")
     if array.shape[0] == 0 or array.shape[1] == 0:
         raise ValueError(f"{name}: expected at least one row and D >= 1, got {array.shape}")
-    return [_exact_list(row, name) for row in array]
-
-
-def _vector(value: npt.ArrayLike, name: str, length: int) -> Row:
-    array = _array(value, name)
-    if array.shape != (length,):
-        raise ValueError(f"{name}: expected shape ({length},), got {array.shape}")
-    return _exact_list(array, name)
+    return exact_array(array, name).tolist()
 
 
 def _matrix(value: npt.ArrayLike, name: str, columns: int | None = None) -> Rows:
-    array = _array(value, name)
+    array = real_array(value, name)
     if (
         array.ndim != 2
         or array.shape[0] == 0
@@ -199,14 +169,12 @@ def _like(g: npt.ArrayLike, x: npt.ArrayLike, columns: int, name: str = "g") -> 
     return _rows(g, name)
 
 
-def _eps(eps: float) -> mpmath.mpf:
-    array = _array(eps, "eps")
-    if array.ndim != 0:
-        raise ValueError(f"eps: expected a scalar, got shape {array.shape}")
-    value = _exact(array[()], "eps")
-    if not mpmath.isfinite(value) or value < 0:
-        raise ValueError(f"eps: expected a finite number >= 0, got {eps!r}")
-    return value
+def nonnegative(value: float, name: str = "eps") -> mpmath.mpf:
+    """A scalar argument taken exactly, which must be finite and >= 0 (``eps``)."""
+    number = exact_scalar(value, name)
+    if not mpmath.isfinite(number) or number < 0:
+        raise ValueError(f"{name}: expected a finite number >= 0, got {value!r}")
+    return number
 
 
 def _one_sample(x: npt.ArrayLike, name: str = "x") -> Row:
@@ -221,7 +189,7 @@ def _one_sample(x: npt.ArrayLike, name: str = "x") -> Row:
 # --------------------------------------------------------------------------------------
 
 
-def _deviations(row: Row) -> Row:
+def deviations(row: Row) -> Row:
     """``d_i = x_i - mean(x)``, from the exact row sum: each ``d_i`` rounded at most twice.
 
     Finite mpf values are dyadic rationals ``m 2^e``; on a common exponent their sum is an
@@ -263,7 +231,8 @@ def _column_sums(a: Rows) -> Row:
     return [mpmath.fsum(column) for column in _transpose(a)]
 
 
-def _unit(length: int, index: int) -> Row:
+def unit(length: int, index: int) -> Row:
+    """The unit vector ``e_index`` of the given length (a tangent seed)."""
     return [mpmath.mpf(1) if k == index else mpmath.mpf(0) for k in range(length)]
 
 
@@ -279,7 +248,7 @@ def _transpose(columns: Rows) -> Rows:
 def _layernorm_steps(x: Row, eps: mpmath.mpf) -> tuple[Row, mpmath.mpf, Row]:
     """Forward steps of one row: ``d = x - mean(x)``, ``r = (mean(d^2) + eps)^(-1/2)``,
     ``xhat = d * r``; returns ``(d, r, xhat)``."""
-    d = _deviations(x)  # mu = mean(x); d = x - mu
+    d = deviations(x)  # mu = mean(x); d = x - mu
     var = mpmath.fsum(d, squared=True) / len(d)  # var = mean(d^2), biased
     r = _rsqrt(var + eps)  # u = var + eps; r = u^(-1/2)
     xhat = [d_i * r for d_i in d]  # xhat = d * r
@@ -299,14 +268,14 @@ def layernorm_forward(
     (PyTorch; ``eps_paper = D * eps``). Source: 001_76ce3a8a4b6079c3.txt, Table 2, row
     LayerNorm. A row with ``var + eps == 0`` gives NaN.
     """
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     with mpmath.workdps(dps):
         rows = _rows(x, "x")
         width = len(rows[0])
         gamma_, beta_, eps_ = (
-            _vector(gamma, "gamma", width),
-            _vector(beta, "beta", width),
-            _eps(eps),
+            exact_vector(gamma, "gamma", width),
+            exact_vector(beta, "beta", width),
+            nonnegative(eps),
         )
         out = []
         for row in rows:
@@ -339,13 +308,13 @@ def layernorm_vjp(
     Definition: 001_76ce3a8a4b6079c3.txt, Table 2, row LayerNorm (PyTorch eps). A row with
     ``var + eps == 0`` gives NaN in its ``dx`` and in all of ``dgamma``.
     """
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     with mpmath.workdps(dps):
         rows = _rows(x, "x")
         width = len(rows[0])
         upstream = _like(g, x, width)
-        gamma_, _ = _vector(gamma, "gamma", width), _vector(beta, "beta", width)
-        eps_ = _eps(eps)
+        gamma_, _ = exact_vector(gamma, "gamma", width), exact_vector(beta, "beta", width)
+        eps_ = nonnegative(eps)
         dx, xhats = [], []
         for row, g_row in zip(rows, upstream, strict=True):
             d, r, xhat = _layernorm_steps(row, eps_)
@@ -378,15 +347,15 @@ def layernorm_jacobian(
     ``var' = 2 sum(d d') / D``, ``r' = -r^3 var' / 2``, ``xhat' = d' r + d r'``,
     ``y' = gamma * xhat'`` (column ``j``). Table 2, row LayerNorm.
     """
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     with mpmath.workdps(dps):
         row = _one_sample(x)
         width = len(row)
-        gamma_, _ = _vector(gamma, "gamma", width), _vector(beta, "beta", width)
-        d, r, _ = _layernorm_steps(row, _eps(eps))
+        gamma_, _ = exact_vector(gamma, "gamma", width), exact_vector(beta, "beta", width)
+        d, r, _ = _layernorm_steps(row, nonnegative(eps))
         columns = []
         for j in range(width):
-            d_t = _deviations(_unit(width, j))
+            d_t = deviations(unit(width, j))
             var_t = 2 * mpmath.fdot(d, d_t) / width
             r_t = -(r**3) * var_t / 2
             xhat_t = [dt * r + d_i * r_t for dt, d_i in zip(d_t, d, strict=True)]
@@ -407,7 +376,7 @@ def _rmsnorm_steps(x: Row, eps: mpmath.mpf) -> tuple[mpmath.mpf, Row]:
 
 
 def _optional_beta(beta: npt.ArrayLike | None, width: int) -> Row | None:
-    return None if beta is None else _vector(beta, "beta", width)
+    return None if beta is None else exact_vector(beta, "beta", width)
 
 
 def rmsnorm_forward(
@@ -422,11 +391,15 @@ def rmsnorm_forward(
     eps is added to the mean of squares (PyTorch; ``eps_paper = D * eps``). Source:
     001_76ce3a8a4b6079c3.txt, Table 2, row RMSNorm. An all-zero row with eps = 0 gives NaN.
     """
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     with mpmath.workdps(dps):
         rows = _rows(x, "x")
         width = len(rows[0])
-        gamma_, beta_, eps_ = _vector(gamma, "gamma", width), _optional_beta(beta, width), _eps(eps)
+        gamma_, beta_, eps_ = (
+            exact_vector(gamma, "gamma", width),
+            _optional_beta(beta, width),
+            nonnegative(eps),
+        )
         out = []
         for row in rows:
             _, xhat = _rmsnorm_steps(row, eps_)
@@ -454,13 +427,13 @@ def rmsnorm_vjp(
 
     Table 2, row RMSNorm (PyTorch eps).
     """
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     with mpmath.workdps(dps):
         rows = _rows(x, "x")
         width = len(rows[0])
         upstream = _like(g, x, width)
-        gamma_, beta_ = _vector(gamma, "gamma", width), _optional_beta(beta, width)
-        eps_ = _eps(eps)
+        gamma_, beta_ = exact_vector(gamma, "gamma", width), _optional_beta(beta, width)
+        eps_ = nonnegative(eps)
         dx, xhats = [], []
         for row, g_row in zip(rows, upstream, strict=True):
             r, xhat = _rmsnorm_steps(row, eps_)
@@ -487,16 +460,16 @@ def rmsnorm_jacobian(
     """``J[i][j] = dy_i/dx_j`` of RMSNorm at one sample, forward mode: ``t = e_j``,
     ``ms' = 2 sum(x t) / D``, ``r' = -r^3 ms' / 2``, ``xhat' = t r + x r'``,
     ``y' = gamma * xhat'``. Table 2, row RMSNorm."""
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     with mpmath.workdps(dps):
         row = _one_sample(x)
         width = len(row)
-        gamma_ = _vector(gamma, "gamma", width)
+        gamma_ = exact_vector(gamma, "gamma", width)
         _optional_beta(beta, width)
-        r, _ = _rmsnorm_steps(row, _eps(eps))
+        r, _ = _rmsnorm_steps(row, nonnegative(eps))
         columns = []
         for j in range(width):
-            t = _unit(width, j)
+            t = unit(width, j)
             ms_t = 2 * mpmath.fdot(row, t) / width
             r_t = -(r**3) * ms_t / 2
             xhat_t = [t_i * r + x_i * r_t for t_i, x_i in zip(t, row, strict=True)]
@@ -527,15 +500,15 @@ def centernorm_forward(
     Source: 001_76ce3a8a4b6079c3.txt, Table 2, row CenterNorm (Qi et al.). Raises
     ValueError for ``D = 1``.
     """
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     with mpmath.workdps(dps):
         rows = _centernorm_rows(x)
         width = len(rows[0])
-        gamma_, beta_ = _vector(gamma, "gamma", width), _vector(beta, "beta", width)
+        gamma_, beta_ = exact_vector(gamma, "gamma", width), exact_vector(beta, "beta", width)
         scale = mpmath.mpf(width) / (width - 1)
         out = []
         for row in rows:
-            d = _deviations(row)  # mu = mean(x); d = x - mu
+            d = deviations(row)  # mu = mean(x); d = x - mu
             out.append(
                 [scale * gm * d_i + bt for gm, d_i, bt in zip(gamma_, d, beta_, strict=True)]
             )
@@ -557,16 +530,16 @@ def centernorm_vjp(
 
     Table 2, row CenterNorm. Raises ValueError for ``D = 1``.
     """
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     with mpmath.workdps(dps):
         rows = _centernorm_rows(x)
         width = len(rows[0])
         upstream = _like(g, x, width)
-        gamma_, _ = _vector(gamma, "gamma", width), _vector(beta, "beta", width)
+        gamma_, _ = exact_vector(gamma, "gamma", width), exact_vector(beta, "beta", width)
         scale = mpmath.mpf(width) / (width - 1)
         dx, scaled_d = [], []
         for row, g_row in zip(rows, upstream, strict=True):
-            d = _deviations(row)
+            d = deviations(row)
             scaled_d.append([scale * d_i for d_i in d])
             bar_d = [g_i * scale * gm for g_i, gm in zip(g_row, gamma_, strict=True)]
             bar_mu = -mpmath.fsum(bar_d)
@@ -585,17 +558,17 @@ def centernorm_jacobian(
 ) -> Rows:
     """``J[i][j] = dy_i/dx_j`` of CenterNorm at one sample, forward mode: ``t = e_j``,
     ``d' = t - mean(t)``, ``y' = D/(D-1) * gamma * d'``. Table 2, row CenterNorm."""
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     with mpmath.workdps(dps):
         rows = _centernorm_rows(x)
         if len(rows) != 1:
             raise ValueError(f"x: the Jacobian is of one sample, shape (D,); got {np.shape(x)}")
         width = len(rows[0])
-        gamma_, _ = _vector(gamma, "gamma", width), _vector(beta, "beta", width)
+        gamma_, _ = exact_vector(gamma, "gamma", width), exact_vector(beta, "beta", width)
         scale = mpmath.mpf(width) / (width - 1)
         columns = []
         for j in range(width):
-            d_t = _deviations(_unit(width, j))
+            d_t = deviations(unit(width, j))
             columns.append([scale * gm * dt for gm, dt in zip(gamma_, d_t, strict=True)])
         return _transpose(columns)
 
@@ -619,7 +592,7 @@ def _weightnorm_parameters(
 ) -> tuple[Rows, Rows, Row, mpmath.mpf]:
     rows = _rows(x, "x")
     v_ = _matrix(v, "v", len(rows[0]))
-    return rows, v_, _vector(gamma, "gamma", len(v_)), _eps(eps)
+    return rows, v_, exact_vector(gamma, "gamma", len(v_)), nonnegative(eps)
 
 
 def weightnorm_forward(
@@ -635,7 +608,7 @@ def weightnorm_forward(
     row WeightNorm (Salimans & Kingma; the paper writes ``W x`` for one column sample).
     A zero ``v_i`` with eps = 0 makes column ``i`` of ``y`` NaN.
     """
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     with mpmath.workdps(dps):
         rows, v_, gamma_, eps_ = _weightnorm_parameters(x, v, gamma, eps)
         _, _, weights = _weightnorm_steps(v_, gamma_, eps_)
@@ -660,7 +633,7 @@ def weightnorm_vjp(
 
     Table 2, row WeightNorm.
     """
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     with mpmath.workdps(dps):
         rows, v_, gamma_, eps_ = _weightnorm_parameters(x, v, gamma, eps)
         outputs = len(v_)
@@ -693,7 +666,7 @@ def weightnorm_jacobian(
     """``J[i][j] = dy_i/dx_j`` of WeightNorm at one sample x of shape (D,): O x D, equal to
     ``W``. Forward mode: the tangent ``t = e_j`` gives ``y' = W t`` (column ``j``).
     Table 2, row WeightNorm."""
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     with mpmath.workdps(dps):
         row = _one_sample(x)
         _, v_, gamma_, eps_ = _weightnorm_parameters([row], v, gamma, eps)
@@ -701,7 +674,7 @@ def weightnorm_jacobian(
         width = len(row)
         columns = []
         for j in range(width):
-            t = _unit(width, j)
+            t = unit(width, j)
             columns.append([mpmath.fdot(w_i, t) for w_i in weights])
         return _transpose(columns)
 
@@ -714,12 +687,12 @@ def weightnorm_jacobian(
 def _nested_exact(value: Any, name: str) -> Any:
     if isinstance(value, np.ndarray):
         if value.ndim == 0:
-            return _exact(value[()], name)
-        _array(value, name)
+            return exact(value[()], name)
+        real_array(value, name)
         return [_nested_exact(element, name) for element in value]
     if isinstance(value, (list, tuple)):
         return [_nested_exact(element, name) for element in value]
-    return _exact(value, name)
+    return exact(value, name)
 
 
 def _nested_map(function: Callable[..., Any], *trees: Any) -> Any:
@@ -762,7 +735,7 @@ def directional_derivative(
     ``~10^-90 |x| |phi'|`` from rounding the points ``x + t v``): both far below the 30
     digits the tests demand, and far below the references' own 50.
     """
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     with mpmath.workdps(2 * dps):
         base, direction = _nested_exact(x, "x"), _nested_exact(v, "v")
         h = mpmath.mpf(10) ** -(dps // 2)

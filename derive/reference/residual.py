@@ -34,10 +34,11 @@ the sum over rows and features).
 
 Inputs and outputs
 ------------------
-Array elements are converted exactly (``mpmath.mpf(float(v))`` for float16/32/64, ints as
-integers); elements that are already ``mpf`` are used as they are (so that a finite
-difference can evaluate the forward at points no float represents). All arithmetic runs
-inside ``mpmath.workdps(dps)``, ``dps >= 50``; the global precision is never changed.
+Array elements are converted exactly (:func:`derive.reference.core.exact`: floats by their
+binary value, ints as integers); elements that are already ``mpf`` are used as they are (so
+that a finite difference can evaluate the forward at points no float represents). All
+arithmetic runs inside ``mpmath.workdps(dps)``, ``dps >= 50``; the global precision is never
+changed.
 Results are nested lists of ``mpf`` (rows; a 1-D ``x`` gives one row), for the caller to
 round.
 
@@ -71,6 +72,15 @@ import mpmath
 import numpy as np
 import numpy.typing as npt
 
+from derive.reference.core import (
+    MIN_REFERENCE_DIGITS,
+    check_dps,
+    exact_array,
+    exact_scalar,
+    exact_vector,
+    real_array,
+)
+
 __all__ = [
     "DEFAULT_DPS",
     "MIN_DPS",
@@ -86,7 +96,8 @@ __all__ = [
 
 #: Significant digits unless asked otherwise (SPEC, "Tests": >= 50).
 DEFAULT_DPS = 50
-MIN_DPS = 50
+#: The lowest precision accepted: the SPEC's 50 digits (no caller needs fewer).
+MIN_DPS = MIN_REFERENCE_DIGITS
 
 Row = list[mpmath.mpf]
 Rows = list[Row]
@@ -97,42 +108,8 @@ Rows = list[Row]
 # --------------------------------------------------------------------------------------
 
 
-def _exact(value: Any, name: str) -> mpmath.mpf:
-    if isinstance(value, mpmath.mpf):
-        return value
-    if isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name}: expected real numbers, got a bool")
-    if isinstance(value, (int, np.integer)):
-        return mpmath.mpf(int(value))
-    if isinstance(value, (float, np.floating)) and np.finfo(type(value)).nmant <= 52:
-        return mpmath.mpf(float(value))
-    raise TypeError(f"{name}: expected float16/32/64 or integer values, got {type(value).__name__}")
-
-
-def _array(value: Any, name: str) -> np.ndarray:
-    array = np.asarray(value, dtype=object if _holds_mpf(value) else None)
-    if array.dtype.kind not in "fiuO":
-        raise TypeError(f"{name}: expected a real array, got dtype {array.dtype}")
-    return array
-
-
-def _holds_mpf(value: Any) -> bool:
-    if isinstance(value, mpmath.mpf):
-        return True
-    if isinstance(value, (list, tuple)):
-        return any(_holds_mpf(v) for v in value)
-    return False
-
-
-def _vector(value: Any, name: str, length: int) -> Row:
-    array = _array(value, name)
-    if array.shape != (length,):
-        raise ValueError(f"{name}: expected shape ({length},), got {array.shape}")
-    return [_exact(v, name) for v in array.tolist()]
-
-
 def _matrix(value: Any, name: str, shape: tuple[int | None, int | None]) -> Rows:
-    array = _array(value, name)
+    array = real_array(value, name)
     ok = array.ndim == 2 and all(
         s is None or s == t for s, t in zip(shape, array.shape, strict=True)
     )
@@ -141,12 +118,7 @@ def _matrix(value: Any, name: str, shape: tuple[int | None, int | None]) -> Rows
         raise ValueError(
             f"{name}: expected a non-empty matrix of shape {expected}, got {array.shape}"
         )
-    return [[_exact(v, name) for v in row] for row in array.tolist()]
-
-
-def _check_dps(dps: int) -> None:
-    if isinstance(dps, bool) or not isinstance(dps, (int, np.integer)) or dps < MIN_DPS:
-        raise ValueError(f"dps: expected an integer >= {MIN_DPS}, got {dps!r}")
+    return exact_array(array, name).tolist()
 
 
 @dataclass(frozen=True)
@@ -163,7 +135,7 @@ class _Block:
 
 
 def _block(x, W1, b1, W2, b2, nu) -> _Block:
-    x_array = _array(x, "x")
+    x_array = real_array(x, "x")
     if x_array.ndim == 1:
         x_array = x_array[np.newaxis, :]
     if x_array.ndim != 2 or 0 in x_array.shape:
@@ -173,14 +145,14 @@ def _block(x, W1, b1, W2, b2, nu) -> _Block:
     w1 = _matrix(W1, "W1", (None, size))
     hidden = len(w1)
     w2 = _matrix(W2, "W2", (size, hidden))
-    bias1 = None if b1 is None else _vector(b1, "b1", hidden)
-    bias2 = None if b2 is None else _vector(b2, "b2", size)
+    bias1 = None if b1 is None else exact_vector(b1, "b1", hidden)
+    bias2 = None if b2 is None else exact_vector(b2, "b2", size)
     if nu is None:
         weights, scalar = [mpmath.mpf(1)] * size, True
     elif np.ndim(nu) == 0 and not isinstance(nu, (list, tuple)):
-        weights, scalar = [_exact(_array(nu, "nu")[()], "nu")] * size, True
+        weights, scalar = [exact_scalar(nu, "nu")] * size, True
     else:
-        weights, scalar = _vector(nu, "nu", size), False
+        weights, scalar = exact_vector(nu, "nu", size), False
     return _Block(rows, w1, bias1, w2, bias2, weights, scalar)
 
 
@@ -314,7 +286,7 @@ def _jacobian(p: _Block) -> Rows:
 
 
 def _upstream(g: Any, p: _Block) -> Rows:
-    array = _array(g, "g")
+    array = real_array(g, "g")
     if array.ndim == 1:
         array = array[np.newaxis, :]
     shape = (len(p.x), len(p.x[0]))
@@ -332,7 +304,7 @@ def residual_forward(
     x: npt.ArrayLike, W1: Any, b1: Any, W2: Any, b2: Any, *, dps: int = DEFAULT_DPS
 ) -> Rows:
     """``y = x + FFN(x)`` (Eq. 22, 26): rows of mpf."""
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     with mpmath.workdps(dps):
         return _forward(_block(x, W1, b1, W2, b2, None))
 
@@ -341,7 +313,7 @@ def residual_vjp(
     x: npt.ArrayLike, g: Any, W1: Any, b1: Any, W2: Any, b2: Any, *, dps: int = DEFAULT_DPS
 ) -> tuple[Rows, Rows, Row | None, Rows, Row | None]:
     """``(dx, dW1, db1, dW2, db2)`` for the upstream gradient ``g`` (shape of x)."""
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     with mpmath.workdps(dps):
         p = _block(x, W1, b1, W2, b2, None)
         return _vjp(p, _upstream(g, p))[:5]
@@ -351,7 +323,7 @@ def residual_jacobian(
     x: npt.ArrayLike, W1: Any, b1: Any, W2: Any, b2: Any, *, dps: int = DEFAULT_DPS
 ) -> Rows:
     """``dy/dx`` of one sample x (D,): D rows of D mpf, numerator layout."""
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     with mpmath.workdps(dps):
         return _jacobian(_block(x, W1, b1, W2, b2, None))
 
@@ -360,7 +332,7 @@ def weighted_residual_forward(
     x: npt.ArrayLike, W1: Any, b1: Any, W2: Any, b2: Any, nu: Any, *, dps: int = DEFAULT_DPS
 ) -> Rows:
     """``y = x + nu * FFN(x)`` (Eq. 55), nu a scalar or of shape (D,)."""
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     with mpmath.workdps(dps):
         return _forward(_block(x, W1, b1, W2, b2, nu))
 
@@ -377,7 +349,7 @@ def weighted_residual_vjp(
     dps: int = DEFAULT_DPS,
 ) -> tuple[Rows, Rows, Row | None, Rows, Row | None, Any]:
     """``(dx, dW1, db1, dW2, db2, dnu)``; dnu an mpf for a scalar nu, else D mpf."""
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     with mpmath.workdps(dps):
         p = _block(x, W1, b1, W2, b2, nu)
         return _vjp(p, _upstream(g, p))
@@ -387,7 +359,7 @@ def weighted_residual_jacobian(
     x: npt.ArrayLike, W1: Any, b1: Any, W2: Any, b2: Any, nu: Any, *, dps: int = DEFAULT_DPS
 ) -> Rows:
     """``dy/dx`` of one sample x (D,): D rows of D mpf, numerator layout."""
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     with mpmath.workdps(dps):
         return _jacobian(_block(x, W1, b1, W2, b2, nu))
 
@@ -405,7 +377,7 @@ def steps(
 ) -> list[Steps]:
     """The intermediates of every row (``nu=None``: the plain residual, nu = 1), with the
     reverse-mode adjoints if an upstream gradient ``g`` is given; for error bounds."""
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     with mpmath.workdps(dps):
         p = _block(x, W1, b1, W2, b2, nu)
         upstream = [None] * len(p.x) if g is None else _upstream(g, p)

@@ -36,7 +36,7 @@ MaxPooling and AveragePooling; the windowed forms are PyTorch's ``max_pool2d`` a
 Inputs and outputs
 ------------------
 Arrays of float16/32/64 (or nested lists of Python floats); each element is converted
-exactly (``mpmath.mpf(float(v))``). Results are NumPy object arrays of ``mpf`` of the
+exactly (:func:`derive.reference.core.exact`). Results are NumPy object arrays of ``mpf`` of the
 natural shape: ``x.shape`` for softmax ``y`` and ``dx``, ``(D, D)`` for its Jacobian,
 ``x.shape[:-1]`` for global pooling, ``(..., Ho, Wo)`` for windowed pooling. Everything is
 evaluated inside ``mpmath.workdps``/``workprec``; the global precision is never changed.
@@ -67,13 +67,14 @@ raised until that bound is below ``10^-dps max(|value|, FLOOR)``; values below
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Callable
 from typing import Any
 
 import mpmath
 import numpy as np
 import numpy.typing as npt
+
+from derive.reference.core import MIN_REFERENCE_DIGITS, check_dps, exact, int_pair
 
 __all__ = [
     "DEFAULT_DPS",
@@ -93,6 +94,8 @@ __all__ = [
 
 #: Significant digits of the references unless asked otherwise (SPEC, "Tests": >= 50).
 DEFAULT_DPS = 50
+#: The lowest precision accepted: the SPEC's 50 digits (no caller needs fewer).
+MIN_DPS = MIN_REFERENCE_DIGITS
 #: Digits of working precision beyond ``dps`` for the cancellation-free forwards.
 GUARD_DIGITS = 10
 #: Values below this magnitude are resolved to ``10^-dps * FLOOR`` absolutely.
@@ -110,11 +113,6 @@ Objects = np.ndarray  # of mpf
 # --------------------------------------------------------------------------------------------
 
 
-def _check_dps(dps: int) -> None:
-    if isinstance(dps, bool) or not isinstance(dps, (int, np.integer)) or dps < DEFAULT_DPS:
-        raise ValueError(f"dps: expected an integer >= {DEFAULT_DPS}, got {dps!r}")
-
-
 def _floats(values: npt.ArrayLike, name: str) -> np.ndarray:
     """``values`` as a float64 array (exact for float16/32/64 and Python floats)."""
     array = np.asarray(values)
@@ -123,20 +121,8 @@ def _floats(values: npt.ArrayLike, name: str) -> np.ndarray:
     return array.astype(np.float64)
 
 
-def _exact(value: float) -> mpmath.mpf:
-    """A float as an mpf, exactly (call at 53 bits or more)."""
-    return mpmath.mpf(float(value))
-
-
 def _objects(shape: tuple[int, ...]) -> Objects:
     return np.empty(shape, dtype=object)
-
-
-def _pair(value: Any, name: str) -> tuple[int, int]:
-    items = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
-    if len(items) != 2:
-        raise ValueError(f"{name}: expected an int or a pair of ints, got {value!r}")
-    return operator.index(items[0]), operator.index(items[1])
 
 
 # --------------------------------------------------------------------------------------------
@@ -178,7 +164,7 @@ def _adaptive(sweep: Callable[[], tuple[list, list]], dps: int) -> list:
 
 def softmax_forward(x: npt.ArrayLike, dps: int = DEFAULT_DPS) -> Objects:
     """``y_i = exp(x_i) / sum_j exp(x_j)`` over the last axis; shape of ``x``."""
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     xs = _floats(x, "x")
     rows = xs.reshape(-1, xs.shape[-1])
     out = _objects(rows.shape)
@@ -188,7 +174,7 @@ def softmax_forward(x: npt.ArrayLike, dps: int = DEFAULT_DPS) -> Objects:
             if kind != "finite":
                 out[r] = [mpmath.nan if kind == "nan" else mpmath.mpf(0)] * row.size
                 continue
-            e = [mpmath.exp(_exact(v)) for v in row]
+            e = [mpmath.exp(exact(v, "x")) for v in row]
             s = mpmath.fsum(e)
             out[r] = [e_i / s for e_i in e]
     return out.reshape(xs.shape)
@@ -196,8 +182,8 @@ def softmax_forward(x: npt.ArrayLike, dps: int = DEFAULT_DPS) -> Objects:
 
 def _softmax_vjp_row(row: np.ndarray, grow: np.ndarray, dps: int) -> list:
     def sweep() -> tuple[list, list]:
-        e = [mpmath.exp(_exact(v)) for v in row]
-        g = [_exact(v) for v in grow]
+        e = [mpmath.exp(exact(v, "x")) for v in row]
+        g = [exact(v, "g") for v in grow]
         s = mpmath.fsum(e)
         # y_i = e_i / s: adjoints of e_i (direct) and of s
         bar_e = [g_i / s for g_i in g]
@@ -215,7 +201,7 @@ def _softmax_vjp_row(row: np.ndarray, grow: np.ndarray, dps: int) -> list:
 
 def softmax_vjp(x: npt.ArrayLike, g: npt.ArrayLike, dps: int = DEFAULT_DPS) -> Objects:
     """The input gradient of softmax for the upstream gradient ``g`` (shape of ``x``)."""
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     xs, gs = _floats(x, "x"), _floats(g, "g")
     if gs.shape != xs.shape:
         raise ValueError(f"g: expected shape {xs.shape}, got {gs.shape}")
@@ -232,7 +218,7 @@ def softmax_vjp(x: npt.ArrayLike, g: npt.ArrayLike, dps: int = DEFAULT_DPS) -> O
 
 def softmax_jacobian(x: npt.ArrayLike, dps: int = DEFAULT_DPS) -> Objects:
     """``J[i][k] = dy_i / dx_k`` of one sample ``x`` of shape (D,), by forward mode."""
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     row = _floats(x, "x")
     if row.ndim != 1:
         raise ValueError(f"x: expected one sample of shape (D,), got {row.shape}")
@@ -245,7 +231,7 @@ def softmax_jacobian(x: npt.ArrayLike, dps: int = DEFAULT_DPS) -> Objects:
         return out
 
     def sweep() -> tuple[list, list]:
-        e = [mpmath.exp(_exact(v)) for v in row]
+        e = [mpmath.exp(exact(v, "x")) for v in row]
         s = mpmath.fsum(e)
         values, sizes = [], []
         for i in range(size):
@@ -280,55 +266,55 @@ def _global_g(g: npt.ArrayLike, xs: np.ndarray) -> np.ndarray:
 
 def maxpool_forward(x: npt.ArrayLike, dps: int = DEFAULT_DPS) -> Objects:
     """``max(x)`` over the last axis (NaN if the row holds a NaN); shape ``x.shape[:-1]``."""
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     xs, rows = _global_rows(x)
     out = _objects((rows.shape[0],))
     with mpmath.workdps(dps):
         for r, row in enumerate(rows):
-            values = [_exact(v) for v in row]
+            values = [exact(v, "x") for v in row]
             out[r] = mpmath.nan if any(mpmath.isnan(v) for v in values) else max(values)
     return out.reshape(xs.shape[:-1])
 
 
 def maxpool_vjp(x: npt.ArrayLike, g: npt.ArrayLike, dps: int = DEFAULT_DPS) -> Objects:
     """``g / k`` at each of the ``k`` maximisers, ``0 * g`` elsewhere; NaN rows give NaN."""
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     xs, rows = _global_rows(x)
     gs = _global_g(g, xs)
     out = _objects(rows.shape)
     with mpmath.workdps(dps):
         for r, row in enumerate(rows):
-            values = [_exact(v) for v in row]
+            values = [exact(v, "x") for v in row]
             if any(mpmath.isnan(v) for v in values):
                 out[r] = [mpmath.nan] * row.size
                 continue
             top = max(values)
             winners = [v == top for v in values]
-            share = _exact(gs[r]) / sum(winners)
-            out[r] = [share if won else 0 * _exact(gs[r]) for won in winners]
+            share = exact(gs[r], "g") / sum(winners)
+            out[r] = [share if won else 0 * exact(gs[r], "g") for won in winners]
     return out.reshape(xs.shape)
 
 
 def avgpool_forward(x: npt.ArrayLike, dps: int = DEFAULT_DPS) -> Objects:
     """``sum(x) / D`` over the last axis; shape ``x.shape[:-1]``."""
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     xs, rows = _global_rows(x)
     out = _objects((rows.shape[0],))
     with mpmath.workdps(dps + GUARD_DIGITS):
         for r, row in enumerate(rows):
-            out[r] = mpmath.fsum(_exact(v) for v in row) / row.size
+            out[r] = mpmath.fsum(exact(v, "x") for v in row) / row.size
     return out.reshape(xs.shape[:-1])
 
 
 def avgpool_vjp(x: npt.ArrayLike, g: npt.ArrayLike, dps: int = DEFAULT_DPS) -> Objects:
     """Reverse mode of ``y = sum / D``: every ``dx_i = g / D``."""
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     xs, rows = _global_rows(x)
     gs = _global_g(g, xs)
     out = _objects(rows.shape)
     with mpmath.workdps(dps + GUARD_DIGITS):
         for r in range(rows.shape[0]):
-            bar_sum = _exact(gs[r]) / rows.shape[1]
+            bar_sum = exact(gs[r], "g") / rows.shape[1]
             out[r] = [bar_sum] * rows.shape[1]
     return out.reshape(xs.shape)
 
@@ -346,9 +332,9 @@ def _windows(
     if len(shape) < 2:
         raise ValueError(f"x: expected shape (..., H, W), got {shape}")
     height, width = shape[-2:]
-    kh, kw = _pair(kernel_size, "kernel_size")
-    sh, sw = (kh, kw) if stride is None else _pair(stride, "stride")
-    ph, pw = _pair(padding, "padding")
+    kh, kw = int_pair(kernel_size, "kernel_size")
+    sh, sw = (kh, kw) if stride is None else int_pair(stride, "stride")
+    ph, pw = int_pair(padding, "padding")
     out_h = (height + 2 * ph - kh) // sh + 1
     out_w = (width + 2 * pw - kw) // sw + 1
     windows = []
@@ -381,7 +367,7 @@ def _window_g(g: npt.ArrayLike, xs: np.ndarray, out_h: int, out_w: int) -> np.nd
 
 def _window_argmax(plane: np.ndarray, pixels: list) -> tuple[int, int]:
     """The last NaN pixel if any, else the first pixel equal to the window's maximum."""
-    values = [_exact(plane[p]) for p in pixels]
+    values = [exact(plane[p], "x") for p in pixels]
     nans = [p for p, v in zip(pixels, values, strict=True) if mpmath.isnan(v)]
     if nans:
         return nans[-1]
@@ -393,14 +379,14 @@ def maxpool_forward2d(
     x: npt.ArrayLike, kernel_size: Any, stride: Any = None, padding: Any = 0, dps: int = DEFAULT_DPS
 ) -> Objects:
     """Window maxima of each (H, W) plane: shape (..., Ho, Wo)."""
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     xs, planes = _planes(x)
     out_h, out_w, _, windows = _windows(xs.shape, kernel_size, stride, padding)
     out = _objects((planes.shape[0], out_h, out_w))
     with mpmath.workdps(dps):
         for c, plane in enumerate(planes):
             for (oh, ow), pixels in windows:
-                values = [_exact(plane[p]) for p in pixels]
+                values = [exact(plane[p], "x") for p in pixels]
                 nan = any(mpmath.isnan(v) for v in values)
                 out[c, oh, ow] = mpmath.nan if nan else max(values)
     return out.reshape(*xs.shape[:-2], out_h, out_w)
@@ -415,7 +401,7 @@ def maxpool_vjp2d(
     dps: int = DEFAULT_DPS,
 ) -> Objects:
     """``dx_p = sum_w [p is the argmax of w] g_w`` (first max, last NaN); shape of ``x``."""
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     xs, planes = _planes(x)
     out_h, out_w, _, windows = _windows(xs.shape, kernel_size, stride, padding)
     gs = _window_g(g, xs, out_h, out_w)
@@ -425,7 +411,7 @@ def maxpool_vjp2d(
             terms: dict[tuple[int, int], list] = {}
             for (oh, ow), pixels in windows:
                 winner = _window_argmax(plane, pixels)
-                terms.setdefault(winner, []).append(_exact(gs[c, oh, ow]))
+                terms.setdefault(winner, []).append(exact(gs[c, oh, ow], "g"))
             for p in np.ndindex(plane.shape):
                 out[(c, *p)] = mpmath.fsum(terms.get(p, []))
     return out.reshape(xs.shape)
@@ -435,14 +421,14 @@ def avgpool_forward2d(
     x: npt.ArrayLike, kernel_size: Any, stride: Any = None, padding: Any = 0, dps: int = DEFAULT_DPS
 ) -> Objects:
     """Window sums over ``kh kw`` (zero padding counted): shape (..., Ho, Wo)."""
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     xs, planes = _planes(x)
     out_h, out_w, count, windows = _windows(xs.shape, kernel_size, stride, padding)
     out = _objects((planes.shape[0], out_h, out_w))
     with mpmath.workdps(dps + GUARD_DIGITS):
         for c, plane in enumerate(planes):
             for (oh, ow), pixels in windows:
-                out[c, oh, ow] = mpmath.fsum(_exact(plane[p]) for p in pixels) / count
+                out[c, oh, ow] = mpmath.fsum(exact(plane[p], "x") for p in pixels) / count
     return out.reshape(*xs.shape[:-2], out_h, out_w)
 
 
@@ -455,7 +441,7 @@ def avgpool_vjp2d(
     dps: int = DEFAULT_DPS,
 ) -> Objects:
     """``dx_p = sum_{w contains p} g_w / (kh kw)``; shape of ``x``."""
-    _check_dps(dps)
+    check_dps(dps, MIN_DPS)
     xs, planes = _planes(x)
     out_h, out_w, count, windows = _windows(xs.shape, kernel_size, stride, padding)
     gs = _window_g(g, xs, out_h, out_w)
@@ -465,7 +451,7 @@ def avgpool_vjp2d(
             terms: dict[tuple[int, int], list] = {}
             for (oh, ow), pixels in windows:
                 for p in pixels:
-                    terms.setdefault(p, []).append(_exact(gs[c, oh, ow]))
+                    terms.setdefault(p, []).append(exact(gs[c, oh, ow], "g"))
             for p in np.ndindex(plane.shape):
                 out[(c, *p)] = mpmath.fsum(terms.get(p, [])) / count
     return out.reshape(xs.shape)
