@@ -22,7 +22,7 @@ What is proven here (every step machine-checked, see :mod:`proofs.core`):
   degree 1 in ``|W^Q|_2`` while the map's Lipschitz constant is exactly of degree 2
   (``Y(X; c U) = c Y(c X; U)``); already ``|J(0)|_2 = |Wq^T Wq Wv^T|_2 / sqrt(d)`` beats it
   (N = 2, D = 1, W^Q = 4, W^V = 1: 16 against 11.96); and inside, with W^Q = 2 at
-  X = (7/10, 0): more than 6.4 against 5.98 (:data:`L2_INTERIOR_WITNESS`).
+  X = (7/10, 0): more than 6.4 against 5.98 (:func:`_l2_interior_witness`).
 * :func:`scs_printed_holds` -- the printed SCS constant is a valid upper bound; the chain
   rule with ``|softmax'| <= 1/2``, ``|normalization'| <= 1/sqrt(eps)`` (attained at 0) and
   rows of norm < 1 gives the smaller bound of :func:`derived_scs_bound`.
@@ -30,7 +30,7 @@ What is proven here (every step machine-checked, see :mod:`proofs.core`):
 Evidence, not proof (``"sampling (evidence)"``): :func:`max_jacobian_norm` maximises
 ``|J(X)|_2`` over X by gradient ascent on the top singular value from many random starts
 at several input scales, re-evaluates the best point at 50 digits and compares it with the
-printed constant; :func:`survey` runs the fixed settings of :func:`standard_settings`.
+printed constant, at the fixed settings of :func:`standard_settings`.
 
 Certified printed constants: :func:`printed_l2_bound`, :func:`printed_scs_bound` --
 python-flint ``arb`` enclosures (Lambert W by ``arb.lambertw``) from the certified spectral
@@ -465,25 +465,14 @@ def _l2_witness_jacobian() -> bool:
     return J0 == sp.Matrix([[8, 8], [8, 8]]) and J0 * u == 16 * u and J0.rank() == 1
 
 
-#: A second counterexample, with |W^Q| = 2 below the X = 0 threshold c*(2) = 2.989...: the
-#: supremum is not at X = 0 (for N = 2, D = 1 it is near q_1 - q_2 = 1.407 in units of
-#: d^(1/4); the search puts the printed constant's break-even at |W^Q| = 1.87 there).
-L2_INTERIOR_WITNESS: dict[str, Any] = {
-    "N": 2,
-    "D": 1,
-    "d": 1,
-    "dv": 1,
-    "Wq": [[2]],
-    "Wv": [[1]],
-    "X": [["7/10"], [0]],
-    "v": [1, -1],
-    "jacobian_norm_at_least": "6.40",
-    "printed": "5.978893788848055928782954776348",
-}
-
-
 def _l2_interior_witness(prec: int = DEFAULT_PREC) -> bool:
-    """``|J v| / |v| > printed`` at ``X = (7/10, 0)``, ``W^Q = 2``, ``W^V = 1``, v = (1, -1)."""
+    """``|J v| / |v| > 6.4 > printed`` (5.9789...) at ``X = (7/10, 0)``, ``W^Q = 2``,
+    ``W^V = 1``, ``v = (1, -1)`` (N = 2, D = d = dv = 1).
+
+    A second counterexample, with ``|W^Q| = 2`` below the X = 0 threshold c*(2) = 2.989...:
+    the supremum is not at X = 0 (for N = 2, D = 1 it is near q_1 - q_2 = 1.407 in units of
+    d^(1/4); the search puts the printed constant's break-even at |W^Q| = 1.87 there).
+    """
     X = matrix("X", 2, 1)
     J = _vec_jacobian(A.l2(X, sp.Matrix([[2]]), sp.Matrix([[1]])), X)
     J = J.subs({X[0]: sp.Rational(7, 10), X[1]: 0})
@@ -1080,32 +1069,3 @@ def _ratio(value: mpmath.mpf, bound: Constant) -> float:
     """``value / bound.hi`` as a float (a lower estimate of value / bound)."""
     with mpmath.workdps(HP_DIGITS):
         return float(value * bound.hi.denominator / bound.hi.numerator)
-
-
-#: The radii of the DP searches (DP is unbounded: its supremum over a ball grows as R^2).
-DP_RADII: tuple[float, ...] = (1.0, 2.0, 4.0)
-
-
-def survey(
-    sizes: Sequence[int] = (2, 3, 4), starts: int = 40, steps: int = 300, seed: int = 0
-) -> list[SearchResult]:
-    """:func:`max_jacobian_norm` over :func:`standard_settings` of every module and every
-    N in ``sizes`` (DP on the balls of :data:`DP_RADII`): the report's evidence table."""
-    results = []
-    for module in MODULES:
-        for setting in standard_settings(module, seed):
-            for n in sizes:
-                radii = DP_RADII if module == "dp_attention" else (None,)
-                for radius in radii:
-                    results.append(
-                        max_jacobian_norm(
-                            module,
-                            setting.params,
-                            n,
-                            starts=starts,
-                            steps=steps,
-                            seed=seed,
-                            radius=radius,
-                        )
-                    )
-    return results

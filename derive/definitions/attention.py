@@ -259,22 +259,3 @@ def closed_form_proof(key: str) -> Proof:
             for size in PROOF_SIZES[key]
         ),
     )
-
-
-def paper_mapping_proof() -> Proof:
-    """Eq. 20 (tokens as columns, column softmax) is the kernel's map with W^Q and W^K
-    exchanged, transposed."""
-    steps = []
-    for size in (Size(2, 1, 1, 1), Size(2, 2, 2, 1), Size(3, 2, 1, 2)):
-        X, _, (Wq, Wk, Wv) = _symbols("dp_attention", size)
-        steps.append(
-            Step(
-                f"{size}: $W^V X_p\\,\\mathcal S_{{col}}((W^Q X_p)^\\top W^K X_p / \\sqrt d)$ "
-                "with $X_p = X^\\top$ equals the transpose of dp_attention(X, W^K, W^Q, W^V)",
-                "symbolic identity",
-                lambda X=X, Wq=Wq, Wk=Wk, Wv=Wv: same(
-                    paper_dp(X.T, Wq, Wk, Wv), dp(X, Wk, Wq, Wv).T
-                ),
-            )
-        )
-    return Proof("Eq. 20 and the kernels' layout", tuple(steps))

@@ -88,7 +88,6 @@ __all__ = [
     "FloatFormat",
     "PrecisionError",
     "check_dps",
-    "clear_caches",
     "condition_number",
     "correctly_rounded",
     "error_degree",
@@ -939,14 +938,6 @@ def float16_table(expr: sp.Expr, digits: int = MIN_REFERENCE_DIGITS) -> Float16T
         )
         _FLOAT16_TABLES[key] = table
     return table
-
-
-def clear_caches() -> None:
-    """Forget the float16 tables, compiled expressions and limits (e.g. to time a build)."""
-    _FLOAT16_TABLES.clear()
-    _compile.cache_clear()
-    _symbolic_limit.cache_clear()
-    _derivative.cache_clear()
 
 
 # --------------------------------------------------------------------------------------------
