@@ -88,38 +88,6 @@ def check_gradient(G: ArrayLike, n: int, dv: int, dtype: np.dtype) -> np.ndarray
     return G
 
 
-def check_scalar(value: float, name: str) -> float:
-    """A hyperparameter as a float; TypeError unless a real number, ValueError unless finite."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(
-        value, (int, float, np.floating, np.integer)
-    ):
-        raise TypeError(f"{name}: expected a real number, got {value!r}")
-    result = float(value)
-    if not math.isfinite(result):
-        raise ValueError(f"{name}: expected a finite number, got {value!r}")
-    return result
-
-
-def check_eps(eps: float) -> float:
-    """``eps`` as a float; ValueError unless it is a finite number >= 0 (NaN included)."""
-    if isinstance(eps, (bool, np.bool_)) or not isinstance(
-        eps, (int, float, np.floating, np.integer)
-    ):
-        raise TypeError(f"eps: expected a real number, got {eps!r}")
-    value = float(eps)
-    if not (math.isfinite(value) and value >= 0.0):
-        raise ValueError(f"eps: expected a finite number >= 0, got {eps!r}")
-    return value
-
-
-def check_strict(strict_fp16: bool, X: np.ndarray) -> bool:
-    if not isinstance(strict_fp16, (bool, np.bool_)):
-        raise TypeError(f"strict_fp16: expected True or False, got {strict_fp16!r}")
-    if strict_fp16 and X.dtype != np.float16:
-        raise ValueError(f"strict_fp16: applies to float16 input only, got dtype {X.dtype}")
-    return bool(strict_fp16)
-
-
 def ieee() -> np.errstate:
     """Overflow, inf - inf, 0 * inf, 0/0: IEEE results, not warnings."""
     return np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore")

@@ -13,18 +13,15 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from kernels._threads import thread_safe
-from kernels._validate import flat, float_array, same_shape_and_dtype
+from kernels._validate import flat, float_array, same_shape_and_dtype, strict_mode
 
 _SUFFIX = {np.dtype(np.float64): "f64", np.dtype(np.float32): "f32"}
 
 
-def _loop(generated: ModuleType, quantity: str, dtype: np.dtype, strict_fp16: bool):
+def _loop(generated: ModuleType, quantity: str, dtype: np.dtype, strict_fp16: object):
+    strict = strict_mode(strict_fp16, dtype)
     if dtype == np.float16:
-        return thread_safe(
-            getattr(generated, f"{quantity}_{'f16s' if strict_fp16 else 'f16'}_loop")
-        )
-    if strict_fp16:
-        raise ValueError(f"strict_fp16: applies to float16 input only, got dtype {dtype}")
+        return thread_safe(getattr(generated, f"{quantity}_{'f16s' if strict else 'f16'}_loop"))
     return thread_safe(getattr(generated, f"{quantity}_{_SUFFIX[dtype]}_loop"))
 
 

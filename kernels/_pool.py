@@ -3,35 +3,15 @@ final rounding (kernels/maxpool.py, kernels/avgpool.py)."""
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from kernels._validate import float_array
+from kernels._validate import float_array, pair, strict_mode
 
 #: An int or a pair of ints (height, width).
 IntPair = int | tuple[int, int]
-
-
-def int_pair(value: object, name: str, minimum: int) -> tuple[int, int]:
-    """``value`` (an int or a sequence of two ints) as a pair, each at least ``minimum``."""
-    items = (value, value) if not isinstance(value, (tuple, list)) else tuple(value)
-    if len(items) != 2:
-        raise ValueError(f"{name}: expected an int or a pair of ints, got {value!r}")
-    pair = []
-    for item in items:
-        if isinstance(item, (bool, np.bool_)):
-            raise TypeError(f"{name}: expected an int or a pair of ints, got {value!r}")
-        try:
-            number = operator.index(item)
-        except TypeError:
-            raise TypeError(f"{name}: expected an int or a pair of ints, got {value!r}") from None
-        if number < minimum:
-            raise ValueError(f"{name}: expected integers >= {minimum}, got {value!r}")
-        pair.append(number)
-    return pair[0], pair[1]
 
 
 @dataclass(frozen=True)
@@ -55,9 +35,9 @@ class WindowGeometry:
         stride: IntPair | None,
         padding: IntPair,
     ) -> WindowGeometry:
-        kh, kw = int_pair(kernel_size, "kernel_size", 1)
-        sh, sw = (kh, kw) if stride is None else int_pair(stride, "stride", 1)
-        ph, pw = int_pair(padding, "padding", 0)
+        kh, kw = pair(kernel_size, "kernel_size", low=1)
+        sh, sw = (kh, kw) if stride is None else pair(stride, "stride", low=1)
+        ph, pw = pair(padding, "padding", low=0)
         if 2 * ph > kh or 2 * pw > kw:
             raise ValueError(
                 f"padding: expected at most half the kernel size {(kh, kw)} per axis "
@@ -85,14 +65,17 @@ class WindowGeometry:
 
 
 def window_planes(x: ArrayLike, kernel_size, stride, padding, strict_fp16):
-    """Checked ``x`` of shape (..., H, W), its geometry and its planes as float64 (P, H, W)."""
+    """Checked ``x`` of shape (..., H, W), its geometry, its planes as float64 (P, H, W) and
+    the checked ``strict_fp16``."""
     x = float_array(x, "x")
     if x.ndim < 2:
         raise ValueError(f"x: expected shape (..., H, W), got {x.shape}")
-    check_strict(x, strict_fp16)
+    if x.shape[-2] == 0 or x.shape[-1] == 0:
+        raise ValueError(f"x: expected planes of at least 1 x 1 (H, W >= 1), got shape {x.shape}")
+    strict = strict_mode(strict_fp16, x.dtype)
     geometry = WindowGeometry.of(x.shape[-2:], kernel_size, stride, padding)
     planes = np.ascontiguousarray(x, dtype=np.float64).reshape(-1, *x.shape[-2:])
-    return x, geometry, planes
+    return x, geometry, planes, strict
 
 
 def window_gradient(g: ArrayLike, x: np.ndarray, geometry: WindowGeometry) -> np.ndarray:
@@ -106,20 +89,16 @@ def window_gradient(g: ArrayLike, x: np.ndarray, geometry: WindowGeometry) -> np
     return np.ascontiguousarray(g, dtype=np.float64).reshape(-1, *expected[-2:])
 
 
-def check_strict(x: np.ndarray, strict_fp16: bool) -> None:
-    if strict_fp16 and x.dtype != np.float16:
-        raise ValueError(f"strict_fp16: applies to float16 input only, got dtype {x.dtype}")
-
-
-def global_rows(x: ArrayLike, strict_fp16: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Checked ``x`` of shape (..., D), D >= 1, and its rows as float64 (N, D)."""
+def global_rows(x: ArrayLike, strict_fp16: object) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Checked ``x`` of shape (..., D), D >= 1, its rows as float64 (N, D) and the checked
+    ``strict_fp16``."""
     x = float_array(x, "x")
     if x.ndim == 0:
         raise ValueError("x: expected shape (..., D), got a 0-d array")
     if x.shape[-1] == 0:
         raise ValueError("x: pooling needs D >= 1 on the last axis, got D = 0")
-    check_strict(x, strict_fp16)
-    return x, np.ascontiguousarray(x, dtype=np.float64).reshape(-1, x.shape[-1])
+    strict = strict_mode(strict_fp16, x.dtype)
+    return x, np.ascontiguousarray(x, dtype=np.float64).reshape(-1, x.shape[-1]), strict
 
 
 def global_gradient(g: ArrayLike, x: np.ndarray) -> np.ndarray:

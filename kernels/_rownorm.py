@@ -16,25 +16,17 @@ the loop for the dtype and float16 mode, and restores the shape. The loops live 
 
 from __future__ import annotations
 
-import math
 from types import ModuleType
 
 import numpy as np
 from numpy.typing import ArrayLike
 
+from kernels._f16 import round_to_half
 from kernels._threads import thread_safe
-from kernels._validate import float_array
+from kernels._validate import eps_value, float_array, strict_mode
 
-
-def check_eps(eps: float) -> float:
-    """``eps`` as a float; ValueError unless it is a finite number >= 0."""
-    try:
-        value = float(eps)
-    except (TypeError, ValueError):
-        raise TypeError(f"eps: expected a real number, got {eps!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"eps: expected a finite number >= 0, got {eps!r}")
-    return value
+#: ``eps`` checked as every kernel checks it (kept under this name for ``kernels.compose``).
+check_eps = eps_value
 
 
 def parameter(value: ArrayLike, name: str, x: np.ndarray, size: int) -> np.ndarray:
@@ -49,12 +41,6 @@ def parameter(value: ArrayLike, name: str, x: np.ndarray, size: int) -> np.ndarr
     return np.ascontiguousarray(array)
 
 
-def _strict(x: np.ndarray, strict_fp16: bool) -> bool:
-    if strict_fp16 and x.dtype != np.float16:
-        raise ValueError(f"strict_fp16: applies to float16 input only, got dtype {x.dtype}")
-    return strict_fp16
-
-
 class Prepared:
     """Checked arguments of one call: rows of x, parameters, eps and the path to run."""
 
@@ -63,9 +49,9 @@ class Prepared:
         x: ArrayLike,
         gamma: ArrayLike,
         beta: ArrayLike | None,
-        eps: float,
+        eps: object,
         min_size: int,
-        strict_fp16: bool,
+        strict_fp16: object,
         title: str,
     ):
         x = float_array(x, "x")
@@ -76,13 +62,13 @@ class Prepared:
             raise ValueError(f"x: {title} needs D >= {min_size} on the last axis, got D = {size}")
         self.x = x
         self.size = size
-        self.strict = _strict(x, strict_fp16)
+        self.strict = strict_mode(strict_fp16, x.dtype)
         self.gamma = parameter(gamma, "gamma", x, size)
         self.has_beta = beta is not None
         self.beta = (
             parameter(beta, "beta", x, size) if beta is not None else np.zeros(size, x.dtype)
         )
-        self.eps = check_eps(eps)
+        self.eps = eps_value(eps)
         self.rows = np.ascontiguousarray(x).reshape(-1, size)
 
     @property
@@ -98,8 +84,9 @@ class Prepared:
         return self.x.dtype
 
     def loop_eps(self) -> float:
-        """eps as the loops use it: rounded to half in strict mode."""
-        return float(np.float16(self.eps)) if self.strict else self.eps
+        """eps as the loops use it: rounded to half in strict mode (inf from 65520 on, as
+        half arithmetic gives, without NumPy's overflow warning)."""
+        return round_to_half(self.eps) if self.strict else self.eps
 
     def widen(self, array: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(array, dtype=self.compute_dtype())

@@ -67,7 +67,10 @@ def real(value: object, name: str, *, low: float | None = None, high: float | No
         value, (int, float, np.floating, np.integer)
     ):
         raise TypeError(f"{name}: expected a real number, got {value!r}")
-    result = float(value)
+    try:
+        result = float(value)
+    except OverflowError:  # an int beyond float64's range, such as 10**400
+        raise ValueError(f"{name}: expected a finite number, got {value!r}") from None
     if not math.isfinite(result):
         raise ValueError(f"{name}: expected a finite number, got {value!r}")
     if (low is not None and result < low) or (high is not None and result > high):
@@ -99,3 +102,45 @@ def whole(value: object, name: str, *, low: int = 0, high: int | None = None) ->
         bounds = f"in [{low}, {high}]" if high is not None else f">= {low}"
         raise ValueError(f"{name}: expected an integer {bounds}, got {value!r}")
     return result
+
+
+#: The largest extent of one spatial axis (a padded side, a stride, a window) and the largest
+#: number of entries of one padded (H, W) plane of conv2d. Every convolution call holds one
+#: padded plane in float64 scratch and gives at least one output per pixel of it at stride 1:
+#: 2^31 entries are 16 GiB of float64 for a single plane, beyond the memory of the machines
+#: these kernels run on (a larger request could only end in MemoryError, or past 2^63 in an
+#: overflow of NumPy's index type), and far beyond any image a convolution is applied to
+#: (a 46,340 x 46,340 plane).
+MAX_EXTENT = 2**31
+
+
+def pair(
+    value: object,
+    name: str,
+    *,
+    low: int = 0,
+    high: int | None = MAX_EXTENT,
+    length_error: type[Exception] = ValueError,
+) -> tuple[int, int]:
+    """An int or a pair (tuple or list) of ints, each checked by :func:`whole`, as a pair.
+
+    A sequence of another length raises ``length_error`` (conv2d's ``stride=(1, 1, 1)`` has
+    always been a TypeError and the pooling kernels' ``kernel_size=(2, 2, 2)`` a ValueError;
+    both are pinned by their tests).
+    """
+    items = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
+    if len(items) != 2:
+        raise length_error(f"{name}: expected an int or a pair of ints, got {value!r}")
+    first, second = (_pair_item(item, value, name, low, high) for item in items)
+    return first, second
+
+
+def _pair_item(item: object, value: object, name: str, low: int, high: int | None) -> int:
+    if isinstance(item, (bool, np.bool_)) or not isinstance(item, (int, np.integer)):
+        raise TypeError(f"{name}: expected an int or a pair of ints, got {value!r}")
+    number = int(item)
+    if number < low:
+        raise ValueError(f"{name}: expected integers >= {low}, got {value!r}")
+    if high is not None and number > high:
+        raise ValueError(f"{name}: expected integers <= {high}, got {value!r}")
+    return number

@@ -2,7 +2,8 @@
 
 Global (001_76ce3a8a4b6079c3.txt, Table 2, row AveragePooling, LeCun et al.):
 ``y = sum(x) / D`` over the last axis, (..., D) -> (...); ``dx_i = g / D``; the Jacobian of
-one sample (D,) is the (1, D) row ``(1/D) 1^T``. Lipschitz constant (2-norm):
+one sample (D,) is the (1, D) row ``(1/D) 1^T`` (numerator layout, ``J[0, j] = dy/dx_j``).
+Lipschitz constant (2-norm):
 ``|<1/D, a - b>| <= |1| / D * |a - b| = |a - b| / sqrt(D)`` (Cauchy-Schwarz, equality for
 ``a - b`` parallel to 1), so it is ``1/sqrt(D)``; Table 2 prints ``1/D`` (the Jacobian's
 entries, not its norm) -- see the report.
@@ -161,35 +162,35 @@ def _jacobian2d(height, width, kh, kw, sh, sw, ph, pw, channels, out_h, out_w, w
                         out[row, (c * height + i) * width + j] = weight
 
 
-def _reciprocal(count: int, strict_fp16: bool) -> float:
-    """``1/count`` in float64 (rounded once to the dtype later); strict: ``1/half(count)``."""
-    return 1.0 / float(np.float16(count)) if strict_fp16 else 1.0 / count
+def _divisor(count: int, strict: bool) -> float:
+    """``count`` as the arithmetic holds it: rounded to half in strict mode (inf from 65520
+    on, as half arithmetic gives, without NumPy's overflow warning)."""
+    return round_to_half(float(count)) if strict else float(count)
 
 
 def forward(x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     """``sum(x) / D`` over the last axis: (..., D) -> (...), x's dtype."""
-    x, rows = global_rows(x, strict_fp16)
+    x, rows, strict = global_rows(x, strict_fp16)
     out = np.empty(rows.shape[0])
-    _global_forward(rows, bool(strict_fp16), out)
+    _global_forward(rows, strict, out)
     return finish(out, x.dtype, x.shape[:-1])
 
 
 def vjp(x: ArrayLike, g: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     """``dx_i = g / D`` for ``g`` of shape (...) (x's shape without the last axis)."""
-    x, rows = global_rows(x, strict_fp16)
+    x, rows, strict = global_rows(x, strict_fp16)
     grows = global_gradient(g, x)
     size = rows.shape[1]
-    divisor = float(np.float16(size)) if strict_fp16 else float(size)
-    dx = np.broadcast_to((grows / divisor)[:, None], rows.shape)
+    dx = np.broadcast_to((grows / _divisor(size, strict))[:, None], rows.shape)
     return finish(dx, x.dtype, x.shape)
 
 
 def jacobian(x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     """``(1/D) 1^T`` as a (1, D) array for one sample ``x`` of shape (D,)."""
-    x, rows = global_rows(x, strict_fp16)
+    x, rows, strict = global_rows(x, strict_fp16)
     if x.ndim != 1:
         raise ValueError(f"x: expected one sample of shape (D,), got shape {x.shape}")
-    weight = _reciprocal(rows.shape[1], strict_fp16)
+    weight = 1.0 / _divisor(rows.shape[1], strict)
     return finish(np.full(rows.shape, weight), x.dtype, rows.shape)
 
 
@@ -202,9 +203,9 @@ def forward2d(
     strict_fp16: bool = False,
 ) -> np.ndarray:
     """Window means (zero padding counted) of each (H, W) plane: shape (..., Ho, Wo)."""
-    x, geometry, planes = window_planes(x, kernel_size, stride, padding, strict_fp16)
+    x, geometry, planes, strict = window_planes(x, kernel_size, stride, padding, strict_fp16)
     out = np.empty((planes.shape[0], geometry.out_height, geometry.out_width))
-    _forward2d(planes, *geometry.loop_args, bool(strict_fp16), out)
+    _forward2d(planes, *geometry.loop_args, strict, out)
     return finish(out, x.dtype, (*x.shape[:-2], geometry.out_height, geometry.out_width))
 
 
@@ -218,10 +219,10 @@ def vjp2d(
     strict_fp16: bool = False,
 ) -> np.ndarray:
     """The input gradient for ``g`` of shape (..., Ho, Wo) (x's values are not read)."""
-    x, geometry, planes = window_planes(x, kernel_size, stride, padding, strict_fp16)
+    x, geometry, planes, strict = window_planes(x, kernel_size, stride, padding, strict_fp16)
     gplanes = window_gradient(g, x, geometry)
     dx = np.empty(planes.shape)
-    _vjp2d(gplanes, *geometry.loop_args, bool(strict_fp16), dx)
+    _vjp2d(gplanes, *geometry.loop_args, strict, dx)
     return finish(dx, x.dtype, x.shape)
 
 
@@ -234,12 +235,12 @@ def jacobian2d(
     strict_fp16: bool = False,
 ) -> np.ndarray:
     """Dense ``dy/dx`` of one sample (C, H, W): (C*Ho*Wo, C*H*W), ``1/(kh kw)`` per window pixel."""
-    x, geometry, planes = window_planes(x, kernel_size, stride, padding, strict_fp16)
+    x, geometry, planes, strict = window_planes(x, kernel_size, stride, padding, strict_fp16)
     if x.ndim != 3:
         raise ValueError(f"x: expected one sample of shape (C, H, W), got shape {x.shape}")
     g = geometry
     out = np.zeros((planes.shape[0] * g.out_height * g.out_width, planes.size))
-    weight = _reciprocal(g.kh * g.kw, strict_fp16)
+    weight = 1.0 / _divisor(g.kh * g.kw, strict)
     _jacobian2d(
         g.height, g.width, *g.loop_args, planes.shape[0], g.out_height, g.out_width, weight, out
     )

@@ -9,16 +9,20 @@ values (M = N, or N*H*W): ``mu = mean``, ``var = mean((x - mu)^2)`` (biased), an
   ``y = gamma (x - mu) / (sqrt(var) + eps) + beta``.
 
 Inference mode (``training=False``) uses ``running_mean`` and ``running_var`` instead: an
-affine map, Jacobian ``diag(gamma r)``. ``momentum`` is accepted for PyTorch's signature
-and used by :func:`running_update` only; no kernel writes into its inputs, so the running
-statistics are returned by :func:`running_update`, not updated in place.
+affine map, Jacobian ``diag(gamma r)``. No kernel writes into its inputs, so PyTorch's update
+of the running statistics after a training batch is :func:`running_update`, which returns
+them. ``momentum`` is in the signature for PyTorch's sake and used by :func:`running_update`
+only: in training mode, forward, vjp and jacobian refuse running statistics and any
+momentum but the default (ValueError naming them and :func:`running_update`) rather than
+ignore them silently; in inference mode momentum is checked (a real in [0, 1]) and, as in
+PyTorch's eval mode, has no effect.
 
 Backward (proven equal to sympy.diff of the forward, M = 1..5, ``derive/definitions/batchnorm.py``):
 with d = x - mu, r the scale, a = gamma g, ``dx = r (a - mean(a) - d w mean(a d))``,
 ``w = r^2`` (sqrt_var_eps) or ``r / sqrt(var)`` (std_plus_eps), ``dgamma = sum g d r``,
 ``dbeta = sum g`` (sums over the batch). The Jacobian of one feature is
-``gamma r (I - 11^T/M - d d^T w / M)``; :func:`jacobian` returns one (M, M) block per
-feature.
+``gamma r (I - 11^T/M - d d^T w / M)`` (numerator layout, ``J[k, l] = dy_k / dx_l``);
+:func:`jacobian` returns one (M, M) block per feature.
 
 Edge cases. N = 1 (M = 1): the centered batch is 0, so y = beta and dx = 0. A constant
 feature (zero variance) gives y = beta and the largest Jacobian, ``gamma (I - 11^T/M) /
@@ -40,32 +44,46 @@ import numba
 import numpy as np
 from numpy.typing import ArrayLike
 
+from kernels._f16 import round_to_half
 from kernels._generated import batchnorm as _generated
-from kernels._rownorm import check_eps
 from kernels._threads import thread_safe
-from kernels._validate import float_array
+from kernels._validate import choice, eps_value, flag, float_array, real, strict_mode
 
 #: denom -> suffix of the generated loops.
 DENOMS = {"sqrt_var_eps": "sqrt", "std_plus_eps": "std"}
+
+#: PyTorch's default momentum; forward, vjp and jacobian accept no other value in training
+#: mode (see :func:`_refuse_unused_statistics`).
+DEFAULT_MOMENTUM = 0.1
+
+#: What to use instead of running statistics in training mode (named in the error).
+_RUNNING_HINT = (
+    "the kernels never update statistics in place; use batchnorm.running_update(x, "
+    "running_mean, running_var, momentum) for PyTorch's updated running statistics, or "
+    "training=False to normalize with them"
+)
 
 
 class _Prepared:
     """Checked arguments, x laid out features-last as (N, L, C), and the loop path."""
 
-    def __init__(self, x, gamma, beta, eps, training, running_mean, running_var, denom, strict):
+    def __init__(
+        self, x, gamma, beta, eps, training, running_mean, running_var, momentum, denom, strict
+    ):
         x = float_array(x, "x")
         if x.ndim not in (2, 4):
             raise ValueError(f"x: expected shape (N, D) or (N, C, H, W), got {x.shape}")
-        if denom not in DENOMS:
-            raise ValueError(f"denom: expected one of {list(DENOMS)}, got {denom!r}")
-        if strict and x.dtype != np.float16:
-            raise ValueError(f"strict_fp16: applies to float16 input only, got dtype {x.dtype}")
+        self.denom = choice(denom, "denom", tuple(DENOMS))
+        self.strict = strict_mode(strict, x.dtype)
+        self.training = flag(training, "training")
+        momentum = real(momentum, "momentum", low=0.0, high=1.0)
         features = x.shape[1]
-        self.x, self.strict, self.training, self.denom = x, strict, bool(training), denom
+        self.x = x
         self.gamma = self._parameter(gamma, "gamma", features)
         self.beta = self._parameter(beta, "beta", features)
-        self.eps = check_eps(eps)
-        if training:
+        self.eps = eps_value(eps)
+        if self.training:
+            _refuse_unused_statistics(running_mean, running_var, momentum)
             if x.size == 0 and features:
                 raise ValueError("x: BatchNorm in training mode needs a non-empty batch")
         else:
@@ -73,8 +91,8 @@ class _Prepared:
                 raise ValueError(
                     "running_mean, running_var: required in inference mode (training=False)"
                 )
-            self.mean = self._statistic(running_mean, "running_mean", features)
-            self.var = self._statistic(running_var, "running_var", features)
+            mean, var = _running_statistics(running_mean, running_var, features)
+            self.mean, self.var = self._statistic(mean), self._statistic(var)
         self.columns = self.layout(x)
         # Features per parallel block: one block per thread, so that each block's inner
         # loops run over long contiguous runs of features; results do not depend on it.
@@ -97,14 +115,9 @@ class _Prepared:
             )
         return np.ascontiguousarray(array, dtype=self._compute)
 
-    def _statistic(self, value, name, features):
-        array = float_array(value, name)
-        if array.shape != (features,):
-            raise ValueError(
-                f"{name}: expected shape ({features},) (axis 1 of x), got {array.shape}"
-            )
-        if np.any(array < 0) and name == "running_var":
-            raise ValueError(f"{name}: a variance must be >= 0")
+    def _statistic(self, array: np.ndarray) -> np.ndarray:
+        """A checked running statistic as the loops read it: float64, rounded to half in
+        strict mode (inf past 65519, as half arithmetic gives, without a warning)."""
         values = np.ascontiguousarray(array, dtype=np.float64)
         if not self.strict:
             return values
@@ -128,7 +141,8 @@ class _Prepared:
         return thread_safe(getattr(_generated, f"{name}_{mode}{self.path}_{DENOMS[self.denom]}"))
 
     def loop_eps(self) -> float:
-        return float(np.float16(self.eps)) if self.strict else self.eps
+        """eps rounded to half in strict mode (inf from 65520 on, without a warning)."""
+        return round_to_half(self.eps) if self.strict else self.eps
 
     def buffer(self, shape) -> np.ndarray:
         return np.empty(shape, np.float64 if self.x.dtype == np.float16 else self.x.dtype)
@@ -159,8 +173,46 @@ def _features_last(array: np.ndarray, dtype) -> np.ndarray:
     return np.ascontiguousarray(np.moveaxis(array, 1, -1), dtype=dtype).reshape(n, h * w, c)
 
 
-def _prepare(x, gamma, beta, eps, training, running_mean, running_var, denom, strict):
-    return _Prepared(x, gamma, beta, eps, training, running_mean, running_var, denom, strict)
+def _running_statistics(
+    running_mean: ArrayLike, running_var: ArrayLike, features: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The running statistics checked alike wherever they are read (inference mode and
+    :func:`running_update`): float arrays of shape (features,), the variance >= 0 (NaN
+    passes and propagates)."""
+    checked = []
+    for name, value in (("running_mean", running_mean), ("running_var", running_var)):
+        array = float_array(value, name)
+        if array.shape != (features,):
+            raise ValueError(
+                f"{name}: expected shape ({features},) (axis 1 of x), got {array.shape}"
+            )
+        checked.append(array)
+    if np.any(checked[1] < 0):
+        raise ValueError("running_var: a variance must be >= 0")
+    return checked[0], checked[1]
+
+
+def _refuse_unused_statistics(running_mean: object, running_var: object, momentum: float) -> None:
+    """Training mode normalizes by the batch's statistics and updates nothing: running
+    statistics or a momentum other than the default would be silently ignored, so they are
+    refused (ValueError naming them and :func:`running_update`)."""
+    for name, value in (("running_mean", running_mean), ("running_var", running_var)):
+        if value is not None:
+            raise ValueError(
+                f"{name}: not read in training mode (training=True), which normalizes by "
+                f"the batch's statistics; {_RUNNING_HINT}"
+            )
+    if momentum != DEFAULT_MOMENTUM:
+        raise ValueError(
+            f"momentum: has no effect in training mode (training=True), got {momentum!r} "
+            f"(only the default {DEFAULT_MOMENTUM} is accepted); {_RUNNING_HINT}"
+        )
+
+
+def _prepare(x, gamma, beta, eps, training, running_mean, running_var, momentum, denom, strict):
+    return _Prepared(
+        x, gamma, beta, eps, training, running_mean, running_var, momentum, denom, strict
+    )
 
 
 def forward(
@@ -171,13 +223,15 @@ def forward(
     training: bool = True,
     running_mean: ArrayLike | None = None,
     running_var: ArrayLike | None = None,
-    momentum: float = 0.1,
+    momentum: float = DEFAULT_MOMENTUM,
     denom: str = "sqrt_var_eps",
     *,
     strict_fp16: bool = False,
 ) -> np.ndarray:
     """BatchNorm of ``x``; same shape and dtype as ``x``."""
-    p = _prepare(x, gamma, beta, eps, training, running_mean, running_var, denom, strict_fp16)
+    p = _prepare(
+        x, gamma, beta, eps, training, running_mean, running_var, momentum, denom, strict_fp16
+    )
     out = p.buffer(p.columns.shape)
     if p.training:
         p.loop("forward")(p.columns, p.gamma, p.beta, p.loop_eps(), p.block, out)
@@ -195,13 +249,15 @@ def vjp(
     training: bool = True,
     running_mean: ArrayLike | None = None,
     running_var: ArrayLike | None = None,
-    momentum: float = 0.1,
+    momentum: float = DEFAULT_MOMENTUM,
     denom: str = "sqrt_var_eps",
     *,
     strict_fp16: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(dx, dgamma, dbeta)`` for the upstream gradient ``g`` (shape of ``x``)."""
-    p = _prepare(x, gamma, beta, eps, training, running_mean, running_var, denom, strict_fp16)
+    p = _prepare(
+        x, gamma, beta, eps, training, running_mean, running_var, momentum, denom, strict_fp16
+    )
     g = float_array(g, "g")
     if g.shape != p.x.shape:
         raise ValueError(f"g: expected shape {p.x.shape} (the shape of x), got {g.shape}")
@@ -227,20 +283,22 @@ def jacobian(
     training: bool = True,
     running_mean: ArrayLike | None = None,
     running_var: ArrayLike | None = None,
-    momentum: float = 0.1,
+    momentum: float = DEFAULT_MOMENTUM,
     denom: str = "sqrt_var_eps",
     *,
     strict_fp16: bool = False,
 ) -> np.ndarray:
     """One (M, M) block per feature, shape (features, M, M): ``J[j, k, l] = dy_kj / dx_lj``
     with the batch positions k, l in C order over (N, H, W). Numerator layout."""
-    p = _prepare(x, gamma, beta, eps, training, running_mean, running_var, denom, strict_fp16)
+    p = _prepare(
+        x, gamma, beta, eps, training, running_mean, running_var, momentum, denom, strict_fp16
+    )
     features = p.columns.shape[2]
     size = p.columns.shape[0] * p.columns.shape[1]
     out = p.buffer((features, size, size))
     for j in range(features):
         if p.training:
-            loop = getattr(_generated, f"jacobian_{p.path}_{DENOMS[denom]}")
+            loop = getattr(_generated, f"jacobian_{p.path}_{DENOMS[p.denom]}")
             loop(p.feature_row(j), p.gamma[j], p.loop_eps(), out[j])
         else:
             scale = _inference_scale(p, j)
@@ -257,7 +315,10 @@ def _inference_scale(p: _Prepared, j: int) -> float:
 
 
 def running_update(
-    x: ArrayLike, running_mean: ArrayLike, running_var: ArrayLike, momentum: float = 0.1
+    x: ArrayLike,
+    running_mean: ArrayLike,
+    running_var: ArrayLike,
+    momentum: float = DEFAULT_MOMENTUM,
 ) -> tuple[np.ndarray, np.ndarray]:
     """PyTorch's update of the running statistics after one training batch ``x``:
     ``(1 - momentum) running + momentum batch``, the batch variance unbiased (M/(M-1)).
@@ -265,22 +326,15 @@ def running_update(
     The notes (003_54d3154625e0c3ca.txt) write ``m running + (1 - m) batch``: their m is
     ``1 - momentum``, and their batch variance is the biased one. M = 1 gives NaN variance
     (the unbiased variance of one value is undefined). Returns new arrays in the dtypes
-    of ``running_mean`` and ``running_var``.
+    of ``running_mean`` and ``running_var``. The statistics are checked as in inference
+    mode (a negative ``running_var`` is a ValueError); ``momentum`` is a real in [0, 1].
     """
     x = float_array(x, "x")
     if x.ndim not in (2, 4):
         raise ValueError(f"x: expected shape (N, D) or (N, C, H, W), got {x.shape}")
     features = x.shape[1]
-    mean_in = float_array(running_mean, "running_mean")
-    var_in = float_array(running_var, "running_var")
-    for name, array in (("running_mean", mean_in), ("running_var", var_in)):
-        if array.shape != (features,):
-            raise ValueError(
-                f"{name}: expected shape ({features},) (axis 1 of x), got {array.shape}"
-            )
-    momentum = float(momentum)
-    if not 0.0 <= momentum <= 1.0:
-        raise ValueError(f"momentum: expected a number in [0, 1], got {momentum!r}")
+    mean_in, var_in = _running_statistics(running_mean, running_var, features)
+    momentum = real(momentum, "momentum", low=0.0, high=1.0)
     columns = _features_last(x, np.float64 if x.dtype == np.float64 else np.float32)
     size = columns.shape[0] * columns.shape[1]
     if size == 0:
@@ -291,6 +345,7 @@ def running_update(
     with np.errstate(divide="ignore", invalid="ignore"):
         unbiased = var * size / (size - 1) if size > 1 else np.full(features, np.nan)
     keep = 1.0 - momentum
-    new_mean = keep * mean_in.astype(np.float64) + momentum * mean
-    new_var = keep * var_in.astype(np.float64) + momentum * unbiased
-    return new_mean.astype(mean_in.dtype), new_var.astype(var_in.dtype)
+    with np.errstate(over="ignore", invalid="ignore"):  # inf and NaN are results (IEEE)
+        new_mean = keep * mean_in.astype(np.float64) + momentum * mean
+        new_var = keep * var_in.astype(np.float64) + momentum * unbiased
+        return new_mean.astype(mean_in.dtype), new_var.astype(var_in.dtype)

@@ -74,7 +74,7 @@ from numpy.typing import ArrayLike
 
 from kernels._f16 import round_to_half
 from kernels._threads import thread_safe
-from kernels._validate import float_array
+from kernels._validate import MAX_EXTENT, choice, float_array, pair, strict_mode
 
 __all__ = ["Conv2dOperator", "forward", "jacobian", "linear_operator", "vjp"]
 
@@ -281,18 +281,6 @@ def _jacobian(w, rows, cols, height, width, strict, out):
 # --------------------------------------------------------------------------------------
 
 
-def _pair(value: object, name: str, minimum: int) -> tuple[int, int]:
-    """An int or a pair of ints, each >= minimum, as a pair."""
-    items = value if isinstance(value, (tuple, list)) else (value, value)
-    if len(items) != 2 or not all(
-        isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in items
-    ):
-        raise TypeError(f"{name}: expected an int or a pair of ints, got {value!r}")
-    if any(v < minimum for v in items):
-        raise ValueError(f"{name}: expected values >= {minimum}, got {value!r}")
-    return int(items[0]), int(items[1])
-
-
 def _source_index(size: int, taps: int, out: int, stride: int, pad: int, circular: bool):
     """index[p, i]: the input index under tap p of output i (-1: a padded zero)."""
     padded = np.arange(out)[np.newaxis, :] * stride + np.arange(taps)[:, np.newaxis] - pad
@@ -354,17 +342,21 @@ def _geometry(
         )
     if weight_shape[2] < 1 or weight_shape[3] < 1:
         raise ValueError(f"W: expected a kernel of at least 1 x 1, got shape {weight_shape}")
-    strides = _pair(stride, "stride", 1)
-    pads = _pair(padding, "padding", 0)
-    if padding_mode not in PADDING_MODES:
-        raise ValueError(f"padding_mode: expected one of {PADDING_MODES}, got {padding_mode!r}")
-    circular = padding_mode == "circular"
+    strides = pair(stride, "stride", low=1, length_error=TypeError)
+    pads = pair(padding, "padding", low=0, length_error=TypeError)
+    circular = choice(padding_mode, "padding_mode", PADDING_MODES) == "circular"
     if circular and (pads[0] > height or pads[1] > width):
         raise ValueError(
             f"padding: circular padding wraps at most once: expected padding <= ({height}, "
             f"{width}) (the input's H, Wd), got {padding!r}"
         )
     sizes = (height, width)
+    padded_hw = (height + 2 * pads[0], width + 2 * pads[1])
+    if padded_hw[0] * padded_hw[1] > MAX_EXTENT:
+        raise ValueError(
+            f"padding: the padded plane {padded_hw} (H, Wd of x plus 2 * padding) has more than "
+            f"2^31 entries (16 GiB of float64 scratch for one plane); got padding {padding!r}"
+        )
     out = tuple((sizes[a] + 2 * pads[a] - weight_shape[2 + a]) // strides[a] + 1 for a in range(2))
     if min(out) < 1:
         raise ValueError(
@@ -393,14 +385,6 @@ def _geometry(
     )
 
 
-def _check_strict(strict_fp16: object, dtype: np.dtype) -> bool:
-    if not isinstance(strict_fp16, (bool, np.bool_)):
-        raise TypeError(f"strict_fp16: expected True or False, got {strict_fp16!r}")
-    if strict_fp16 and dtype != np.float16:
-        raise ValueError(f"strict_fp16: applies to float16 input only, got dtype {dtype}")
-    return bool(strict_fp16)
-
-
 def _like_x(value: ArrayLike, name: str, dtype: np.dtype) -> np.ndarray:
     array = float_array(value, name)
     if array.dtype != dtype:
@@ -423,7 +407,7 @@ class _Prepared:
             b = _like_x(b, "b", x.dtype)
             if b.shape != (W.shape[0],):
                 raise ValueError(f"b: expected shape ({W.shape[0]},) (axis 0 of W), got {b.shape}")
-        self.strict = _check_strict(strict_fp16, x.dtype)
+        self.strict = strict_mode(strict_fp16, x.dtype)
         self.geometry = _geometry(x.shape[-3:], W.shape, stride, padding, padding_mode)
         self.x, self.W, self.b = x, W, b
 

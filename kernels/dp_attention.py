@@ -69,6 +69,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from kernels import _attention as _a
+from kernels._validate import strict_mode
 
 __all__ = ["forward", "jacobian", "vjp"]
 
@@ -82,7 +83,7 @@ class _Prepared:
         Wk = _a.check_weight(Wk, "Wk", X, rows=Wq.shape[0])
         Wv = _a.check_weight(Wv, "Wv", X)
         self.dtype = X.dtype
-        self.ar = ar = _a.Arith(_a.check_strict(strict_fp16, X))
+        self.ar = ar = _a.Arith(strict_mode(strict_fp16, X.dtype))
         self.X, self.Wq, self.Wk, self.Wv = (ar.wide(a) for a in (X, Wq, Wk, Wv))
         self.root = ar.scalar(math.sqrt(Wq.shape[0]))
         self.n, self.dv = X.shape[0], Wv.shape[0]

@@ -12,7 +12,8 @@ evaluate ``0 * inf`` there).
 Derivatives are ``sympy.diff`` of these definitions. ``sup |gelu'|`` is
 ``1/2 + erf(1)/2 + exp(-1)/sqrt(pi) ~ 1.1289`` at x = sqrt 2 (exact form), ~1.1289 for
 "tanh", and ~1.0998 for "sigmoid" (Swish's constant: ``gelu_sigmoid'(x) = swish'(1.702 x)``);
-all proven in ``proofs``. NaN gives NaN; +-inf gives the limits.
+all proven in ``proofs``. NaN gives NaN; +-inf gives the limits. The Jacobian of one sample
+(D,) is ``diag(gelu'(x))`` (numerator layout; diagonal).
 
 >>> import numpy as np
 >>> from kernels import gelu
@@ -29,15 +30,14 @@ from numpy.typing import ArrayLike
 
 from kernels import _elementwise
 from kernels._generated import gelu_none, gelu_sigmoid, gelu_tanh
+from kernels._validate import choice
 
 #: ``approximate`` -> the generated loops of that form.
 FORMS = {"none": gelu_none, "tanh": gelu_tanh, "sigmoid": gelu_sigmoid}
 
 
-def _form(approximate: str):
-    if approximate not in FORMS:
-        raise ValueError(f"approximate: expected one of {sorted(FORMS)}, got {approximate!r}")
-    return FORMS[approximate]
+def _form(approximate: object):
+    return FORMS[choice(approximate, "approximate", tuple(FORMS))]
 
 
 def forward(x: ArrayLike, approximate: str = "none", *, strict_fp16: bool = False) -> np.ndarray:

@@ -38,7 +38,9 @@ number of rows for dW and db) and ``gamma_n = n u / (1 - n u)``, ``u = 2^-53``.
   arithmetic does: a product past 65504 is inf even when the exact result is small.
 
 NaN and inf propagate as IEEE arithmetic says (``0 * inf`` is NaN). Nothing is written
-into the inputs; any strides work.
+into the inputs; any strides work. Empty shapes give the exact (empty) results: D = 0 makes
+every ``x W^T`` an empty sum, so ``y = b`` (0 without bias), and O = 0 gives an empty ``y``
+and ``dx = 0``.
 
 >>> import numpy as np
 >>> from kernels import linear
@@ -62,7 +64,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from kernels._generated.weightnorm import matmul_nt_f16s
-from kernels._validate import float_array
+from kernels._validate import float_array, strict_mode
 
 __all__ = ["forward", "jacobian", "vjp"]
 
@@ -92,14 +94,13 @@ class _Prepared:
                 raise ValueError(f"b: expected shape ({W.shape[0]},) (rows of W), got {b.shape}")
             if b.dtype != x.dtype:
                 raise TypeError(f"b: expected dtype {x.dtype} (the dtype of x), got {b.dtype}")
-        if not isinstance(strict_fp16, (bool, np.bool_)):
-            raise TypeError(f"strict_fp16: expected True or False, got {strict_fp16!r}")
-        if strict_fp16 and x.dtype != np.float16:
-            raise ValueError(f"strict_fp16: applies to float16 input only, got dtype {x.dtype}")
-        self.x, self.strict = x, bool(strict_fp16)
+        self.x, self.strict = x, strict_mode(strict_fp16, x.dtype)
         self.outputs = W.shape[0]
+        #: The number of rows of the flattened batch axes (explicit: with D = 0 or O = 0 an
+        #: empty array cannot infer it).
+        self.count = int(np.prod(x.shape[:-1], dtype=np.int64))
         # Widening is exact for every dtype; float64 input is not copied when contiguous.
-        self.rows = np.ascontiguousarray(x, dtype=np.float64).reshape(-1, x.shape[-1])
+        self.rows = np.ascontiguousarray(x, dtype=np.float64).reshape(self.count, x.shape[-1])
         self.W = np.ascontiguousarray(W, dtype=np.float64)
         self.b = None if b is None else np.ascontiguousarray(b, dtype=np.float64)
 
@@ -155,7 +156,7 @@ def vjp(
         raise ValueError(f"g: expected shape {expected} (the shape of y), got {g.shape}")
     if g.dtype != p.x.dtype:
         raise TypeError(f"g: expected dtype {p.x.dtype} (the dtype of x), got {g.dtype}")
-    grows = np.ascontiguousarray(g, dtype=np.float64).reshape(-1, p.outputs)
+    grows = np.ascontiguousarray(g, dtype=np.float64).reshape(p.count, p.outputs)
     dx = p.product_nt(grows, p.W.T)
     dW = p.product_nt(grows.T, p.rows.T)
     db = None

@@ -8,7 +8,8 @@ convention (torch.amax's): the gradient is split evenly among the ``k`` maximise
 Clarke subdifferential ``conv{e_i : x_i == y}``. A NaN anywhere in a row makes ``y`` and
 the whole row of ``dx`` NaN; ``+-inf`` entries tie like numbers; ``0 * g`` is NaN for
 non-finite ``g`` (IEEE, as ``grad * mask / count`` in PyTorch). The Jacobian of one sample
-(D,) is the (1, D) row ``(1/k) 1(x == y)``. Lipschitz constant (2-norm): 1, since
+(D,) is the (1, D) row ``(1/k) 1(x == y)`` (numerator layout, ``J[0, j] = dy/dx_j``).
+Lipschitz constant (2-norm): 1, since
 ``|max a - max b| <= max|a - b| <= |a - b|``, attained at ``a = t e_1``, ``b = 0``.
 
 Windowed (PyTorch's ``max_pool2d``, floor mode, no dilation): ``x`` has shape (..., H, W)
@@ -62,12 +63,11 @@ from kernels._pool import (
     finish,
     global_gradient,
     global_rows,
-    int_pair,
     window_gradient,
     window_planes,
 )
 from kernels._threads import thread_safe
-from kernels._validate import float_array
+from kernels._validate import float_array, pair
 
 __all__ = ["forward", "forward2d", "jacobian", "jacobian2d", "lipschitz2d", "vjp", "vjp2d"]
 
@@ -166,7 +166,7 @@ def _jacobian2d(planes, kh, kw, sh, sw, ph, pw, out_h, out_w, out):
 
 def forward(x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     """``max`` over the last axis: (..., D) -> (...); NaN if the row holds a NaN."""
-    x, rows = global_rows(x, strict_fp16)
+    x, rows, _ = global_rows(x, strict_fp16)
     out = np.empty(rows.shape[0])
     _global_rows(rows, np.zeros(rows.shape[0]), out, np.empty((1, 1)), False)
     return finish(out, x.dtype, x.shape[:-1])
@@ -174,7 +174,7 @@ def forward(x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
 
 def vjp(x: ArrayLike, g: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     """``dx = (g / k) 1(x == max)``, k the number of maximisers; g has shape (...)."""
-    x, rows = global_rows(x, strict_fp16)
+    x, rows, _ = global_rows(x, strict_fp16)
     grows = global_gradient(g, x)
     out = np.empty(rows.shape[0])
     dx = np.empty(rows.shape)
@@ -199,7 +199,7 @@ def forward2d(
     strict_fp16: bool = False,
 ) -> np.ndarray:
     """Windowed maxima of each (H, W) plane of ``x``: shape (..., Ho, Wo), x's dtype."""
-    x, geometry, planes = window_planes(x, kernel_size, stride, padding, strict_fp16)
+    x, geometry, planes, _ = window_planes(x, kernel_size, stride, padding, strict_fp16)
     out = np.empty((planes.shape[0], geometry.out_height, geometry.out_width))
     _forward2d(planes, *geometry.loop_args, out)
     return finish(out, x.dtype, (*x.shape[:-2], geometry.out_height, geometry.out_width))
@@ -215,10 +215,10 @@ def vjp2d(
     strict_fp16: bool = False,
 ) -> np.ndarray:
     """The input gradient for ``g`` of shape (..., Ho, Wo): each ``g`` goes to its argmax."""
-    x, geometry, planes = window_planes(x, kernel_size, stride, padding, strict_fp16)
+    x, geometry, planes, strict = window_planes(x, kernel_size, stride, padding, strict_fp16)
     gplanes = window_gradient(g, x, geometry)
     dx = np.empty(planes.shape)
-    _vjp2d(planes, gplanes, *geometry.loop_args, bool(strict_fp16), dx)
+    _vjp2d(planes, gplanes, *geometry.loop_args, strict, dx)
     return finish(dx, x.dtype, x.shape)
 
 
@@ -231,7 +231,7 @@ def jacobian2d(
     strict_fp16: bool = False,
 ) -> np.ndarray:
     """Dense ``dy/dx`` of one sample (C, H, W): (C*Ho*Wo, C*H*W), 1 at each window's argmax."""
-    x, geometry, planes = window_planes(x, kernel_size, stride, padding, strict_fp16)
+    x, geometry, planes, _ = window_planes(x, kernel_size, stride, padding, strict_fp16)
     if x.ndim != 3:
         raise ValueError(f"x: expected one sample of shape (C, H, W), got shape {x.shape}")
     out_h, out_w = geometry.out_height, geometry.out_width
@@ -268,7 +268,7 @@ def lipschitz2d(
     Non-overlapping windows (stride >= kernel) give 1; ``kernel_size = 3, stride = 1``
     gives 3 (m = 9) away from the border.
     """
-    height, width = int_pair(input_hw, "input_hw", 1)
+    height, width = pair(input_hw, "input_hw", low=1)
     geometry = WindowGeometry.of((height, width), kernel_size, stride, padding)
     g = geometry
     rows = _largest_cover(height, g.kh, g.sh, g.ph, g.out_height)

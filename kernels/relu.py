@@ -4,7 +4,8 @@ Source: 001_76ce3a8a4b6079c3.txt, Table 2, row ReLU, which prints the derivative
 indicator ``1(x_i > 0)``. ReLU is not differentiable at 0 (its subdifferential there is
 [0, 1]); liptable's convention is ``relu'(0) = 0``, the printed indicator, as in PyTorch
 and JAX. ``relu(-0.0)`` is ``0.0``. The Lipschitz constant is 1 (attained on any pair of
-positive inputs). NaN gives NaN.
+positive inputs). NaN gives NaN. The Jacobian of one sample (D,) is ``diag(1(x > 0))``
+(numerator layout ``J[i, j] = dy_i/dx_j``; diagonal, so the paper's layout is the same).
 
 >>> import numpy as np
 >>> from kernels import relu

@@ -72,6 +72,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from kernels import _attention as _a
+from kernels._validate import eps_value, real, strict_mode
 
 __all__ = ["forward", "jacobian", "vjp"]
 
@@ -85,10 +86,10 @@ class _Prepared:
         Wk = _a.check_weight(Wk, "Wk", X, rows=Wq.shape[0])
         Wv = _a.check_weight(Wv, "Wv", X)
         self.dtype = X.dtype
-        self.ar = ar = _a.Arith(_a.check_strict(strict_fp16, X))
-        self.nu = ar.scalar(_a.check_scalar(nu, "nu"))
-        self.tau = ar.scalar(_a.check_scalar(tau, "tau"))
-        self.eps = ar.scalar(_a.check_eps(eps))
+        self.ar = ar = _a.Arith(strict_mode(strict_fp16, X.dtype))
+        self.nu = ar.scalar(real(nu, "nu"))
+        self.tau = ar.scalar(real(tau, "tau"))
+        self.eps = ar.scalar(eps_value(eps))
         self.X, self.Wq, self.Wk, self.Wv = (ar.wide(a) for a in (X, Wq, Wk, Wv))
         self.n, self.dv = X.shape[0], Wv.shape[0]
 

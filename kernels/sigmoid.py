@@ -4,7 +4,8 @@ Source: 001_76ce3a8a4b6079c3.txt, Table 2, row Sigmoid. Derivative
 ``sigma'(x) = sigma(x) (1 - sigma(x))``, evaluated as ``exp(-|x|) / (1 + exp(-|x|))^2`` so
 that neither the overflow of ``exp(-x)`` for x << 0 nor the cancellation of ``1 - sigma``
 for x >> 0 costs accuracy. Smooth everywhere; ``sup |sigma'| = 1/4``, attained at x = 0.
-NaN gives NaN; +-inf gives the limits (forward 0 and 1, derivative 0).
+NaN gives NaN; +-inf gives the limits (forward 0 and 1, derivative 0). The Jacobian of one
+sample (D,) is ``diag(sigma'(x))`` (numerator layout; diagonal, so the layouts agree).
 
 float32 and float16 input is evaluated in float64 and rounded once at the end;
 ``strict_fp16=True`` rounds every intermediate of a float16 evaluation to half precision

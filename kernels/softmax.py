@@ -83,7 +83,7 @@ from numpy.typing import ArrayLike
 from kernels._dd import dd_add, dd_div, dd_exp, dd_mul, dd_sub, two_sum
 from kernels._f16 import round_to_half
 from kernels._threads import thread_safe
-from kernels._validate import float_array
+from kernels._validate import float_array, strict_mode
 
 __all__ = ["forward", "jacobian", "vjp"]
 
@@ -302,15 +302,13 @@ def _jacobian_row_strict(row, out):
 class _Prepared:
     """Checked ``x`` as float64 rows (D >= 1) and the arithmetic to use."""
 
-    def __init__(self, x: ArrayLike, strict_fp16: bool):
+    def __init__(self, x: ArrayLike, strict_fp16: object):
         x = float_array(x, "x")
         if x.ndim == 0:
             raise ValueError("x: expected shape (..., D), got a 0-d array")
         if x.shape[-1] == 0:
             raise ValueError("x: softmax needs D >= 1 on the last axis, got D = 0")
-        if strict_fp16 and x.dtype != np.float16:
-            raise ValueError(f"strict_fp16: applies to float16 input only, got dtype {x.dtype}")
-        self.x, self.strict = x, bool(strict_fp16)
+        self.x, self.strict = x, strict_mode(strict_fp16, x.dtype)
         self.rows = np.ascontiguousarray(x, dtype=np.float64).reshape(-1, x.shape[-1])
 
     def finish(self, values: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

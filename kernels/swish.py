@@ -5,7 +5,8 @@ Source: 001_76ce3a8a4b6079c3.txt, Table 2, row Swish. Derivative
 (``(1 + t + x t) / (1 + t)^2`` with ``t = exp(-x)`` for x >= 0, and
 ``t (1 + t + x) / (1 + t)^2`` with ``t = exp(x)`` for x < 0): no overflow, no ``1 - sigma``
 cancellation. Smooth everywhere; ``sup |swish'| ~ 1.0998`` at the root x* ~ 2.3994 of
-``x tanh(x/2) = 2`` (proven in ``proofs``). NaN gives NaN; +-inf gives the limits.
+``x tanh(x/2) = 2`` (proven in ``proofs``). NaN gives NaN; +-inf gives the limits. The
+Jacobian of one sample (D,) is ``diag(swish'(x))`` (numerator layout; diagonal).
 
 >>> import numpy as np
 >>> from kernels import swish

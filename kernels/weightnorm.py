@@ -29,10 +29,10 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
+from kernels._f16 import round_to_half
 from kernels._generated import weightnorm as _generated
-from kernels._rownorm import check_eps
 from kernels._threads import thread_safe
-from kernels._validate import float_array
+from kernels._validate import eps_value, float_array, strict_mode
 
 
 class _Prepared:
@@ -56,17 +56,17 @@ class _Prepared:
             )
         if gamma.dtype != x.dtype:
             raise TypeError(f"gamma: expected dtype {x.dtype} (the dtype of x), got {gamma.dtype}")
-        if strict_fp16 and x.dtype != np.float16:
-            raise ValueError(f"strict_fp16: applies to float16 input only, got dtype {x.dtype}")
-        self.x, self.strict = x, strict_fp16
-        self.eps = check_eps(eps)
-        self.rows = np.ascontiguousarray(x, dtype=self._compute).reshape(-1, x.shape[-1])
+        self.x, self.strict = x, strict_mode(strict_fp16, x.dtype)
+        self.eps = eps_value(eps)
+        #: Rows of the flattened batch axes, explicit (an empty array cannot infer it).
+        self.count = int(np.prod(x.shape[:-1], dtype=np.int64))
+        self.rows = np.ascontiguousarray(x, dtype=self._compute).reshape(self.count, x.shape[-1])
         self.v = np.ascontiguousarray(v, dtype=self._compute)
         self.gamma = np.ascontiguousarray(gamma, dtype=self._compute)
         if x.dtype == np.float64:
             self.path = "f64"
         else:
-            self.path = "f16s" if strict_fp16 else "wide"
+            self.path = "f16s" if self.strict else "wide"
 
     @property
     def _compute(self) -> np.dtype:
@@ -75,7 +75,8 @@ class _Prepared:
         return self.x.dtype
 
     def loop_eps(self) -> float:
-        return float(np.float16(self.eps)) if self.strict else self.eps
+        """eps rounded to half in strict mode (inf from 65520 on, without a warning)."""
+        return round_to_half(self.eps) if self.strict else self.eps
 
     def weights(self) -> np.ndarray:
         """W in float64 (halves in strict mode)."""
@@ -93,7 +94,8 @@ class _Prepared:
             out = np.empty((a.shape[0], b.shape[0]))
             _generated.matmul_nt_f16s(a, b, out)
             return out
-        return a @ b.T
+        with np.errstate(invalid="ignore", over="ignore"):  # inf - inf, 0 * inf: IEEE results
+            return a @ b.T
 
     def finish(self, values: np.ndarray) -> np.ndarray:
         """Round once to x's dtype; an overflow to inf is a result, not a warning."""
@@ -127,7 +129,7 @@ def vjp(
         raise ValueError(f"g: expected shape {expected} (the shape of y), got {g.shape}")
     if g.dtype != p.x.dtype:
         raise TypeError(f"g: expected dtype {p.x.dtype} (the dtype of x), got {g.dtype}")
-    grows = np.ascontiguousarray(g, dtype=np.float64).reshape(-1, p.v.shape[0])
+    grows = np.ascontiguousarray(g, dtype=np.float64).reshape(p.count, p.v.shape[0])
     w = p.weights()
     dx = p.product_nt(grows, w.T)
     dw = p.product_nt(grows.T, p.rows.T)
