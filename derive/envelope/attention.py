@@ -50,6 +50,7 @@ from derive.envelope.core import (
     Real,
     as_arb,
     precision,
+    unbuilt,
 )
 
 __all__ = [
@@ -303,11 +304,16 @@ def conv_overlap_sum(k: int, s: int) -> int:
     the 1-D strided all-ones window operator T far from the border (``k^2`` for s = 1,
     ``k^2/s`` when s divides k).
 
+    With ``m = ceil(k/s)`` (windows per axis over one pixel) the sum over ``j = 1..m-1`` is
+    ``(m - 1) k - s m (m - 1)/2``, so ``F = k + (m - 1)(2k - s m)`` (no loop: k may be huge).
+
     >>> conv_overlap_sum(3, 1), conv_overlap_sum(3, 2), conv_overlap_sum(4, 2)
     (9, 5, 8)
+    >>> conv_overlap_sum(10**9, 1) == 10**18
+    True
     """
     reach = -(-k // s)  # ceil(k/s): windows per axis over one pixel
-    return k + 2 * sum(k - j * s for j in range(1, reach))
+    return k + (reach - 1) * (2 * k - s * reach)
 
 
 def _conv2d(cfg: Config) -> Model:
@@ -355,21 +361,26 @@ def _conv2d(cfg: Config) -> Model:
         if wf == 0:
             return None
         pixel = (reach - 1) * s
+        gain = Real.rational(c_out * wf * reach * reach, "C_out w ceil(k/s)^2")
+        text = (
+            f"W = {float(wf):g} everywhere, x = 0 on a {side} x {side} image, padding 0 "
+            f"(pixel ({pixel}, {pixel}) lies under {reach} x {reach} windows)"
+        )
+        options = {"stride": s, "padding": 0}
+        # x (C_in side^2), W (C_out C_in k^2), b (C_out) and the signs (C_out ceil(k/s)^2).
+        total = c_in * side * side + c_out * c_in * k * k + c_out + c_out * reach * reach
+        too_large = unbuilt(
+            total, f"C_in side^2 = {c_in} x {side}^2 and C_out C_in k^2 = {c_out} x {c_in} x {k}^2"
+        )
+        if too_large:
+            return Point(None, None, (0, 0, pixel, pixel), gain, text, options, too_large)
         arrays = {
             "x": np.zeros((1, c_in, side, side)),
             "W": np.full((c_out, c_in, k, k), float(wf)),
             "b": np.full(c_out, float(_down(fmt, cfg.bias_max))),
         }
-        gain = Real.rational(c_out * wf * reach * reach, "C_out w ceil(k/s)^2")
-        return Point(
-            arrays,
-            np.ones((1, c_out, reach, reach)),
-            (0, 0, pixel, pixel),
-            gain,
-            f"W = {float(wf):g} everywhere, x = 0 on a {side} x {side} image, padding 0 "
-            f"(pixel ({pixel}, {pixel}) lies under {reach} x {reach} windows)",
-            {"stride": s, "padding": 0},
-        )
+        signs = np.ones((1, c_out, reach, reach))
+        return Point(arrays, signs, (0, 0, pixel, pixel), gain, text, options)
 
     stride_text = "stride 1" if s == 1 else f"stride {s}"
     return Model(
@@ -529,20 +540,31 @@ def _dp_point(fmt: Format, n: int, dim: int, dv: int, w: Fraction) -> Point | No
         sigma = spread * t
         if w * sigma >= fmt.overflow:  # |Y| <= w sigma must stay finite
             return None
+        where = "X[0, 0]" if spread == 1 else "every entry of token 0"
+        gain = dp_column(n, dv, d, w, sigma)
+        text = (
+            f"every weight {float(w):g}, {where} = {float(t):g}, the other tokens 0 "
+            f"(|Y| <= {float(w * sigma):.6g}: the forward is finite)"
+        )
+        too_large = unbuilt(_attention_entries(n, dim, dv, 2), _attention_sizes(n, dim, dv))
+        if too_large:
+            return Point(None, None, (1, 0), gain, text, {}, too_large)
         X = np.zeros((n, dim))
         X[0, :spread] = float(t)
         full = np.full((d, dim), float(w))
         arrays = {"X": X, "Wq": full, "Wk": full.copy(), "Wv": np.full((dv, dim), float(w))}
-        where = "X[0, 0]" if spread == 1 else "every entry of token 0"
-        return Point(
-            arrays,
-            _dp_signs(n, dv, d, w, sigma),
-            (1, 0),
-            dp_column(n, dv, d, w, sigma),
-            f"every weight {float(w):g}, {where} = {float(t):g}, the other tokens 0 "
-            f"(|Y| <= {float(w * sigma):.6g}: the forward is finite)",
-        )
+        return Point(arrays, _dp_signs(n, dv, d, w, sigma), (1, 0), gain, text)
     return None
+
+
+def _attention_entries(n: int, dim: int, dv: int, square_weights: int) -> int:
+    """The array entries of an attention witness: X (N x D), ``square_weights`` D x D
+    projections (d = D), Wv (dv x D) and the signs (N x dv)."""
+    return n * dim + square_weights * dim * dim + dv * dim + n * dv
+
+
+def _attention_sizes(n: int, dim: int, dv: int) -> str:
+    return f"N D = {n} x {dim}, D^2 = {dim}^2 and dv D = {dv} x {dim}"
 
 
 def _linear_attention(
@@ -556,6 +578,13 @@ def _linear_attention(
         wf = _down(fmt, cfg.weight_max)
         if wf == 0:
             return None
+        gain = Real.rational(dv * wf, "dv w")
+        text = f"every weight {float(wf):g}, X = 0"
+        too_large = unbuilt(
+            _attention_entries(cfg.tokens, dim, dv, 2), _attention_sizes(cfg.tokens, dim, dv)
+        )
+        if too_large:
+            return Point(None, None, (0, 0), gain, text, {}, too_large)
         full = np.full((dim, dim), float(wf))
         arrays = {
             "X": np.zeros((cfg.tokens, dim)),
@@ -563,13 +592,7 @@ def _linear_attention(
             "Wk": full.copy(),
             "Wv": np.full((dv, dim), float(wf)),
         }
-        return Point(
-            arrays,
-            np.ones((cfg.tokens, dv)),
-            (0, 0),
-            Real.rational(dv * wf, "dv w"),
-            f"every weight {float(wf):g}, X = 0",
-        )
+        return Point(arrays, np.ones((cfg.tokens, dv)), (0, 0), gain, text)
 
     return Model(
         title=title + " (one token: Y = X Wv^T)" if cfg.tokens == 1 else title + " (w = 0)",
@@ -880,9 +903,6 @@ def _l2_point(fmt: Format, n: int, dim: int, dv: int, w: Fraction) -> Point:
     if count != count_b:
         tb = _nearest(fmt, b * unit / count)
     sa, sb = count * ta, count * tb
-    X = np.zeros((n, dim))
-    X[1 : 1 + p, :count] = -float(ta)
-    X[1 + p :, :count] = float(tb)
     kappa = Fraction(dv * dim) * w**3  # times sqrt(d)
 
     def ball() -> arb:
@@ -893,10 +913,9 @@ def _l2_point(fmt: Format, n: int, dim: int, dv: int, w: Fraction) -> Point:
     with precision(256):
         c = as_arb(w * w) * arb(d).sqrt()
         _, terms = l2_cluster_column(n, c, sa, sb, p)
-        row_signs = [_sign(terms[0])] + [_sign(terms[1])] * p + [_sign(terms[2])] * (n - 1 - p)
-    signs = np.repeat(np.array(row_signs)[:, None], dv, axis=1)
-    full = np.full((d, dim), float(w))
-    arrays = {"X": X, "Wq": full, "Wv": np.full((dv, dim), float(w))}
+        # Rows: token 0, the p tokens at -a, the N - 1 - p tokens at b.
+        counts = (1, p, n - 1 - p)
+        row_signs = [_sign(term) if rows else 1.0 for term, rows in zip(terms, counts, strict=True)]
     where = "" if count == 1 else f" spread over all {dim} entries"
     shape = (
         "X = 0"
@@ -908,13 +927,17 @@ def _l2_point(fmt: Format, n: int, dim: int, dv: int, w: Fraction) -> Point:
         gain = Real.sqrt_of(kappa * kappa * d, "dv D sqrt(d) w^3")
     else:
         gain = Real("dv D sqrt(d) w^3 sum_i |d mu_i/d s_0| at the witness", ball)
-    return Point(
-        arrays,
-        signs,
-        (0, 0),
-        gain,
-        f"every weight {float(w):g}; {shape}",
-    )
+    text = f"every weight {float(w):g}; {shape}"
+    too_large = unbuilt(_attention_entries(n, dim, dv, 1), _attention_sizes(n, dim, dv))
+    if too_large:
+        return Point(None, None, (0, 0), gain, text, {}, too_large)
+    X = np.zeros((n, dim))
+    X[1 : 1 + p, :count] = -float(ta)
+    X[1 + p :, :count] = float(tb)
+    signs = np.repeat(np.repeat(row_signs, counts)[:, None], dv, axis=1)
+    full = np.full((d, dim), float(w))
+    arrays = {"X": X, "Wq": full, "Wv": np.full((dv, dim), float(w))}
+    return Point(arrays, signs, (0, 0), gain, text)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1263,9 +1286,12 @@ def _scs_point(
     """The best witness of :func:`_scs_families` (X = 0 for N = 1), rounded to the format,
     with its exact column gain (:func:`scs_column`) in column (0, 0)."""
     d = dim
-    X = np.zeros((n, dim))
+    # X is zero beyond its first three columns, and the N - 1 tokens after token 0 are
+    # equal: the witness is its rows' first ``head`` entries and the weights' sign vectors'.
+    head = min(dim, 3)
+    row_m, row_o = np.zeros(head), np.zeros(head)
     root_d = math.sqrt(d)
-    ones = np.ones(dim)
+    ones = np.ones(head)
     if n == 1:
         a_q = a_k = a_v = ones
         description = "every weight w, X = 0"
@@ -1279,25 +1305,25 @@ def _scs_point(
         if dim >= 3:
             a_q, a_k, a_v = ones.copy(), ones.copy(), ones.copy()
             a_k[1] = a_v[2] = -1
-            for row, params in ((0, pm), (slice(1, None), po)):
+            for row, params in ((row_m, pm), (row_o, po)):
                 al, be = inverse(params[0]), inverse(params[1])
                 ga = _scs_inverse(fmt, params[2], math.sqrt(dv), w, eps)
                 # a_q.x = al, a_k.x = be, a_v.x = ga on the first three coordinates.
-                X[row, :3] = [
+                row[:] = [
                     float(_nearest(fmt, v)) for v in ((be + ga) / 2, (al - be) / 2, (al - ga) / 2)
                 ]
             description = "rank-one weights w 1 a^T, a_q = 1, a_k = 1 - 2 e_1, a_v = 1 - 2 e_2"
         elif dim == 2:
             a_q, a_k = np.array([1.0, 1.0]), np.array([1.0, -1.0])
             a_v = slopes[2] * (a_k if index % 2 == 0 else a_q)
-            for row, params in ((0, pm), (slice(1, None), po)):
+            for row, params in ((row_m, pm), (row_o, po)):
                 al, be = inverse(params[0]), inverse(params[1])
-                X[row, :] = [float(_nearest(fmt, v)) for v in ((al + be) / 2, (al - be) / 2)]
+                row[:] = [float(_nearest(fmt, v)) for v in ((al + be) / 2, (al - be) / 2)]
             description = f"weights w 1 a^T, a_q = (1, 1), a_k = (1, -1), a_v = {a_v.tolist()}"
         else:
             a_q, a_k, a_v = (np.array([float(v)]) for v in slopes)
-            X[0, 0] = float(_nearest(fmt, inverse(pm[0])))
-            X[1:, 0] = float(_nearest(fmt, inverse(po[0])))
+            row_m[0] = float(_nearest(fmt, inverse(pm[0])))
+            row_o[0] = float(_nearest(fmt, inverse(po[0])))
             description = f"weights {float(w):g} times {slopes} (Wq, Wk, Wv)"
 
     def functionals(row: np.ndarray) -> tuple[Fraction, Fraction, Fraction]:
@@ -1307,8 +1333,8 @@ def _scs_point(
             for vec in (a_q, a_k, a_v)
         )
 
-    m_values = functionals(X[0])
-    o_values = functionals(X[1]) if n > 1 else m_values
+    m_values = functionals(row_m)
+    o_values = functionals(row_o) if n > 1 else m_values
     column_slopes = (int(a_q[0]), int(a_k[0]), int(a_v[0]))
 
     def column() -> tuple[arb, arb, arb]:
@@ -1317,28 +1343,30 @@ def _scs_point(
     with precision(256):
         _, dy_m, dy_o = column()
         sign_m, sign_o = _sign(dy_m), (_sign(dy_o) if n > 1 else 0.0)
-    signs = np.full((n, dv), sign_o)
-    signs[0] = sign_m
-    arrays = {
-        "X": X,
-        "Wq": float(w) * np.outer(np.ones(d), a_q),
-        "Wk": float(w) * np.outer(np.ones(d), a_k),
-        "Wv": float(w) * np.outer(np.ones(dv), a_v),
-    }
-    others = f", the other {n - 1} tokens {X[1, :3].tolist()}" if n > 1 else ""
+    others = f", the other {n - 1} tokens {row_o.tolist()}" if n > 1 else ""
     if n == 1:  # X = 0: exactly |nu| dv w / sqrt(eps)
         gain = Real.sqrt_of((nu * dv * w) ** 2 / eps, "|nu| dv w / sqrt(eps)")
     else:
         gain = Real("sqrt(dv) sum_i |dy_i| at the witness", lambda: column()[0])
-    return Point(
-        arrays,
-        signs,
-        (0, 0),
-        gain,
-        f"{description}; token 0 starts {X[0, :3].tolist()}{others}; nu = {float(nu):g}, "
-        f"tau = {float(tau):g}",
-        {"nu": float(nu), "tau": float(tau), "eps": float(eps)},
+    text = (
+        f"{description}; token 0 starts {row_m.tolist()}{others}; nu = {float(nu):g}, "
+        f"tau = {float(tau):g}"
     )
+    options = {"nu": float(nu), "tau": float(tau), "eps": float(eps)}
+    too_large = unbuilt(_attention_entries(n, dim, dv, 2), _attention_sizes(n, dim, dv))
+    if too_large:
+        return Point(None, None, (0, 0), gain, text, options, too_large)
+    X = np.zeros((n, dim))
+    X[0, :head] = row_m
+    X[1:, :head] = row_o
+
+    def weights(rows: int, prefix: np.ndarray) -> np.ndarray:
+        return float(w) * np.outer(np.ones(rows), np.concatenate([prefix, np.ones(dim - head)]))
+
+    signs = np.full((n, dv), sign_o)
+    signs[0] = sign_m
+    arrays = {"X": X, "Wq": weights(d, a_q), "Wk": weights(d, a_k), "Wv": weights(dv, a_v)}
+    return Point(arrays, signs, (0, 0), gain, text, options)
 
 
 #: The models of this file, by ``liptable envelope`` name (imported by ``derive.envelope.modules``).

@@ -318,21 +318,48 @@ class Forward:
     growth: str = ""
 
 
+#: The most array entries (inputs, parameters and sign pattern together) a witness is built
+#: with: 2^22 float64 values, 32 MiB. A larger witness keeps its description, column and
+#: exact gain -- the envelope's sizes come from those, not from the arrays -- but its arrays
+#: are not built (:attr:`Point.unbuilt` says so).
+WITNESS_ENTRIES = 1 << 22
+
+
+def unbuilt(total: int, sizes: str) -> str:
+    """ "" when a witness whose arrays hold ``total`` entries in all is built, else the line
+    saying it is not; ``sizes`` names the large dimension(s), e.g. ``"D = 1000000000"``.
+
+    >>> unbuilt(4 * 768, "D = 768")
+    ''
+    >>> unbuilt(4 * 10**9, "D = 1000000000")
+    'witness not built: D = 1000000000 entries (4000000000 array entries in all, more than 4194304)'
+    """
+    if total <= WITNESS_ENTRIES:
+        return ""
+    return (
+        f"witness not built: {sizes} entries ({total} array entries in all, more than "
+        f"{WITNESS_ENTRIES})"
+    )
+
+
 @dataclass(frozen=True)
 class Point:
     """A witness input in the format, the Jacobian column it maximizes and the kernel call.
 
-    ``column(prec)`` returns the exact ``|J_ij|`` sum of column ``index`` as a :class:`Real`;
-    ``signs`` is the sign pattern of that column (``g = size * signs`` maximizes ``dx_j``);
-    ``arrays`` are the kernel's inputs (x, parameters) as float64 arrays of format values.
+    ``gain`` is the exact ``|J_ij|`` sum of column ``index`` as a :class:`Real`; ``signs``
+    is the sign pattern of that column (``g = size * signs`` maximizes ``dx_j``); ``arrays``
+    are the kernel's inputs (x, parameters) as float64 arrays of format values. ``arrays``
+    and ``signs`` are None when the witness is too large to build (more than
+    :data:`WITNESS_ENTRIES` entries); ``unbuilt`` then says so (see :func:`unbuilt`).
     """
 
-    arrays: dict[str, np.ndarray]
-    signs: np.ndarray
+    arrays: dict[str, np.ndarray] | None
+    signs: np.ndarray | None
     index: tuple[int, ...]
     gain: Real
     description: str
     options: dict[str, Any] = field(default_factory=dict)
+    unbuilt: str = ""
 
 
 @dataclass(frozen=True)
