@@ -18,7 +18,14 @@ import sympy as sp
 from flint import arb
 
 from derive.envelope.core import precision
-from derive.envelope.modules import layernorm_k, rmsnorm_k
+from derive.envelope.modules import (
+    _k_value,
+    _layernorm_candidates,
+    _layernorm_dip,
+    _layernorm_p,
+    layernorm_k,
+    rmsnorm_k,
+)
 from proofs.core import Proof, Step, identity
 
 D, N, k, a, tau, theta, lam, A, B = sp.symbols("D N k a tau theta lambda A B", positive=True)
@@ -224,6 +231,125 @@ def layernorm_gain_proof(size: int) -> Proof:
         ),
     )
     return Proof(f"LayerNorm max-norm gain at D = {size}: max|gamma| K(D)/sqrt(eps)", steps)
+
+
+def _peak_h() -> tuple[sp.Expr, sp.Expr, sp.Expr]:
+    """``(log h, B, chi)`` of :func:`derive.envelope.modules.layernorm_k` as functions of k
+    (``D = N + 1``): ``h = (2/3)(A + B)^(3/2)/sqrt(3 (B - A))``, ``A = k``,
+    ``B = sqrt(N k (D - k))``, ``chi = 2 N k + (N - 2k) B``."""
+    bb = sp.sqrt(N * k * (N + 1 - k))
+    log_h = sp.Rational(3, 2) * sp.log(k + bb) - sp.log(bb - k) / 2
+    return log_h, bb, 2 * N * k + (N - 2 * k) * bb
+
+
+@cache
+def _peak_derivative() -> bool:
+    """2 B (A + B)(B - A) d(log h)/dk = D chi."""
+    log_h, bb, chi = _peak_h()
+    lhs = 2 * bb * (k + bb) * (bb - k) * sp.diff(log_h, k)
+    return identity(sp.expand(lhs), sp.expand((N + 1) * chi))()
+
+
+@cache
+def _peak_cubic() -> bool:
+    """(2 N k)^2 - ((2k - N) B)^2 = N k p(k), p(k) = 4 N k - (2k - N)^2 (D - k)."""
+    _, bb, _ = _peak_h()
+    p = 4 * N * k - (2 * k - N) ** 2 * (N + 1 - k)
+    return identity((2 * N * k) ** 2 - ((2 * k - N) * bb) ** 2, N * k * p)()
+
+
+@cache
+def _peak_ends() -> bool:
+    """p(N/2) = 2 N^2 and p(N) = 3 N^2 (both > 0); the leading term of p is 4 k^3."""
+    p = 4 * N * k - (2 * k - N) ** 2 * (N + 1 - k)
+    ends = identity(p.subs(k, N / 2), 2 * N**2)() and identity(p.subs(k, N), 3 * N**2)()
+    return ends and sp.Poly(p, k).LC() == 4
+
+
+@cache
+def _peak_edge() -> bool:
+    """At the edge of the regime, B = 2A: (2/3)(A + B) sqrt((A + B)/(3 (B - A))) = 2A."""
+    value = sp.Rational(2, 3) * (A + 2 * A) * sp.sqrt((A + 2 * A) / (3 * (2 * A - A)))
+    return identity(value, 2 * A)()
+
+
+def _peak_candidates(size: int) -> bool:
+    """The bisection's bracket ``(low, high)`` is exact: ``high = low + 1``, ``low <= N/2``
+    or ``p(low) >= 0``, ``N/2 < high <= j < N``, ``p(high) < 0`` and ``p(j) < 0`` with j
+    inside the regime ``N (D - j) > 4 j``."""
+    n = size - 1
+    dip = _layernorm_dip(size)
+    if dip is None or not (n < 2 * dip < 2 * n and n * (size - dip) > 4 * dip):
+        return False
+    low, high = _layernorm_candidates(size)
+    return (
+        _layernorm_p(size, dip) < 0
+        and high == low + 1
+        and (2 * low <= n or _layernorm_p(size, low) >= 0)
+        and n < 2 * high <= 2 * dip
+        and _layernorm_p(size, high) < 0
+    )
+
+
+def _peak_best(size: int) -> bool:
+    """The chosen k is the constant row's or a candidate, and its value is at least the
+    other two's (arb, 128 bits)."""
+    value, chosen, _ = layernorm_k(size)
+    others = (*_layernorm_candidates(size), size - 1)
+    if chosen not in others:
+        return False
+    with precision(128):
+        best = value.ball()
+        return all(kk == chosen or _k_value(size, kk)[0].ball() <= best for kk in others)
+
+
+def layernorm_peak_proof(size: int) -> Proof:
+    """LayerNorm's maximizing k at ``D = size`` found without comparing every k (the argument
+    of :func:`derive.envelope.modules.layernorm_k`; sizes from
+    :data:`derive.envelope.modules.LAYERNORM_DIP_FROM` on, where a dip of p is found)."""
+    value, chosen, _ = layernorm_k(size)
+    dip = _layernorm_dip(size)
+    low, high = _layernorm_candidates(size) if dip is not None else (0, 0)
+    steps = (
+        Step(
+            "In the regime B > 2A the inner maximum is h(k) = (2/3)(A+B)^(3/2)/sqrt(3(B-A)); "
+            "2B(A+B)(B-A) d(log h)/dk = D chi, chi = 2Nk + (N-2k)B: h increases for k <= N/2",
+            "symbolic identity",
+            _peak_derivative,
+        ),
+        Step(
+            "For k > N/2, chi has the sign of p(k) = 4Nk - (2k-N)^2(D-k): "
+            "(2Nk)^2 - ((2k-N)B)^2 = N k p(k)",
+            "symbolic identity",
+            _peak_cubic,
+        ),
+        Step(
+            "p(N/2) = 2N^2 > 0, p(N) = 3N^2 > 0 and p ~ 4k^3: one root below N/2, and two "
+            "roots r1 < j < r2 in (N/2, N) once p(j) < 0",
+            "symbolic identity",
+            _peak_ends,
+        ),
+        Step(
+            "At the regime's edge k_b (B = 2A) h = 2A = 2k_b < 2N, the constant row's value "
+            "(outside the regime the value is 2k <= 2N): h increasing on (r2, k_b) stays below it",
+            "symbolic identity",
+            _peak_edge,
+        ),
+        Step(
+            f"At D = {size}: p({dip}) < 0, and p changes sign between k = {low} and {high} "
+            "(exact integer signs of p): r1 lies in [low, high), so h is largest over the "
+            "integers of the regime at one of the two",
+            "exact witness",
+            lambda: _peak_candidates(size),
+        ),
+        Step(
+            f"k = {chosen} gives {value.decimal(20)}, at least k = {low}, {high} and the "
+            f"constant row k = {size - 1} give",
+            "arb enclosure",
+            lambda: _peak_best(size),
+        ),
+    )
+    return Proof(f"LayerNorm's maximizing k at D = {size}, located by the signs of p", steps)
 
 
 @cache

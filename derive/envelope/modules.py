@@ -25,7 +25,7 @@ and machine-checked in ``proofs/envelope.py``. Decisions ``g * gain >= overflow`
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -36,6 +36,7 @@ from flint import arb
 from derive.envelope.attention import MORE_MODELS
 from derive.envelope.core import (
     FORMATS,
+    PRECISIONS,
     Config,
     Format,
     Forward,
@@ -47,6 +48,7 @@ from derive.envelope.core import (
     overflowing_gradient,
     precision,
     safe_gradient,
+    unbuilt,
 )
 
 
@@ -137,6 +139,8 @@ class Envelope:
                 f"[{_dec(w.outside_dx[0])}, {_dec(w.outside_dx[1])}] >= {_num(fmt.overflow)}: "
                 "rounds to inf.",
             ]
+            if w.point.unbuilt:
+                out.append(f"  {w.point.unbuilt}: the sizes above come from its exact column gain.")
         out += list(m.notes)
         return out
 
@@ -193,9 +197,12 @@ class Envelope:
                 "steps": w.steps,
                 "inside_dx": list(w.inside_dx),
                 "outside_dx": list(w.outside_dx),
-                "arrays": {k: v.tolist() for k, v in w.point.arrays.items()},
-                "signs": w.point.signs.tolist(),
-            },
+                "arrays": None
+                if w.point.arrays is None
+                else {k: v.tolist() for k, v in w.point.arrays.items()},
+                "signs": None if w.point.signs is None else w.point.signs.tolist(),
+            }
+            | ({"not_built": w.point.unbuilt} if w.point.unbuilt else {}),
         }
 
 
@@ -340,21 +347,100 @@ def layernorm_k(size: int) -> tuple[Real, int, Real]:
     ``A + B >= 3 (B - A)``, else ``(2/3)(A + B) sqrt((A + B)/(3 (B - A)))`` at
     ``lambda^2 = (A + B)/(3 (B - A))``. For D <= 57 the maximum is the constant row
     (``K = 2(D - 1)/D``); from D = 58 on a non-constant row gives more, ``K ~ sqrt(D)/sqrt(27)``.
+
+    The maximizing k without a scan (checked in ``proofs/envelope.py``,
+    :func:`proofs.envelope.layernorm_peak_proof`). Inside the regime ``B > 2A`` (``k < k_b =
+    N D/(N + 4)``) the inner maximum is ``h(k) = (2/3)(A + B)^(3/2)/sqrt(3 (B - A))``, and
+    ``2 B (A + B)(B - A) d(log h)/dk = D chi(k)`` with ``chi = 2 N k + (N - 2k) B``: h increases
+    while ``k <= N/2``, and for ``k > N/2`` the sign of chi is that of the integer cubic
+    ``p(k) = 4 N k - (2k - N)^2 (D - k)`` (``(2Nk)^2 - ((2k - N) B)^2 = N k p(k)``). p is
+    positive at N/2 and at N, and tends to -oo at -oo; so once ``p(j) < 0`` at one integer
+    ``N/2 < j < N``, p has exactly two roots ``r1 < j < r2`` in (N/2, N): h increases up to
+    r1, decreases from r1 to r2 and increases again up to k_b, where it reaches
+    ``2 k_b < 2N`` (the constant row's value; outside the regime the value is ``2k <= 2N``).
+    The integer maximum of h is therefore at ``floor(r1)`` or the next integer, found by
+    bisection on the exact integer signs of p between N/2 and j (j near the local minimum of
+    p), and compared with the constant row in arb. Below :data:`LAYERNORM_DIP_FROM` no such
+    j is found and every k is compared in arb instead (the same comparisons).
+
+    >>> [layernorm_k(d)[1] for d in (57, 58, 768, 10**9)]
+    [56, 40, 413, 500031624]
     """
     if size == 1:
         return Real.rational(Fraction(0), "0"), 0, Real.rational(Fraction(1))
+    return _layernorm_best(size, _layernorm_candidates(size))
+
+
+#: The smallest D at which the cubic p of :func:`layernorm_k` is negative at an integer
+#: (found by :func:`_layernorm_dip`); below it every k is a candidate.
+LAYERNORM_DIP_FROM = 40
+
+
+def _layernorm_candidates(size: int) -> Sequence[int]:
+    """The k (besides the constant row's k = N) among which :func:`layernorm_k` chooses:
+    every k below :data:`LAYERNORM_DIP_FROM`, else ``floor(r1)`` and the next integer."""
     n = size - 1
-    best_k, best_val = n, 2.0 * n
-    for k in range(1, n + 1):
-        a, b = float(k), math.sqrt(n * k * (size - k))
-        if a + b < 3 * (b - a):
-            lam = math.sqrt((a + b) / (3 * (b - a)))
-            val = 2.0 / 3.0 * (a + b) * lam
-            if val > best_val * (1 + 1e-12):
-                best_k, best_val = k, val
-    # The float scan only chooses k; the value is an exact expression, and the choice is
-    # confirmed rigorously against every other k in proofs/envelope.py.
-    return _k_value(size, best_k)
+    dip = _layernorm_dip(size)
+    if dip is None:
+        if size >= LAYERNORM_DIP_FROM:
+            raise ArithmeticError(f"layernorm_k: no integer with p(k) < 0 found at D = {size}")
+        return range(1, n)
+    low, high = n // 2, dip  # low <= N/2 or p(low) >= 0; N/2 < high, p(high) < 0
+    while high - low > 1:
+        middle = (low + high) // 2
+        if _layernorm_p(size, middle) >= 0:
+            low = middle
+        else:
+            high = middle
+    return (low, high)
+
+
+def _layernorm_best(size: int, candidates: Sequence[int]) -> tuple[Real, int, Real]:
+    """:func:`_k_value` of the best of the constant row and ``candidates``: the constant row
+    first, then increasing k, a later k replacing the choice only when it is larger, decided
+    in arb (a tie keeps the earlier choice)."""
+    best = _k_value(size, size - 1)
+    for k in candidates:
+        value = _k_value(size, k)
+        if _greater(value[0], best[0]):
+            best = value
+    return best
+
+
+def _layernorm_p(size: int, k: int) -> int:
+    """``p(k) = 4 N k - (2k - N)^2 (D - k)``, exactly: for ``k > N/2`` it has the sign of the
+    derivative of LayerNorm's ``h(k)`` (:func:`layernorm_k`)."""
+    n = size - 1
+    return 4 * n * k - (2 * k - n) ** 2 * (size - k)
+
+
+def _layernorm_dip(size: int) -> int | None:
+    """An integer ``N/2 < j < N`` with ``p(j) < 0``, inside the regime ``N (D - j) > 4 j``,
+    or None. Tried: the integers next to the local minimum of p, the larger root of
+    ``p'(k) = 0``: ``u = 2k - N`` solves ``3u^2 - (2N + 4) u + 4N = 0`` (floats only choose
+    where to look; the sign is exact)."""
+    n = size - 1
+    disc = (2 * n + 4) ** 2 - 48 * n
+    if disc < 0:
+        return None
+    centre = (n + ((2 * n + 4) + math.sqrt(disc)) / 6) / 2
+    for j in (math.floor(centre), math.ceil(centre)):
+        if n < 2 * j and j < n and n * (size - j) > 4 * j and _layernorm_p(size, j) < 0:
+            return j
+    return None
+
+
+def _greater(a: Real, b: Real) -> bool:
+    """Whether ``a > b`` is decided in arb at one of :data:`PRECISIONS` (False when it is not:
+    equal, or closer than the finest precision resolves)."""
+    for prec in PRECISIONS:
+        with precision(prec):
+            difference = a.ball() - b.ball()
+            if difference > 0:
+                return True
+            if difference < 0:
+                return False
+    return False
 
 
 def _k_value(size: int, k: int) -> tuple[Real, int, Real]:
@@ -385,7 +471,7 @@ def _layernorm_point(
     n = size - 1
     lam_f = float(lam)
     if lam_f >= 1.0 or eps == 0:
-        x = np.zeros(size)
+        start = [0.0, 0.0, 0.0]
         description = f"a constant {'feature' if batch else 'row'} (x = 0)"
     else:
         # cos(2 theta) = k / B, sin(2 theta) = sqrt(D k (N - k)) / B, B = sqrt(N k (D - k)).
@@ -396,14 +482,15 @@ def _layernorm_point(
         r_plus = -aj / n + c_big * (2 * (n - k) / n) / norm_perp
         r_minus = -aj / n - c_big * (2 * k / n) / norm_perp
         sigma = math.sqrt(float(eps) * (1 / lam_f**2 - 1))
-        unit = np.array([aj] + [r_plus] * k + [r_minus] * (n - k))
-        x = math.sqrt(size) * sigma * unit
+        # The row: x_0, then k entries of one value and N - k of another (0 < k < N here).
+        scale = math.sqrt(size) * sigma
+        start = [scale * aj, scale * r_plus, scale * r_minus]
         description = (
-            f"x_0 = {x[0]:.6g} and {k} entries {r_plus * math.sqrt(size) * sigma:.6g}, "
+            f"x_0 = {start[0]:.6g} and {k} entries {r_plus * math.sqrt(size) * sigma:.6g}, "
             f"{n - k} entries {r_minus * math.sqrt(size) * sigma:.6g} (rounded to {fmt.name})"
         )
     counts = (1, k, n - k) if lam_f < 1.0 and eps != 0 else (1, 0, n)
-    values = _best_neighbour(fmt, [x[0], x[1] if counts[1] else 0.0, x[-1]], counts, eps, _ln_gain)
+    values = _best_neighbour(fmt, start, counts, eps, _ln_gain)
     # The row has the distinct values ``values`` with multiplicities ``counts`` (entry 0
     # first); every sum below runs over the distinct values, weighted exactly.
     mean = sum((c * v for c, v in zip(counts, values, strict=True)), Fraction(0)) / size
@@ -415,17 +502,25 @@ def _layernorm_point(
     brackets = [
         (1 if i == 0 else 0) - Fraction(1, size) - d[i] * d[0] / (size * denom) for i in range(3)
     ]
-    signs = np.repeat([np.sign(float(q)) for q in brackets], counts)
     terms = [c * abs(gamma * q) for c, q in zip(counts, brackets, strict=True)]
     gain = _column_real(terms, 1 / denom, "sum_i |J_i0| at the witness")
-    xf = np.repeat([float(v) for v in values], counts)
-    x_arr = xf
-    params = np.full(size, float(gamma))
     options = {"eps": float(eps)}
     text = description + f", gamma = {float(gamma):g}"
+    # x and the sign pattern have D entries each, and gamma and beta D (LayerNorm) or 1.
+    entries = 2 * size + 2 if batch else 4 * size
+    too_large = unbuilt(entries, f"{'M' if batch else 'D'} = {size}")
+    if too_large:
+        return Point(None, None, (0, 0), gain, text, options, too_large)
+    signs = np.repeat([np.sign(float(q)) for q in brackets], counts)
+    x_arr = np.repeat([float(v) for v in values], counts)
     if batch:
-        arrays = {"x": x_arr.reshape(size, 1), "gamma": params[:1], "beta": np.zeros(1)}
+        arrays = {
+            "x": x_arr.reshape(size, 1),
+            "gamma": np.full(1, float(gamma)),
+            "beta": np.zeros(1),
+        }
         return Point(arrays, signs.reshape(size, 1), (0, 0), gain, text, options)
+    params = np.full(size, float(gamma))
     arrays = {"x": x_arr.reshape(1, size), "gamma": params, "beta": np.zeros(size)}
     return Point(arrays, signs.reshape(1, size), (0, 0), gain, text, options)
 
@@ -583,33 +678,37 @@ def _rmsnorm_point(fmt: Format, size: int, eps: Fraction, gamma: Fraction) -> Po
     _, lam = rmsnorm_k(size)
     lam_f = float(lam)
     if lam_f >= 1.0:
-        x = np.zeros(size)
         description = "x = 0"
     else:
         n = size - 1
         theta = 0.5 * math.atan2(math.sqrt(n), 1.0)
-        unit = np.array([math.sin(theta)] + [math.cos(theta) / math.sqrt(n)] * n)
         rho = math.sqrt(float(eps) * (1 / lam_f**2 - 1))
-        x = math.sqrt(size) * rho * unit
-        description = f"x_0 = {x[0]:.6g}, the other {n} entries {x[1]:.6g} (rounded to {fmt.name})"
+        # x_0, then N equal entries.
+        scale = math.sqrt(size) * rho
+        start = [scale * math.sin(theta), scale * (math.cos(theta) / math.sqrt(n))]
+        description = (
+            f"x_0 = {start[0]:.6g}, the other {n} entries {start[1]:.6g} (rounded to {fmt.name})"
+        )
     counts = (1, size - 1)
     values = (
-        _best_neighbour(fmt, [x[0], x[-1]], counts, eps, _rms_gain)
-        if lam_f < 1.0
-        else [Fraction(0)] * 2
+        _best_neighbour(fmt, start, counts, eps, _rms_gain) if lam_f < 1.0 else [Fraction(0)] * 2
     )
     denom = sum((c * v * v for c, v in zip(counts, values, strict=True)), Fraction(0)) / size + eps
     brackets = [(1 if i == 0 else 0) - values[i] * values[0] / (size * denom) for i in range(2)]
-    signs = np.repeat([np.sign(float(q)) for q in brackets], counts)
     terms = [c * abs(gamma * q) for c, q in zip(counts, brackets, strict=True)]
     gain = _column_real(terms, 1 / denom, "sum_i |J_i0|")
+    text = description + f", gamma = {float(gamma):g}"
+    options = {"eps": float(eps)}
+    too_large = unbuilt(4 * size, f"D = {size}")  # x, gamma, beta and the signs
+    if too_large:
+        return Point(None, None, (0, 0), gain, text, options, too_large)
+    signs = np.repeat([np.sign(float(q)) for q in brackets], counts)
     arrays = {
         "x": np.repeat([float(v) for v in values], counts).reshape(1, size),
         "gamma": np.full(size, float(gamma)),
         "beta": np.zeros(size),
     }
-    text = description + f", gamma = {float(gamma):g}"
-    return Point(arrays, signs.reshape(1, size), (0, 0), gain, text, {"eps": float(eps)})
+    return Point(arrays, signs.reshape(1, size), (0, 0), gain, text, options)
 
 
 def _rmsnorm(cfg: Config) -> Model:
@@ -668,20 +767,20 @@ def _centernorm(cfg: Config) -> Model:
         gamma = _fmt_value(fmt, cfg.gamma_max)
         if gamma == 0:
             return None
-        terms = [abs(c * gamma * ((1 if i == 0 else 0) - Fraction(1, size))) for i in range(size)]
+        # Column 0: c gamma (1 - 1/D) on the diagonal, c gamma / D in the D - 1 other rows.
+        terms = [abs(c * gamma * (1 - Fraction(1, size))), (size - 1) * abs(c * gamma / size)]
+        gain = _column_real(terms, None, "sum_i |J_i0|")
+        text = f"x = 0, gamma = {float(gamma):g}"
+        too_large = unbuilt(4 * size, f"D = {size}")  # x, gamma, beta and the signs
+        if too_large:
+            return Point(None, None, (0, 0), gain, text, {}, too_large)
         signs = np.array([1.0] + [-1.0] * (size - 1)).reshape(1, size)
         arrays = {
             "x": np.zeros((1, size)),
             "gamma": np.full(size, float(gamma)),
             "beta": np.zeros(size),
         }
-        return Point(
-            arrays,
-            signs,
-            (0, 0),
-            _column_real(terms, None, "sum_i |J_i0|"),
-            f"x = 0, gamma = {float(gamma):g}",
-        )
+        return Point(arrays, signs, (0, 0), gain, text)
 
     return Model(
         title="CenterNorm",
@@ -715,12 +814,18 @@ def _weightnorm(cfg: Config) -> Model:
         t = fmt.round_down(Fraction(2**15)) if eps else Fraction(1)
         square = (t * t / (t * t + eps)) * gamma * gamma
         gain = Real.sqrt_of(square * outputs * outputs, "sum_i |W_i0|")
+        text = f"every row v_i = {float(t):g} e_0, gamma = {float(gamma):g}"
+        options = {"eps": float(eps)}
+        # v (O x D), x (D), gamma and the signs (O each).
+        total = outputs * size + size + 2 * outputs
+        too_large = unbuilt(total, f"O D = {outputs} x {size}")
+        if too_large:
+            return Point(None, None, (0, 0), gain, text, options, too_large)
         v = np.zeros((outputs, size))
         v[:, 0] = float(t)
         arrays = {"x": np.zeros((1, size)), "v": v, "gamma": np.full(outputs, float(gamma))}
         signs = np.ones((1, outputs))
-        text = f"every row v_i = {float(t):g} e_0, gamma = {float(gamma):g}"
-        return Point(arrays, signs, (0, 0), gain, text, {"eps": float(eps)})
+        return Point(arrays, signs, (0, 0), gain, text, options)
 
     return Model(
         title="WeightNorm",
@@ -756,14 +861,14 @@ def _linear(cfg: Config) -> Model:
         wf = _fmt_value(fmt, cfg.weight_max)
         if wf == 0:
             return None
+        gain = Real.rational(outputs * wf, "O w")
+        text = f"W = {float(wf):g} everywhere, x = 0"
+        # W (O x D), x (D) and the signs (O).
+        too_large = unbuilt(outputs * size + size + outputs, f"O D = {outputs} x {size}")
+        if too_large:
+            return Point(None, None, (0, 0), gain, text, {}, too_large)
         arrays = {"x": np.zeros((1, size)), "W": np.full((outputs, size), float(wf))}
-        return Point(
-            arrays,
-            np.ones((1, outputs)),
-            (0, 0),
-            Real.rational(outputs * wf, "O w"),
-            f"W = {float(wf):g} everywhere, x = 0",
-        )
+        return Point(arrays, np.ones((1, outputs)), (0, 0), gain, text)
 
     return Model(
         title="Linear",
@@ -791,19 +896,22 @@ def _residual_like(cfg: Config, weighted: bool) -> Model:
     def point(fmt: Format) -> Point | None:
         wf = _fmt_value(fmt, cfg.weight_max)
         nf = _fmt_value(fmt, cfg.nu_max) if weighted else Fraction(1)
+        g = 1 + size * nf * wf
+        gain = Real.rational(g, f"1 + D {nu_text}w")
+        text = (
+            f"W = {float(wf):g} everywhere"
+            + (f", nu = {float(nf):g}" if weighted else "")
+            + ", x = 0"
+        )
+        # W (D x D), x, the signs and (weighted) nu, D each.
+        entries = size * size + (3 if weighted else 2) * size
+        too_large = unbuilt(entries, f"D x D = {size} x {size}")
+        if too_large:
+            return Point(None, None, (0, 0), gain, text, {}, too_large)
         arrays = {"x": np.zeros((1, size)), "W": np.full((size, size), float(wf))}
         if weighted:
             arrays["nu"] = np.full(size, float(nf))
-        g = 1 + size * nf * wf
-        return Point(
-            arrays,
-            np.ones((1, size)),
-            (0, 0),
-            Real.rational(g, f"1 + D {nu_text}w"),
-            f"W = {float(wf):g} everywhere"
-            + (f", nu = {float(nf):g}" if weighted else "")
-            + ", x = 0",
-        )
+        return Point(arrays, np.ones((1, size)), (0, 0), gain, text)
 
     title = "Weighted residual x + nu f(x)" if weighted else "Residual x + f(x)"
     return Model(
@@ -1003,6 +1111,8 @@ def kernel_dx(e: Envelope, size: Fraction | float, *, strict_fp16: bool = False)
 
     if e.witness is None:
         raise ValueError(f"{e.module}: this envelope has no witness")
+    if e.witness.point.arrays is None:
+        raise ValueError(f"{e.module}: {e.witness.point.unbuilt}")
     dtype = {"float16": np.float16, "float32": np.float32}.get(e.format.name)
     if dtype is None:
         raise ValueError(f"no kernels for {e.format.name}")
