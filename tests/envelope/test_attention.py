@@ -19,7 +19,10 @@ What is checked, per model:
   rationals, so the margin only absorbs float64 rounding). Where the gain is attained
   (Conv2d, N = 1 attention), the witness reaches it exactly; where it is a bound not
   shown tight (L2, SCS), the witness must lie below it and above the X = 0 value;
-* float32 kernels on the float32 witnesses.
+* float32 kernels on the float32 witnesses;
+* huge sizes (10^9 tokens, widths, channels or kernel sizes): the closed forms without
+  loops (Conv2d's F(k, s) against its definition), and ``liptable envelope`` answering in a
+  child process under a time and memory limit, the witness described but not built.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from derive.envelope.core import FORMATS, Format, overflowing_gradient, precisio
 from derive.envelope.modules import Config, envelope, models
 from derive.reference import attention as RA
 from derive.reference import linear as RL
+from tests.helpers import cli_subprocess
 
 F16, F32 = FORMATS["float16"], FORMATS["float32"]
 
@@ -606,3 +610,60 @@ def test_dp_witness_spreads_and_gives_up_honestly() -> None:
     assert model.point(F16) is None
     assert model.point(F32) is not None  # float32's range reaches it
     assert any("real inputs only" in note for note in model.notes)
+
+
+# --------------------------------------------------------------------------------------------
+# Huge sizes: closed forms without loops, witnesses too large to build
+# --------------------------------------------------------------------------------------------
+
+
+def _overlap_by_windows(k: int, s: int) -> int:
+    """F(k, s) as its definition: the sum over integers |j| < k/s of (k - |j| s)."""
+    return sum(k - abs(j) * s for j in range(-k, k + 1) if abs(j) * s < k)
+
+
+@pytest.mark.parametrize("k", range(1, 41))
+def test_conv_overlap_sum_closed_form(k: int) -> None:
+    for s in range(1, 45):
+        assert conv_overlap_sum(k, s) == _overlap_by_windows(k, s), f"k={k} s={s}"
+
+
+def test_conv2d_gains_at_huge_sizes() -> None:
+    """k = 10^9: the closed forms (no loop over the windows), safe size 0 in float16 (the
+    max-norm gain C_out w ceil(k/s)^2 = 10^18 makes even the smallest subnormal overflow)."""
+    k = 10**9
+    e = envelope("conv2d", channels=2, out_dim=3, kernel=k, stride=3)
+    m = -(-k // 3)
+    assert e.model.gain_max.value.exact == 3 * m * m
+    assert conv_overlap_sum(k, 3) == k + (m - 1) * (2 * k - 3 * m)
+    assert e.safe == 0
+    assert e.witness.point.arrays is None, "a 10^18-entry witness was built"
+    assert e.witness.point.index == (0, 0, (m - 1) * 3, (m - 1) * 3)
+
+
+#: The commands of the huge-size defects ("Unable to allocate 6.94 EiB").
+HUGE = "1000000000"
+HUGE_COMMANDS = [
+    *(
+        [module, option, HUGE]
+        for module in ("dp_attention", "l2_attention", "scs_attention")
+        for option in ("--dim", "--tokens")
+    ),
+    ["scs_attention", "--tokens", HUGE, "--dim", "2"],
+    ["scs_attention", "--tokens", HUGE, "--dim", "1", "--dtype", "bfloat16"],
+    ["dp_attention", "--tokens", "1", "--dim", HUGE],
+    ["conv2d", "--channels", HUGE],
+    ["conv2d", "--kernel", HUGE],
+    ["conv2d", "--kernel", HUGE, "--stride", "7", "--json"],
+    ["conv2d", "--out-dim", HUGE],
+]
+
+
+@pytest.mark.parametrize("argv", HUGE_COMMANDS, ids=" ".join)
+def test_cli_answers_at_huge_sizes(argv: list[str]) -> None:
+    """Within the time and memory limits of tests/helpers/cli_subprocess.py: the envelope,
+    with the witness described but not built."""
+    outcome = cli_subprocess.run(["envelope", *argv])
+    cli_subprocess.assert_answers_or_refuses(outcome)
+    assert outcome.status == 0, outcome.describe()
+    assert "witness not built: " in outcome.out, outcome.describe()

@@ -52,13 +52,22 @@ independent means, for the modules of ``derive.envelope.modules.MODELS``.
    functions against ``numpy.nextafter``; bfloat16 against ``ml_dtypes`` where installed.
 
 5. The command line: text and JSON output, bad input, and its speed.
+
+6. Huge sizes. LayerNorm's maximizing k (found from the signs of a cubic, not by a scan)
+   against every k in arb, across the switch-over and at the report's sizes; the proof of
+   the bracket (``proofs.envelope.layernorm_peak_proof``) up to D = 10^9; a witness past
+   ``WITNESS_ENTRIES`` keeps every value but its arrays; ``liptable envelope`` at
+   ``--dim 1000000000`` in a child process under a time and memory limit; the drift checks
+   between the models, the catalog and the command line's options.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
+import typing
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -76,16 +85,21 @@ from hypothesis.extra import numpy as hnp
 
 import kernels
 from derive import cli
+from derive.catalog import envelope_keys
 from derive.definitions.activations import elementwise
 from derive.definitions.activations import x as symbol_x
-from derive.envelope.core import DIGITS, FORMATS
-from derive.envelope.modules import MODELS, Envelope, envelope, kernel_dx
+from derive.envelope import core as envelope_core
+from derive.envelope import modules as env
+from derive.envelope.core import DIGITS, FORMATS, Config
+from derive.envelope.modules import MODELS, Envelope, envelope, kernel_dx, models
 from derive.reference import batchnorm as reference_batchnorm
 from derive.reference import linear as reference_linear
 from derive.reference import norms as reference_norms
 from derive.reference import residual as reference_res
 from derive.reference.core import evaluate, round_to_dtype, ulp_error
 from derive.reference.softmax_pool import avgpool_vjp, maxpool_vjp, softmax_jacobian
+from proofs import envelope as envelope_proofs
+from tests.helpers import cli_subprocess
 from tests.helpers.norms import mp
 from tests.helpers.tolerances import FLOAT16_ULPS, NORM_ROUNDINGS, UNIT_FLOAT64
 from tests.kernels import test_batchnorm as bn
@@ -932,3 +946,193 @@ def test_cli_bad_input_names_the_argument(capsys, argv, name):
     err = capsys.readouterr().err
     assert status == 2, f"{argv}: status {status}"
     assert name in err, f"{argv}: the message does not name {name!r}: {err!r}"
+
+
+# --------------------------------------------------------------------------------------
+# 6. Huge sizes: LayerNorm's K(D) without a scan, witnesses too large to build
+# --------------------------------------------------------------------------------------
+
+#: Sizes at which the maximizing k of LayerNorm's K(D) is checked against every k (arb,
+#: proofs.envelope._best_k): all D up to 400, across the switch from comparing every k to
+#: the bracket of the cubic p (D = LAYERNORM_DIP_FROM), the report's sizes, and D = 262144,
+#: where the float scan used before (a 1e-12 relative tie margin) chose k - 1, 5e-13 short.
+EXHAUSTIVE_DIMS = (*range(2, 401), 768, 1024, 4096, 8192, 262144)
+
+
+def test_layernorm_k_is_the_maximum_over_every_k():
+    wrong = [size for size in EXHAUSTIVE_DIMS if not envelope_proofs._best_k(size)]
+    assert not wrong, f"layernorm_k's k is not the best over every k at D = {wrong[:10]}"
+
+
+def test_layernorm_dip_found_exactly_from_the_switch_over():
+    """Below LAYERNORM_DIP_FROM every k is compared; from it on the bracket of p is used."""
+    found = [size for size in range(2, 5000) if env._layernorm_dip(size) is not None]
+    assert found == list(range(env.LAYERNORM_DIP_FROM, 5000)), (
+        f"p has an integer dip first at D = {found[0]}, expected {env.LAYERNORM_DIP_FROM}"
+    )
+
+
+@pytest.mark.parametrize("size", range(env.LAYERNORM_DIP_FROM - 3, env.LAYERNORM_DIP_FROM + 300, 7))
+def test_bracket_agrees_with_every_k_around_the_switch_over(size):
+    """The two candidates of the bracket and every k give the same choice (the same arb
+    comparisons), on both sides of LAYERNORM_DIP_FROM."""
+    every = env._layernorm_best(size, range(1, size - 1))
+    chosen = env.layernorm_k(size)
+    assert chosen[1] == every[1], f"D = {size}: k = {chosen[1]}, every k gives {every[1]}"
+    assert chosen[0].formula == every[0].formula
+
+
+@pytest.mark.parametrize(
+    "size", [40, 41, 57, 58, 64, 768, 8192, 262144, 10**6 + 3, 123456789, 10**9]
+)
+def test_layernorm_peak_proof_verifies(size):
+    verification = envelope_proofs.layernorm_peak_proof(size).verify()
+    assert verification.ok, verification.summary()
+
+
+@pytest.mark.parametrize("size", [768, 10**9])
+def test_layernorm_peak_proof_rejects_a_neighbouring_k(monkeypatch, size):
+    _, k, _ = env.layernorm_k(size)
+    wrong = env._k_value(size, k + 1)
+    monkeypatch.setattr(envelope_proofs, "layernorm_k", lambda d: wrong)
+    assert not envelope_proofs._peak_best(size), f"D = {size}: k + 1 = {k + 1} accepted"
+
+
+#: One small configuration per module with a witness: each is built normally and with the
+#: array limit lowered below its size; everything but the arrays must be the same.
+UNBUILT_CASES = [
+    case("layernorm", dim=768, eps=1e-5),
+    case("layernorm", dim=8, eps=1e-5),
+    case("batchnorm", dim=256, eps=1e-12),
+    case("rmsnorm", dim=768, eps=1e-6),
+    case("rmsnorm", dim=3, eps=1e-6),
+    case("centernorm", dim=64, gamma_max=3.3),
+    case("weightnorm", dim=16, out_dim=64, eps=1e-3, gamma_max=0.1),
+    case("linear", dim=16, out_dim=300, weight_max=0.07),
+    case("residual", dim=100, weight_max=1 / 3),
+    case("weighted_residual", dim=64, weight_max=0.1, nu_max=0.3),
+    case("conv2d", channels=3, out_dim=5, kernel=4, stride=2, weight_max=0.75),
+    case("dp_attention", tokens=3, dim=4, out_dim=2, weight_max=0.5),
+    case("dp_attention", tokens=1, dim=3),
+    case("l2_attention", tokens=8, dim=16),
+    case("scs_attention", tokens=4, dim=5),
+    case("scs_attention", tokens=3, dim=2, eps=2**-7),
+    case("scs_attention", tokens=4, dim=1, eps=2**-7),
+]
+
+
+@pytest.mark.parametrize("c", UNBUILT_CASES, ids=lambda c: c.id)
+def test_a_witness_too_large_to_build_keeps_its_values(monkeypatch, c):
+    """Past WITNESS_ENTRIES the witness has no arrays, says so in one line, and keeps the
+    same column, gain, sizes and steps (they never depended on the arrays)."""
+    built = envelope(c.module, **dict(c.options))
+    entries = sum(v.size for v in built.witness.point.arrays.values())
+    entries += built.witness.point.signs.size
+    monkeypatch.setattr(envelope_core, "WITNESS_ENTRIES", entries - 1)
+    e = envelope(c.module, **dict(c.options))
+    w, b = e.witness, built.witness
+    assert w.point.arrays is None and w.point.signs is None, f"{c.id}: arrays built"
+    assert w.point.unbuilt.startswith("witness not built: "), w.point.unbuilt
+    assert f"in all, more than {entries - 1})" in w.point.unbuilt, w.point.unbuilt
+    for name in ("inside", "outside", "steps", "inside_dx", "outside_dx"):
+        assert getattr(w, name) == getattr(b, name), (
+            f"{c.id}: witness.{name} {getattr(w, name)!r}, built {getattr(b, name)!r}"
+        )
+    assert (w.point.index, w.point.description, w.point.options) == (
+        b.point.index,
+        b.point.description,
+        b.point.options,
+    )
+    assert e.safe == built.safe
+    extra = [line for line in e.lines() if line not in built.lines()]
+    assert extra == [f"  {w.point.unbuilt}: the sizes above come from its exact column gain."], (
+        f"{c.id}: the text differs by {extra}"
+    )
+    data = e.as_dict()["witness"]
+    assert data["arrays"] is None and data["not_built"] == w.point.unbuilt, data
+    with pytest.raises(ValueError, match="witness not built"):
+        kernel_dx(e, w.inside)
+    monkeypatch.setattr(envelope_core, "WITNESS_ENTRIES", entries)
+    again = envelope(c.module, **dict(c.options)).witness.point
+    assert again.arrays is not None and again.unbuilt == "", f"{c.id}: not built at the limit"
+
+
+def test_huge_linear_and_layernorm_values():
+    """At D = 10^9 the gains are the closed forms and the safe sizes the largest float16
+    values below 65520 / gain (recomputed here with nextafter)."""
+    e = envelope("linear", dim=10**9)
+    assert e.model.gain_max.value.exact == 10**9
+    with mpmath.workdps(DPS):
+        assert e.safe == Fraction(float(largest_below(mpmath.mpf(10**9), HALF)))
+    ln = envelope("layernorm", dim=10**9, eps=1e-5)
+    k_real, k, _ = env.layernorm_k(10**9)
+    assert k == 500031624
+    with mpmath.workdps(DPS):
+        a, b = mpmath.mpf(k), mpmath.sqrt(mpmath.mpf(10**9 - 1) * k * (10**9 - k))
+        value = 2 * (a + b) / 3 * mpmath.sqrt((a + b) / (3 * (b - a))) / 10**9
+        low, high = (mpmath.mpf(v) for v in k_real.enclosure())
+        assert low * (1 - PRINTED) <= value <= high * (1 + PRINTED), (
+            f"K(10^9) = {value}, enclosure [{low}, {high}]"
+        )
+        sup = value / mpmath.sqrt(mp(1e-5))
+        assert ln.safe == Fraction(float(largest_below(sup, HALF)))
+    assert ln.witness.point.arrays is None and "D = 1000000000" in ln.witness.point.unbuilt
+
+
+#: The commands of the huge-size defects (hang, "Unable to allocate 6.94 EiB").
+HUGE = "1000000000"
+HUGE_COMMANDS = [
+    *(
+        [module, "--dim", HUGE, "--eps", "1e-5"]
+        for module in ("layernorm", "rmsnorm", "batchnorm", "centernorm")
+    ),
+    *(
+        [module, "--dim", HUGE]
+        for module in ("linear", "weightnorm", "residual", "weighted_residual")
+    ),
+    ["linear", "--dim", "3", "--out-dim", HUGE],
+    ["layernorm", "--dim", HUGE, "--eps", "1e-12", "--dtype", "float32", "--json"],
+]
+
+
+@pytest.mark.parametrize("argv", HUGE_COMMANDS, ids=" ".join)
+def test_cli_answers_at_huge_sizes(argv):
+    """Within SECONDS and MEMORY (tests/helpers/cli_subprocess.py): the envelope, with the
+    witness described but not built."""
+    outcome = cli_subprocess.run(["envelope", *argv])
+    cli_subprocess.assert_answers_or_refuses(outcome)
+    assert outcome.status == 0, outcome.describe()
+    assert "witness not built: " in outcome.out, outcome.describe()
+
+
+def test_models_are_the_catalog_envelopes():
+    """The drift check: ``liptable envelope`` offers the catalog's names; they must be
+    exactly the modules with a model."""
+    keys = envelope_keys()
+    assert len(keys) == len(set(keys)), f"duplicate envelope keys: {keys}"
+    assert set(models()) == set(keys), (
+        f"models without a catalog key: {set(models()) - set(keys)}, "
+        f"catalog keys without a model: {set(keys) - set(models())}"
+    )
+
+
+@pytest.mark.parametrize("name", [f.name for f in dataclasses.fields(Config)])
+def test_every_config_field_reaches_the_envelope(monkeypatch, capsys, name):
+    """The drift check of the --tau-max defect: ``--<field>`` is an option of ``liptable
+    envelope`` and its value arrives in ``envelope()``'s configuration."""
+    kind = typing.get_type_hints(Config)[name]
+    value = 3 if int in typing.get_args(kind) or kind is int else 0.375
+    received: dict[str, Any] = {}
+
+    def record(module: str, dtype: str = "float16", **config: Any) -> None:
+        received.update(config)
+        raise ValueError("recorded")
+
+    monkeypatch.setattr(env, "envelope", record)
+    option = "--" + name.replace("_", "-")
+    status = cli.main(["envelope", "layernorm", option, str(value)])
+    err = capsys.readouterr().err
+    assert status == 2 and err.strip() == "liptable envelope: recorded", (
+        f"{option}: status {status}, stderr {err!r}"
+    )
+    assert received.get(name) == value, f"{option} {value}: envelope() received {received}"
