@@ -99,7 +99,11 @@ def _envelope(args: argparse.Namespace) -> int:
                 print(f"  {t.quantity}: {t.parameter} = {t.threshold:.8g}: {t.statement}")
     w = result.witness
     if args.check and w is not None and result.format.name != "bfloat16":
-        inside, outside = kernel_dx(result, w.inside), kernel_dx(result, w.outside)
+        try:
+            inside, outside = kernel_dx(result, w.inside), kernel_dx(result, w.outside)
+        except ValueError as error:  # e.g. a witness too large to build
+            print(f"liptable envelope: --check: {error}", file=sys.stderr)
+            return 2
         print(
             f"kernel ({result.format.name}, mixed mode) at the witness: dx{list(w.point.index)} = "
             f"{float(inside[w.point.index]):.8g} at size {float(w.inside):.8g} (all finite: "

@@ -84,3 +84,13 @@ def test_tau_max_reaches_the_envelope(capsys):
         answers[tau] = json.loads(capsys.readouterr().out)
     assert answers["4"]["config"]["tau_max"] == 4.0
     assert answers["4"]["safe_upstream_gradient"] < answers["1"]["safe_upstream_gradient"]
+
+
+def test_envelope_check_of_a_witness_too_large_to_build(capsys):
+    """The envelope of a huge row is answered; ``--check`` cannot run a kernel on a witness
+    that was not built, and says so in one line instead of a traceback."""
+    assert cli.main(["envelope", "layernorm", "--dim", "1000000000", "--check"]) == 2
+    captured = capsys.readouterr()
+    assert "safe upstream gradient" in captured.out
+    assert captured.err.startswith("liptable envelope: --check:")
+    assert "not built" in captured.err
