@@ -943,3 +943,33 @@ def test_non_finite_token_reaches_every_output_without_a_crash(module, dtype, st
     assert_same_values(f"{module.name} Y", Y, np.full(Y.shape, np.nan, dtype))
     gradients = invoke(module, "vjp", values, strict_fp16=strict)
     assert all(g.dtype == dtype for g in gradients)
+
+
+@pytest.mark.parametrize("bad", ["no", 1, None])
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("module", MODULES, ids=MODULE_IDS)
+def test_strict_fp16_of_another_kind_is_a_type_error(module, kind, bad):
+    """One check of strict_fp16 for every kernel (kernels/_validate.strict_mode)."""
+    with pytest.raises(TypeError, match=r"^strict_fp16: expected True or False"):
+        invoke(module, kind, arguments(module, HALF), strict_fp16=bad)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(
+    ("name", "value", "error"),
+    [("eps", True, TypeError), ("nu", "1", TypeError), ("tau", [1.0], TypeError),
+     ("eps", 10**400, ValueError)],
+)  # fmt: skip
+def test_scs_hyperparameters_of_another_kind_are_refused(kind, name, value, error):
+    values = arguments(SCS)
+    values[name] = value
+    with pytest.raises(error, match=rf"^{name}: expected"):
+        invoke(SCS, kind, values)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_scs_strict_hyperparameters_that_overflow_half_give_no_warning(kind):
+    """Strict mode rounds nu, tau and eps to half: 1e5 is inf there, an IEEE result."""
+    values = arguments(SCS, HALF)
+    values |= {"nu": 1e5, "tau": 1e5, "eps": 1e5}
+    invoke(SCS, kind, values, strict_fp16=True)

@@ -1507,3 +1507,137 @@ def test_results_do_not_depend_on_the_thread_count(c, dtype):
         numba.set_num_threads(threads)
     for i, (got, want) in enumerate(zip(parallel, serial, strict=True)):
         assert_same_bits(f"{c.name} output {i}: 2 threads against 1", got, want)
+
+
+# --------------------------------------------------------------------------------------
+# 9. Regressions: keyword checks (kernels/_validate.py) and the training-mode contract
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", ["no", "False", 1, None])
+@pytest.mark.parametrize("c", MODE_CALLS, ids=[c.name for c in MODE_CALLS])
+def test_training_of_another_kind_is_a_type_error(c, bad):
+    """``training="no"`` used to run training mode (a non-empty string is truthy)."""
+    with pytest.raises(TypeError, match=r"^training: expected True or False"):
+        c.but(training=bad)(arguments())
+
+
+@pytest.mark.parametrize("bad", ["no", 1, None])
+@pytest.mark.parametrize("c", MODE_CALLS, ids=[c.name for c in MODE_CALLS])
+def test_strict_fp16_of_another_kind_is_a_type_error(c, bad):
+    """``strict_fp16="no"`` used to take the strict path."""
+    with pytest.raises(TypeError, match=r"^strict_fp16: expected True or False"):
+        c.but(strict_fp16=bad)(arguments(np.float16))
+
+
+@pytest.mark.parametrize("bad", ["0.5", True, [1e-5], None])
+@pytest.mark.parametrize("c", MODE_CALLS, ids=[c.name for c in MODE_CALLS])
+def test_eps_of_another_kind_is_a_type_error(c, bad):
+    """``eps="0.5"`` and ``eps=True`` used to be taken as 0.5 and 1.0."""
+    with pytest.raises(TypeError, match=r"^eps: expected a real number"):
+        c(arguments(), eps=bad)
+
+
+@pytest.mark.parametrize("bad", [["sqrt_var_eps"], None, 1])
+@pytest.mark.parametrize("c", MODE_CALLS, ids=[c.name for c in MODE_CALLS])
+def test_denom_of_another_kind_is_a_value_error_naming_denom(c, bad):
+    """A list used to give "unhashable type: 'list'"."""
+    with pytest.raises(ValueError, match=r"^denom: expected one of 'sqrt_var_eps'"):
+        c.but(denom=bad)(arguments())
+
+
+@pytest.mark.parametrize(
+    ("momentum", "error"),
+    [("x", TypeError), (True, TypeError), (None, TypeError), (np.nan, ValueError),
+     (-0.1, ValueError), (1.5, ValueError)],
+)  # fmt: skip
+@pytest.mark.parametrize("c", [*mode_calls(False), RUNNING_CALL], ids=lambda c: c.name)
+def test_bad_momentum_is_refused_naming_momentum(c, momentum, error):
+    """``momentum="x"`` or NaN used to be accepted by forward, vjp and jacobian (and
+    running_update took a string it could convert)."""
+    call = c if c is RUNNING_CALL else c.but(momentum=None)
+    with pytest.raises(error, match=r"^momentum: expected"):
+        call(arguments(), momentum=momentum)
+
+
+@pytest.mark.parametrize("c", MODE_CALLS, ids=[c.name for c in MODE_CALLS])
+def test_bad_momentum_is_refused_in_training_mode_too(c):
+    with pytest.raises(TypeError, match=r"^momentum: expected a real number"):
+        c.but(momentum=None)(arguments(), momentum="x")
+
+
+@pytest.mark.parametrize(
+    "given",
+    [("running_mean",), ("running_var",), ("running_mean", "running_var")],
+    ids=("mean", "var", "both"),
+)
+@pytest.mark.parametrize("c", mode_calls(True), ids=lambda c: c.name)
+def test_running_statistics_in_training_mode_are_refused(c, given):
+    """Training mode normalizes by the batch and updates nothing: running statistics used to
+    be accepted and silently ignored. The error names them and running_update, the way to
+    PyTorch's updated statistics."""
+    values = arguments()
+    call = c.but(**{name: None for name in given}, momentum=0.1)
+    with pytest.raises(ValueError, match=rf"^{given[0]}: not read in training mode") as error:
+        call(values)
+    assert "batchnorm.running_update" in str(error.value)
+
+
+@pytest.mark.parametrize("momentum", (0.0, 0.2, 1.0))
+@pytest.mark.parametrize("c", mode_calls(True), ids=lambda c: c.name)
+def test_a_momentum_other_than_the_default_is_refused_in_training_mode(c, momentum):
+    """A non-default momentum without running statistics was ignored just the same."""
+    with pytest.raises(ValueError, match=r"^momentum: has no effect in training mode") as error:
+        c.but(momentum=None)(arguments(), momentum=momentum)
+    assert "batchnorm.running_update" in str(error.value)
+
+
+@pytest.mark.parametrize("c", mode_calls(True), ids=lambda c: c.name)
+def test_training_mode_with_the_default_momentum_is_fine(c):
+    """momentum at its default (given or not), without running statistics: the batch's
+    statistics, bit for bit the same result."""
+    values = arguments()
+    plain = outputs_of(c(values))
+    given = outputs_of(c.but(momentum=0.1)(values))
+    for i, (a, b) in enumerate(zip(given, plain, strict=True)):
+        assert_same_bits(f"{c.name} output {i} with momentum=0.1", a, b)
+
+
+@pytest.mark.parametrize("c", mode_calls(False), ids=lambda c: c.name)
+def test_inference_mode_checks_momentum_and_is_not_changed_by_it(c):
+    """Inference mode reads the running statistics; momentum has no effect there (as in
+    PyTorch's eval mode), once checked."""
+    values = arguments()
+    plain = outputs_of(c(values))
+    for momentum in (0.0, 0.5, 1.0):
+        other = outputs_of(c.but(momentum=None)(values, momentum=momentum))
+        for i, (a, b) in enumerate(zip(other, plain, strict=True)):
+            assert_same_bits(f"{c.name} output {i} with momentum={momentum}", a, b)
+
+
+def test_running_update_refuses_a_negative_running_variance():
+    """running_update used to accept the negative running_var that inference refuses."""
+    values = arguments()
+    var = values["running_var"].copy()
+    var[1] = -1.0
+    with pytest.raises(ValueError, match=r"^running_var: a variance must be >= 0"):
+        RUNNING_CALL(values, running_var=var)
+    for c in mode_calls(False):
+        with pytest.raises(ValueError, match=r"^running_var: a variance must be >= 0"):
+            c(values, running_var=var)
+
+
+@pytest.mark.parametrize("denom", DENOMS)
+@pytest.mark.parametrize("training", MODES, ids=MODE_IDS)
+def test_strict_eps_that_overflows_half_is_inf_without_a_warning(training, denom):
+    """Strict mode rounds eps to half: 1e5 is inf there, which used to escape as NumPy's
+    overflow RuntimeWarning (an error here: the tests run with warnings as errors). With
+    eps = inf every scale r is 0: y = beta, dx = 0, J = 0."""
+    values = arguments(np.float16)
+    kw = options(values, denom, training)
+    x, g, gamma, beta = (values[k] for k in ("x", "g", "gamma", "beta"))
+    y = batchnorm.forward(x, gamma, beta, 1e5, **kw, strict_fp16=True)
+    dx, _, _ = batchnorm.vjp(x, g, gamma, beta, 1e5, **kw, strict_fp16=True)
+    J = batchnorm.jacobian(x, gamma, beta, 1e5, **kw, strict_fp16=True)
+    assert_same_values("y", y, np.broadcast_to(beta, x.shape))
+    assert not dx.any() and not J.any(), (dx, J)

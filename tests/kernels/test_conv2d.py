@@ -768,6 +768,43 @@ def benchmark(dtype=np.float32, repeats: int = 3, rounds: int = 3) -> None:
         print("  ".join(f"{name}: {_best_of(run, repeats):.3f} s" for name, run in runs.items()))
 
 
+HUGE_OR_ODD = [
+    ("padding 2^40", lambda: conv2d.forward(X4, W4, padding=2**40), ValueError, "^padding: "),
+    ("padding (0, 2^62)", lambda: conv2d.vjp(X4, G4, W4, padding=(0, 2**62)), ValueError,
+     "^padding: "),
+    ("padded plane > 2^31", lambda: conv2d.forward(X4, W4, padding=(2**15, 2**15)), ValueError,
+     r"^padding: the padded plane \(65540, 65540\)"),
+    ("stride 2^70", lambda: conv2d.forward(X4, W4, stride=2**70), ValueError, "^stride: "),
+    ("padding_mode list", lambda: conv2d.forward(X4, W4, padding_mode=["zeros"]), ValueError,
+     "^padding_mode: expected one of 'zeros', 'circular'"),
+    ("strict str", lambda: conv2d.forward(X4.astype(np.float16), W4.astype(np.float16),
+     strict_fp16="no"), TypeError, "^strict_fp16: expected True or False"),
+    ("operator padding", lambda: conv2d.linear_operator(W4, (2, 4, 4), padding=2**40),
+     ValueError, "^padding: "),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "function", "error", "match"), HUGE_OR_ODD, ids=[c[0] for c in HUGE_OR_ODD]
+)
+def test_huge_geometry_and_odd_keywords_raise_naming_the_argument(name, function, error, match):
+    """``padding=2**40`` used to raise MemoryError (a 16 TiB index table) and ``stride=2**70``
+    an OverflowError; the padded plane is now bounded by 2^31 entries (MAX_EXTENT, 16 GiB of
+    float64 scratch for one plane) and the stride and padding by the same number."""
+    with pytest.raises(error, match=match):
+        function()
+
+
+def test_strides_up_to_the_bound_are_accepted():
+    """A stride as large as the bound, 2^31, is a valid (if odd) stride: one window per
+    axis, as PyTorch gives for a stride beyond the padded size."""
+    x, W = np.ones((1, 1, 4, 4)), np.ones((1, 1, 1, 1))
+    operator = conv2d.linear_operator(W, (1, 4, 4), stride=2**31, padding=(0, 10))
+    assert operator.shape == (1, 16)
+    y = conv2d.forward(x, W, stride=(1, 2**31), padding=(0, 10))
+    assert_same_values("y", y, np.zeros((1, 1, 4, 1)))
+
+
 if __name__ == "__main__":
     for dtype in (np.float32, np.float64):
         print(f"forward + vjp, x (8, 64, 56, 56), W (64, 64, 3, 3), padding 1, {np.dtype(dtype)}")

@@ -566,3 +566,25 @@ def test_float16_overflow_gives_inf_without_a_warning():
         y = linear.forward(x, np.ones((1, 2), HALF))
         ys = linear.forward(x, np.ones((1, 2), HALF), strict_fp16=True)
     assert np.isposinf(y[0]) and np.isposinf(ys[0])
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_empty_weight_shapes_give_the_exact_empty_results(dtype):
+    """W of shape (O, 0) or (0, D) used to fail in vjp (and with D = 0 in forward) with
+    "cannot reshape array of size 0". D = 0: every sum is empty, y = b, dx is empty, dW is
+    (O, 0), db = sum of g; O = 0: y is (N, 0), dx = g W = 0, dW is (0, D)."""
+    g = np.array([[1.0, 2.0], [3.0, -1.0]], dtype)
+    b = np.array([0.5, -2.0], dtype)
+    x0, W0 = np.zeros((2, 0), dtype), np.zeros((2, 0), dtype)
+    for strict in (False, True) if dtype == np.float16 else (False,):
+        y = linear.forward(x0, W0, b, strict_fp16=strict)
+        assert_same_values("y (D = 0)", y, np.broadcast_to(b, (2, 2)))
+        dx, dW, db = linear.vjp(x0, g, W0, b, strict_fp16=strict)
+        assert dx.shape == (2, 0) and dW.shape == (2, 0) and dx.dtype == dW.dtype == dtype
+        assert_same_values("db (D = 0)", db, g.sum(axis=0, dtype=np.float64).astype(dtype))
+        assert linear.jacobian(x0[0], W0, b, strict_fp16=strict).shape == (2, 0)
+        x, W = np.ones((2, 3), dtype), np.zeros((0, 3), dtype)
+        assert linear.forward(x, W, strict_fp16=strict).shape == (2, 0)
+        dx, dW, db = linear.vjp(x, np.zeros((2, 0), dtype), W, np.zeros(0, dtype))
+        assert_same_values("dx (O = 0)", dx, np.zeros((2, 3), dtype))
+        assert dW.shape == (0, 3) and db.shape == (0,) and dW.dtype == db.dtype == dtype

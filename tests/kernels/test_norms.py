@@ -1399,3 +1399,92 @@ def test_parameter_gradients_do_not_depend_on_the_thread_count(c, dtype):
         numba.set_num_threads(threads)
     for i, (got, want) in enumerate(zip(parallel, serial, strict=True)):
         assert_same_bits(f"{c.name} output {i}: 2 threads against 1", got, want)
+
+
+# --------------------------------------------------------------------------------------
+# Regressions: keyword checks shared by every kernel (kernels/_validate.py)
+# --------------------------------------------------------------------------------------
+
+H3 = np.array([1.0, -2.0, 0.5], np.float16)
+
+
+def _norm_calls(dtype=np.float64) -> list[tuple[str, Callable[..., Any]]]:
+    """Every function of the four norms on small valid arguments, keywords left open."""
+    x = np.array([[1.0, -2.0, 0.5], [0.25, 3.0, -1.0]], dtype)
+    one = np.array([1.0, -0.5, 2.0], dtype)
+    v = np.array([[1.0, 2.0, -1.0], [0.5, 0.0, 3.0]], dtype)
+    gamma2 = np.array([1.5, -1.0], dtype)
+    g2 = np.ones((2, 2), dtype)
+    return [
+        ("layernorm.forward", lambda **kw: layernorm.forward(x, one, one, **kw)),
+        ("layernorm.vjp", lambda **kw: layernorm.vjp(x, x, one, one, **kw)),
+        ("layernorm.jacobian", lambda **kw: layernorm.jacobian(x[0], one, one, **kw)),
+        ("rmsnorm.forward", lambda **kw: rmsnorm.forward(x, one, one, **kw)),
+        ("rmsnorm.vjp", lambda **kw: rmsnorm.vjp(x, x, one, None, **kw)),
+        ("rmsnorm.jacobian", lambda **kw: rmsnorm.jacobian(x[0], one, **kw)),
+        ("weightnorm.forward", lambda **kw: weightnorm.forward(x, v, gamma2, **kw)),
+        ("weightnorm.vjp", lambda **kw: weightnorm.vjp(x, g2, v, gamma2, **kw)),
+        ("weightnorm.jacobian", lambda **kw: weightnorm.jacobian(x[0], v, gamma2, **kw)),
+    ]
+
+
+@pytest.mark.parametrize("bad", ["no", 1, None])
+def test_strict_fp16_of_another_kind_is_a_type_error(bad):
+    """``strict_fp16="no"`` used to take the strict path (a non-empty string is truthy)."""
+    calls = [*_norm_calls(np.float16)]
+    calls.append(("centernorm.forward", lambda **kw: centernorm.forward(H3, H3, H3, **kw)))
+    for name, call in calls:
+        with pytest.raises(TypeError, match=r"^strict_fp16: expected True or False"):
+            call(strict_fp16=bad)
+            pytest.fail(f"{name}: strict_fp16={bad!r} accepted")
+        call(strict_fp16=True)  # the flag itself still works
+
+
+@pytest.mark.parametrize("bad", ["0.5", True, np.bool_(False), [1e-5], None])
+def test_eps_of_another_kind_is_a_type_error(bad):
+    """``eps="0.5"`` and ``eps=True`` used to be taken as 0.5 and 1.0."""
+    for name, call in _norm_calls():
+        with pytest.raises(TypeError, match=r"^eps: expected a real number"):
+            call(eps=bad)
+            pytest.fail(f"{name}: eps={bad!r} accepted")
+
+
+def test_eps_beyond_float64_is_a_value_error():
+    for name, call in _norm_calls():
+        with pytest.raises(ValueError, match=r"^eps: expected a finite number"):
+            call(eps=10**400)
+            pytest.fail(f"{name}: eps=10**400 accepted")
+
+
+def test_strict_eps_that_overflows_half_is_inf_without_a_warning():
+    """Strict mode rounds eps to half: 1e5 is inf there (as half arithmetic gives), which
+    used to escape as NumPy's overflow RuntimeWarning. With eps = inf the scale
+    ``1/sqrt(var + eps)`` is 0: LayerNorm and RMSNorm give beta and zero gradients, and
+    WeightNorm's W is 0."""
+    x = np.array([[1.0, -2.0, 0.5], [0.25, 3.0, -1.0]], np.float16)
+    gamma = np.array([1.0, -0.5, 2.0], np.float16)
+    beta = np.array([0.5, 0.25, -1.0], np.float16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for module in (layernorm, rmsnorm):
+            y = module.forward(x, gamma, beta, 1e5, strict_fp16=True)
+            assert_same_values(f"{module.__name__} y", y, np.broadcast_to(beta, x.shape))
+            dx, _, _ = module.vjp(x, x, gamma, beta, 1e5, strict_fp16=True)
+            assert not dx.any(), f"{module.__name__} dx: {dx!r}"
+            assert not module.jacobian(x[0], gamma, beta, 1e5, strict_fp16=True).any()
+        v = np.array([[1.0, 2.0, -1.0]], np.float16)
+        y = weightnorm.forward(x, v, np.ones(1, np.float16), 1e5, strict_fp16=True)
+        assert not y.any(), f"weightnorm y: {y!r}"
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_weightnorm_without_outputs_gives_empty_results(dtype):
+    """v of shape (0, D) (O = 0) used to fail in vjp with "cannot reshape array of size 0":
+    y is (N, 0), dx = g W = 0, dv (0, D), dgamma (0,) -- as forward already returned."""
+    x = np.ones((2, 3), dtype)
+    v, gamma = np.zeros((0, 3), dtype), np.zeros(0, dtype)
+    assert weightnorm.forward(x, v, gamma).shape == (2, 0)
+    dx, dv, dgamma = weightnorm.vjp(x, np.zeros((2, 0), dtype), v, gamma)
+    assert_same_values("dx", dx, np.zeros((2, 3), dtype))
+    assert dv.shape == (0, 3) and dgamma.shape == (0,) and dv.dtype == dgamma.dtype == dtype
+    assert weightnorm.jacobian(x[0], v, gamma).shape == (0, 3)

@@ -564,3 +564,51 @@ def test_lipschitz2d_checks_its_arguments():
         maxpool.lipschitz2d((0, 4), 2)
     with pytest.raises(ValueError, match="at most half"):
         maxpool.lipschitz2d((4, 4), 2, padding=2)
+
+
+ZERO_WINDOWS = [
+    (lambda m: m.forward2d(np.zeros((4, 4)), (0, 0)), "kernel_size: expected integers >= 1"),
+    (lambda m: m.vjp2d(np.zeros((4, 4)), np.zeros((4, 4)), 0), "kernel_size: expected integ"),
+    (lambda m: m.jacobian2d(np.zeros((1, 4, 4)), (2, 0)), "kernel_size: expected integers"),
+    (lambda m: m.forward2d(np.zeros((0, 4)), 2, padding=1), "x: expected planes of at least"),
+    (lambda m: m.forward2d(np.zeros((3, 4, 0)), 2, padding=1), "x: expected planes of at "),
+    (lambda m: m.vjp2d(np.zeros((0, 0)), np.zeros((1, 1)), 2, 2, 1), "x: expected planes of"),
+    (lambda m: m.forward2d(np.zeros((4, 4)), 2, stride=2**70), "stride: expected integers <="),
+    (lambda m: m.forward2d(np.zeros((4, 4)), 2**70), "kernel_size: expected integers <="),
+]
+
+
+@pytest.mark.parametrize("module", [maxpool, avgpool], ids=["maxpool", "avgpool"])
+@pytest.mark.parametrize(("bad", "match"), ZERO_WINDOWS)
+def test_zero_size_windows_and_planes_are_value_errors_naming_the_argument(module, bad, match):
+    """Zero-size windows and planes (an empty plane padded to fit a window: every window
+    then holds no pixel) must be a ValueError naming the argument, never a reshape error
+    or a window without an argmax; a stride beyond int64 must not overflow in the loops."""
+    with pytest.raises(ValueError, match=f"^{match}"):
+        bad(module)
+
+
+@pytest.mark.parametrize("bad", ["no", 1, None])
+@pytest.mark.parametrize("module", [maxpool, avgpool], ids=["maxpool", "avgpool"])
+def test_strict_fp16_of_another_kind_is_a_type_error(module, bad):
+    x = np.ones((1, 4, 4), np.float16)
+    calls = [
+        lambda: module.forward(x, strict_fp16=bad),
+        lambda: module.vjp(x, np.ones((1, 4), np.float16), strict_fp16=bad),
+        lambda: module.jacobian(x[0, 0], strict_fp16=bad),
+        lambda: module.forward2d(x, 2, strict_fp16=bad),
+        lambda: module.vjp2d(x, np.ones((1, 2, 2), np.float16), 2, strict_fp16=bad),
+        lambda: module.jacobian2d(x, 2, strict_fp16=bad),
+    ]
+    for call in calls:
+        with pytest.raises(TypeError, match=r"^strict_fp16: expected True or False"):
+            call()
+
+
+def test_strict_average_of_more_than_65519_values_divides_by_inf_without_a_warning():
+    """Strict mode divides by the half D: D = 70000 rounds to inf (as half arithmetic
+    gives), which used to escape as NumPy's overflow RuntimeWarning in vjp and jacobian."""
+    x = np.ones(70000, np.float16)
+    dx = avgpool.vjp(x, np.array(1.0, np.float16), strict_fp16=True)
+    assert not dx.any() and dx.dtype == np.float16
+    assert not avgpool.jacobian(x, strict_fp16=True).any()

@@ -565,3 +565,17 @@ def test_bad_input_names_the_argument(call, error, match):
         warnings.simplefilter("error")
         with pytest.raises(error, match=match):
             call()
+
+
+@pytest.mark.parametrize("bad", ["no", 1, None])
+def test_strict_fp16_of_another_kind_is_a_type_error(bad):
+    """``strict_fp16="no"`` used to take the strict path (a non-empty string is truthy)."""
+    x = np.zeros((2, 3), np.float16)
+    calls = [
+        lambda: softmax.forward(x, strict_fp16=bad),
+        lambda: softmax.vjp(x, x, strict_fp16=bad),
+        lambda: softmax.jacobian(x[0], strict_fp16=bad),
+    ]
+    for call in calls:
+        with pytest.raises(TypeError, match=r"^strict_fp16: expected True or False"):
+            call()

@@ -89,3 +89,30 @@ def test_jacobian_is_diag_of_derivative_and_agrees_with_vjp(module, dtype):
         e = np.zeros(9, dtype=dtype)
         e[j] = 1
         assert np.array_equal(module.vjp(x, e), jacobian[j]), f"row {j}"
+
+
+# --- regressions: one check per kind of keyword (kernels/_validate.py) ---------------------
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__)
+@pytest.mark.parametrize(
+    "bad", ["no", 1, None, np.array(True)], ids=["str", "int", "None", "array"]
+)
+def test_strict_fp16_must_be_a_bool_not_a_truthy_value(module, bad):
+    """``strict_fp16="no"`` used to run the strict path (a non-empty string is truthy)."""
+    x = np.zeros(3, np.float16)
+    for call in (module.forward, module.derivative, module.jacobian):
+        with pytest.raises(TypeError, match=r"^strict_fp16: expected True or False"):
+            call(x, strict_fp16=bad)
+    with pytest.raises(TypeError, match=r"^strict_fp16: expected True or False"):
+        module.vjp(x, x, strict_fp16=bad)
+
+
+@pytest.mark.parametrize("bad", [["tanh"], ("none",), None, 1])
+def test_gelu_approximate_of_another_kind_is_a_value_error_naming_it(bad):
+    """A list used to give "unhashable type: 'list'"."""
+    for call in (gelu.forward, gelu.derivative, gelu.jacobian):
+        with pytest.raises(ValueError, match=r"^approximate: expected one of 'none', 'tanh'"):
+            call(np.zeros(2), approximate=bad)
+    with pytest.raises(ValueError, match=r"^approximate: expected one of"):
+        gelu.vjp(np.zeros(2), np.zeros(2), approximate=bad)
