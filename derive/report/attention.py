@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from derive.definitions.attention import PROOF_SIZES, closed_form_proof
 from derive.catalog import CATALOG
 from derive.check.attention import SEARCH_N, SEARCH_STARTS, SEARCH_STEPS, search_results
+from derive.definitions.attention import PROOF_SIZES, closed_form_proof
 from derive.report.figures import loglog_figure
 from proofs import attention as PA
 
@@ -83,7 +83,8 @@ def attention_section(name: str, figure: str | None) -> list[str]:
     lines = [
         "Layout: rows are tokens (X of shape (N, D)), a row softmax; the paper writes tokens "
         "as columns with a column softmax, the same map with W^Q and W^K exchanged "
-        "(proven below). Backward pass: the closed forms of `derive/definitions/attention.py`, proven "
+        "(proven below). Backward pass: the closed forms of "
+        "`derive/definitions/attention.py`, proven "
         f"equal to `sympy.diff` of the forward at {sizes}. The kernels evaluate in float64 "
         "(float32 and float16 rounded once at the end); `strict_fp16=True` rounds every "
         "operation to half.",

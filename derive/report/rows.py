@@ -1,6 +1,6 @@
 """Report sections of Linear, Convolution, Softmax, the poolings and the residual blocks:
-definitions and Jacobians from :mod:`derive.definitions.rows`, the kernels' conventions, and the exact
-or certified Lipschitz constants from :mod:`proofs.spectral`, all computed here."""
+definitions and Jacobians from :mod:`derive.definitions.rows`, the kernels' conventions, and
+the exact or certified Lipschitz constants from :mod:`proofs.spectral`, all computed here."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import sympy as sp
 
 from derive.definitions import rows as R
 from proofs import spectral
-
 
 #: Windowed pooling configurations whose exact constants the report tabulates:
 #: (input side, kernel size, stride).
@@ -209,7 +208,8 @@ def _residual(weighted: bool) -> list[str]:
 
 
 def row_section(name: str) -> list[str]:
-    """The report section of a module of the rows family (:data:`derive.catalog.CATALOG`) (its claims follow it)."""
+    """The report section of a module of the rows family (:data:`derive.catalog.CATALOG`);
+    its claims follow it."""
     if name == "linear":
         return _linear()
     if name == "conv2d":
