@@ -25,9 +25,6 @@ from kernels._f16 import round_to_half
 from kernels._threads import thread_safe
 from kernels._validate import eps_value, float_array, strict_mode
 
-#: ``eps`` checked as every kernel checks it (kept under this name for ``kernels.compose``).
-check_eps = eps_value
-
 
 def parameter(value: ArrayLike, name: str, x: np.ndarray, size: int) -> np.ndarray:
     """A per-feature parameter: shape (size,), x's dtype, C-contiguous."""

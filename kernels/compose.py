@@ -80,8 +80,7 @@ from kernels import gelu, layernorm, linear, relu, sigmoid, swish
 from kernels._dd import dd_add, two_prod, two_sum
 from kernels._f16 import round_to_half
 from kernels._generated.weightnorm import matmul_nt_f16s
-from kernels._rownorm import check_eps
-from kernels._validate import float_array, strict_mode
+from kernels._validate import eps_value, float_array, strict_mode
 
 __all__ = [
     "ELEMENTWISE",
@@ -234,7 +233,7 @@ class LayerNorm:
             raise TypeError(f"beta: expected dtype {gamma.dtype} (gamma's), got {beta.dtype}")
         object.__setattr__(self, "gamma", gamma)
         object.__setattr__(self, "beta", beta)
-        object.__setattr__(self, "eps", check_eps(self.eps))
+        object.__setattr__(self, "eps", eps_value(self.eps))
 
     @property
     def parameters(self) -> tuple[np.ndarray, ...]:

@@ -53,8 +53,10 @@ from flint import arb
 
 from derive.definitions import attention as A
 from derive.definitions.rows import matrix
+from derive.reference import attention as R
 from proofs.arb import DEFAULT_PREC, enclose, endpoints, point, working_precision
 from proofs.core import Proof, Step, identity, limit
+from proofs.rows import softmax_lipschitz
 from proofs.spectral import Bounds, SigmaMax, sigma_max
 
 MODULES: tuple[str, ...] = ("dp_attention", "l2_attention", "scs_attention")
@@ -653,8 +655,6 @@ def _coefficients_dominated() -> bool:
 
 def scs_printed_holds() -> Proof:
     """The printed SCS constant is an upper bound, through :func:`derived_scs_bound`."""
-    from proofs.rows import softmax_lipschitz
-
     softmax = softmax_lipschitz("the row softmax has $\\|J\\|_2 \\le 1/2$")
     steps = [
         Step(
@@ -848,8 +848,6 @@ def high_precision_norm(
     X = np.asarray(X, dtype=np.float64)
     n, D = X.shape
     if method == "reference":
-        from derive.reference import attention as R
-
         jacobian = getattr(R, f"{module}_jacobian")
         arrays, scalars = _split(module, weights)
         dps = digits + 20

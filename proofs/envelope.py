@@ -19,11 +19,11 @@ from flint import arb
 
 from derive.envelope.core import precision
 from derive.envelope.modules import (
-    _k_value,
-    _layernorm_candidates,
-    _layernorm_dip,
-    _layernorm_p,
+    k_value,
+    layernorm_candidates,
+    layernorm_dip,
     layernorm_k,
+    layernorm_p,
     rmsnorm_k,
 )
 from proofs.core import Proof, Step, identity
@@ -278,16 +278,16 @@ def _peak_candidates(size: int) -> bool:
     or ``p(low) >= 0``, ``N/2 < high <= j < N``, ``p(high) < 0`` and ``p(j) < 0`` with j
     inside the regime ``N (D - j) > 4 j``."""
     n = size - 1
-    dip = _layernorm_dip(size)
+    dip = layernorm_dip(size)
     if dip is None or not (n < 2 * dip < 2 * n and n * (size - dip) > 4 * dip):
         return False
-    low, high = _layernorm_candidates(size)
+    low, high = layernorm_candidates(size)
     return (
-        _layernorm_p(size, dip) < 0
+        layernorm_p(size, dip) < 0
         and high == low + 1
-        and (2 * low <= n or _layernorm_p(size, low) >= 0)
+        and (2 * low <= n or layernorm_p(size, low) >= 0)
         and n < 2 * high <= 2 * dip
-        and _layernorm_p(size, high) < 0
+        and layernorm_p(size, high) < 0
     )
 
 
@@ -295,12 +295,12 @@ def _peak_best(size: int) -> bool:
     """The chosen k is the constant row's or a candidate, and its value is at least the
     other two's (arb, 128 bits)."""
     value, chosen, _ = layernorm_k(size)
-    others = (*_layernorm_candidates(size), size - 1)
+    others = (*layernorm_candidates(size), size - 1)
     if chosen not in others:
         return False
     with precision(128):
         best = value.ball()
-        return all(kk == chosen or _k_value(size, kk)[0].ball() <= best for kk in others)
+        return all(kk == chosen or k_value(size, kk)[0].ball() <= best for kk in others)
 
 
 def layernorm_peak_proof(size: int) -> Proof:
@@ -308,8 +308,8 @@ def layernorm_peak_proof(size: int) -> Proof:
     of :func:`derive.envelope.modules.layernorm_k`; sizes from
     :data:`derive.envelope.modules.LAYERNORM_DIP_FROM` on, where a dip of p is found)."""
     value, chosen, _ = layernorm_k(size)
-    dip = _layernorm_dip(size)
-    low, high = _layernorm_candidates(size) if dip is not None else (0, 0)
+    dip = layernorm_dip(size)
+    low, high = layernorm_candidates(size) if dip is not None else (0, 0)
     steps = (
         Step(
             "In the regime B > 2A the inner maximum is h(k) = (2/3)(A+B)^(3/2)/sqrt(3(B-A)); "

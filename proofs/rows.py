@@ -15,6 +15,7 @@ from collections.abc import Callable
 import sympy as sp
 
 from derive.definitions import rows as R
+from proofs import spectral
 from proofs.core import Proof, Step, assumption, identity, limit, same
 from proofs.matrices import Case, decide
 
@@ -377,8 +378,6 @@ def conv_lipschitz(statement: str) -> tuple[Proof, dict]:
     """The printed sigma_max(W_D^O) is exceeded by an exact witness in both padding modes;
     the convolution's own constant at the witness, certified (:mod:`proofs.spectral`)."""
     import numpy as np
-
-    from proofs import spectral
 
     circular, witness = conv_lipschitz_witness("circular")
     zeros, zero_witness = conv_lipschitz_witness("zeros")

@@ -350,7 +350,7 @@ def _mid(x) -> complex | float:
 
 
 @dataclass(frozen=True, eq=False)
-class _Gram:
+class Gram:
     """``G = F^H F`` for a ball matrix ``F`` (``arb_mat``/``acb_mat``, containing the exact
     factor); ``approx`` a float ``F``; ``exact`` the integer ``G`` when it is known exactly."""
 
@@ -371,7 +371,7 @@ class _Gram:
         return self.approx.conj().T @ self.approx
 
 
-def _float_eigh(grams: Sequence[_Gram]) -> list[tuple[np.ndarray, np.ndarray]]:
+def float_eigh(grams: Sequence[Gram]) -> list[tuple[np.ndarray, np.ndarray]]:
     """Float eigenpairs (descending) of each Gram matrix; same-size ones in one batched call
     (small LAPACK calls are slow when BLAS threads compete for the cores)."""
     out: list = [None] * len(grams)
@@ -385,7 +385,7 @@ def _float_eigh(grams: Sequence[_Gram]) -> list[tuple[np.ndarray, np.ndarray]]:
     return out
 
 
-def _lambda_max_bounds(gram: _Gram, prec: int, method: str = "auto", eigen=None):
+def _lambda_max_bounds(gram: Gram, prec: int, method: str = "auto", eigen=None):
     """``(lo, hi, method)``: rational bounds of ``lambda_max`` of the Gram matrix.
 
     Tries ``method`` ("auto": eig up to :data:`EIG_LIMIT` rows, else the congruence
@@ -404,9 +404,9 @@ def _lambda_max_bounds(gram: _Gram, prec: int, method: str = "auto", eigen=None)
                 continue  # hours of work: not a fallback
             try:
                 if name == "eig":
-                    lo, hi = _eig_top(gram.ball(), prec)
+                    lo, hi = eig_top(gram.ball(), prec)
                 else:
-                    lo, hi = _congruence_top(gram, prec, eigen)
+                    lo, hi = congruence_top(gram, prec, eigen)
                 return lo, hi, name
             except (SpectralError, SearchFailed, ValueError, ZeroDivisionError) as error:
                 failures.append(f"{name}: {error}")
@@ -414,7 +414,7 @@ def _lambda_max_bounds(gram: _Gram, prec: int, method: str = "auto", eigen=None)
     return lo, hi, "gershgorin (" + "; ".join(failures) + ")"
 
 
-def _eig_top(G, prec: int) -> tuple[Fraction, Fraction]:
+def eig_top(G, prec: int) -> tuple[Fraction, Fraction]:
     """Bounds from ``acb_mat.eig(multiple=True)`` (raises ValueError if it cannot isolate)."""
     values = acb_mat(G).eig(multiple=True)
     ends = [endpoints(v.real, prec=prec) for v in values]
@@ -433,12 +433,12 @@ def _gershgorin_top(G, prec: int) -> tuple[Fraction, Fraction]:
     return lo, hi
 
 
-def _congruence_top(gram: _Gram, prec: int, eigen=None) -> tuple[Fraction, Fraction]:
+def congruence_top(gram: Gram, prec: int, eigen=None) -> tuple[Fraction, Fraction]:
     """The Schur-complement certificate of the module docstring."""
     n = gram.size
     complex_ = isinstance(gram.factor, acb_mat)
     matrix = acb_mat if complex_ else arb_mat
-    values, vectors = eigen if eigen is not None else _float_eigh([gram])[0]
+    values, vectors = eigen if eigen is not None else float_eigh([gram])[0]
     scale = float(np.max(np.abs(values)))
     if not (math.isfinite(scale) and scale > 0):
         raise SpectralError("the float eigenvalues are all 0: nothing to separate")
@@ -474,7 +474,7 @@ def _congruence_top(gram: _Gram, prec: int, eigen=None) -> tuple[Fraction, Fract
     if k == 1:
         theta_lo, theta_hi = endpoints(_re(m_ii[0, 0] / n_ii[0, 0]), prec=prec)
     else:
-        theta_lo, theta_hi = _eig_top(n_ii.solve(m_ii), prec)
+        theta_lo, theta_hi = eig_top(n_ii.solve(m_ii), prec)
     n_min = min(_gershgorin_low(n_ii.tolist(), i, range(k), prec) for i in range(k))
     if not n_min > 0:
         raise SpectralError("the Ritz vectors are not certainly independent")
@@ -572,14 +572,14 @@ class SigmaMax(Bounds):
         return self.witness_lo**2 <= ratio and self.witness_lo <= self.hi
 
 
-def _gram(exact: _ExactMatrix, prec: int) -> _Gram:
+def _gram(exact: _ExactMatrix, prec: int) -> Gram:
     """``W^T W`` or ``W W^T`` (the smaller) as a factor and its exact integer value."""
     w, f = exact.integers, exact.approx
     if w.ncols() > w.nrows():
         w, f = w.transpose(), f.T
     with working_precision(prec):
         factor = arb_mat(w)
-    return _Gram(factor, f, w.transpose() * w)
+    return Gram(factor, f, w.transpose() * w)
 
 
 def _sigma_lambda_bounds(exact: _ExactMatrix, prec: int, method: str):
@@ -824,10 +824,10 @@ def _circular_frequency_bounds(
             block = [[v for part in parts for v in part[oo * c : (oo + 1) * c]] for oo in range(o)]
             ball, approx = acb_mat(block), floats[freq]
             if ball.ncols() <= o:  # G = B^H B, else G = B B^H = (B^H)^H (B^H)
-                grams.append(_Gram(ball, approx))
+                grams.append(Gram(ball, approx))
             else:
-                grams.append(_Gram(_adjoint(ball), approx.conj().T))
-        eigen = _float_eigh(grams) if method != "eig" else [None] * len(grams)
+                grams.append(Gram(_adjoint(ball), approx.conj().T))
+        eigen = float_eigh(grams) if method != "eig" else [None] * len(grams)
         bounds = []
         for freq, gram, pairs in zip(freqs, grams, eigen, strict=True):
             lo, hi, used = _lambda_max_bounds(gram, prec, method, pairs)

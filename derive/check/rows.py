@@ -23,7 +23,6 @@ from proofs.core import Proof, UnprovenError, Verdict
 D = sp.Symbol("D", positive=True, integer=True)
 SIGMA_W = sp.Symbol("sigma_max_W", nonnegative=True)
 LIP_F = sp.Symbol("Lip_f", nonnegative=True)
-NU_ABS = sp.Symbol("nu_abs_max", nonnegative=True)
 
 CONV_NOTE = (
     "sigma_max_hat: for circular padding and stride 1 on an n1 x n2 grid the convolution is "

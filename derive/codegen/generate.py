@@ -17,7 +17,9 @@ from pathlib import Path
 import sympy as sp
 
 from derive.codegen.activations import SATURATION, StableForm, module_forms, proves
+from derive.codegen.batchnorm import batchnorm_source
 from derive.codegen.emit import MODES, Constants, scalar_function
+from derive.codegen.norms import generated_files as norm_files
 from derive.definitions.activations import ELEMENTWISE, Elementwise, x
 
 GENERATED_DIR = Path(__file__).resolve().parents[2] / "kernels" / "_generated"
@@ -169,9 +171,6 @@ def generate_source(module: Elementwise) -> str:
 
 def generated_files() -> dict[Path, str]:
     """Every generated file: path -> text (elementwise modules, then normalizations)."""
-    from derive.codegen.batchnorm import batchnorm_source
-    from derive.codegen.norms import generated_files as norm_files
-
     files = {GENERATED_DIR / f"{m.key}.py": generate_source(m) for m in ELEMENTWISE}
     files |= {GENERATED_DIR / name: text for name, text in norm_files().items()}
     files[GENERATED_DIR / "batchnorm.py"] = batchnorm_source()

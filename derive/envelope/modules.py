@@ -368,19 +368,19 @@ def layernorm_k(size: int) -> tuple[Real, int, Real]:
     """
     if size == 1:
         return Real.rational(Fraction(0), "0"), 0, Real.rational(Fraction(1))
-    return _layernorm_best(size, _layernorm_candidates(size))
+    return _layernorm_best(size, layernorm_candidates(size))
 
 
 #: The smallest D at which the cubic p of :func:`layernorm_k` is negative at an integer
-#: (found by :func:`_layernorm_dip`); below it every k is a candidate.
+#: (found by :func:`layernorm_dip`); below it every k is a candidate.
 LAYERNORM_DIP_FROM = 40
 
 
-def _layernorm_candidates(size: int) -> Sequence[int]:
+def layernorm_candidates(size: int) -> Sequence[int]:
     """The k (besides the constant row's k = N) among which :func:`layernorm_k` chooses:
     every k below :data:`LAYERNORM_DIP_FROM`, else ``floor(r1)`` and the next integer."""
     n = size - 1
-    dip = _layernorm_dip(size)
+    dip = layernorm_dip(size)
     if dip is None:
         if size >= LAYERNORM_DIP_FROM:
             raise ArithmeticError(f"layernorm_k: no integer with p(k) < 0 found at D = {size}")
@@ -388,7 +388,7 @@ def _layernorm_candidates(size: int) -> Sequence[int]:
     low, high = n // 2, dip  # low <= N/2 or p(low) >= 0; N/2 < high, p(high) < 0
     while high - low > 1:
         middle = (low + high) // 2
-        if _layernorm_p(size, middle) >= 0:
+        if layernorm_p(size, middle) >= 0:
             low = middle
         else:
             high = middle
@@ -396,25 +396,25 @@ def _layernorm_candidates(size: int) -> Sequence[int]:
 
 
 def _layernorm_best(size: int, candidates: Sequence[int]) -> tuple[Real, int, Real]:
-    """:func:`_k_value` of the best of the constant row and ``candidates``: the constant row
+    """:func:`k_value` of the best of the constant row and ``candidates``: the constant row
     first, then increasing k, a later k replacing the choice only when it is larger, decided
     in arb (a tie keeps the earlier choice)."""
-    best = _k_value(size, size - 1)
+    best = k_value(size, size - 1)
     for k in candidates:
-        value = _k_value(size, k)
+        value = k_value(size, k)
         if _greater(value[0], best[0]):
             best = value
     return best
 
 
-def _layernorm_p(size: int, k: int) -> int:
+def layernorm_p(size: int, k: int) -> int:
     """``p(k) = 4 N k - (2k - N)^2 (D - k)``, exactly: for ``k > N/2`` it has the sign of the
     derivative of LayerNorm's ``h(k)`` (:func:`layernorm_k`)."""
     n = size - 1
     return 4 * n * k - (2 * k - n) ** 2 * (size - k)
 
 
-def _layernorm_dip(size: int) -> int | None:
+def layernorm_dip(size: int) -> int | None:
     """An integer ``N/2 < j < N`` with ``p(j) < 0``, inside the regime ``N (D - j) > 4 j``,
     or None. Tried: the integers next to the local minimum of p, the larger root of
     ``p'(k) = 0``: ``u = 2k - N`` solves ``3u^2 - (2N + 4) u + 4N = 0`` (floats only choose
@@ -425,7 +425,7 @@ def _layernorm_dip(size: int) -> int | None:
         return None
     centre = (n + ((2 * n + 4) + math.sqrt(disc)) / 6) / 2
     for j in (math.floor(centre), math.ceil(centre)):
-        if n < 2 * j and j < n and n * (size - j) > 4 * j and _layernorm_p(size, j) < 0:
+        if n < 2 * j and j < n and n * (size - j) > 4 * j and layernorm_p(size, j) < 0:
             return j
     return None
 
@@ -443,7 +443,7 @@ def _greater(a: Real, b: Real) -> bool:
     return False
 
 
-def _k_value(size: int, k: int) -> tuple[Real, int, Real]:
+def k_value(size: int, k: int) -> tuple[Real, int, Real]:
     n = size - 1
     a, bsq = k, n * k * (size - k)
     if k == n or (a + math.sqrt(bsq) >= 3 * (math.sqrt(bsq) - a)):

@@ -11,6 +11,7 @@ from derive.check.attention import SEARCH_N, SEARCH_STARTS, SEARCH_STEPS, search
 from derive.definitions.attention import PROOF_SIZES, closed_form_proof
 from derive.report.figures import loglog_figure
 from proofs import attention as PA
+from kernels import dp_attention
 
 #: The attentions, in the catalog's order.
 ATTENTION_MODULES = tuple(m.key for m in CATALOG if m.family == "attention")
@@ -41,8 +42,6 @@ def jacobian_figure() -> str:
 def _strict_overflow() -> str:
     """The smallest constant c (a half value) whose all-c rows overflow strict half DP
     attention (D = d = dv = 64, identity weights) while the mixed kernel stays finite."""
-    from kernels import dp_attention
-
     eye = np.eye(64, dtype=np.float16)
     for c in (np.float16(v) for v in range(16, 64)):
         X = np.full((2, 64), c, dtype=np.float16)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from derive.envelope.modules import envelope, layernorm_k, models, rmsnorm_k
 from derive.report.figures import loglog_figure
 from proofs.envelope import verified
+from derive.envelope.strict import STRICT_MODULES, strict_thresholds
 
 #: The configurations of the main table.
 TABLE_DIMS = (768, 1024, 4096, 8192)
@@ -133,10 +134,6 @@ def figure() -> str:
 
 
 def _strict_lines() -> list[str]:
-    try:
-        from derive.envelope.strict import STRICT_MODULES, strict_thresholds
-    except ImportError:
-        return []
     lines = [
         "### Strict half arithmetic: where naive FP16 breaks",
         "",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from derive.cli import main
 from derive.codegen.generate import GENERATED_DIR, generated_files
 
 FILES = generated_files()
@@ -30,7 +31,5 @@ def test_header_names_the_regeneration_command(path):
 
 
 def test_cli_generate_check_reports_nothing_stale(capsys):
-    from derive.cli import main
-
     assert main(["generate", "--check"]) == 0
     assert capsys.readouterr().out == ""

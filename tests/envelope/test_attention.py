@@ -50,6 +50,7 @@ from derive.envelope.core import FORMATS, Format, overflowing_gradient, precisio
 from derive.envelope.modules import Config, envelope, models
 from derive.reference import attention as RA
 from derive.reference import linear as RL
+from proofs.spectral import conv_circular_lipschitz
 from tests.helpers import cli_subprocess
 
 F16, F32 = FORMATS["float16"], FORMATS["float32"]
@@ -316,8 +317,6 @@ def test_conv2d_random_kernels_evidence() -> None:
 def test_conv2d_two_norm_supremum(k: int, s: int) -> None:
     """w sqrt(C_in C_out) F(k, s) is attained on a torus (certified, proofs/spectral.py) and
     approached with zero padding as the image grows."""
-    from proofs.spectral import conv_circular_lipschitz
-
     F = conv_overlap_sum(k, s)
     grid = 6 * s
     r = conv_circular_lipschitz(np.ones((1, 1, k, k)), (grid, grid), stride=s)

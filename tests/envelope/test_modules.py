@@ -105,7 +105,8 @@ from tests.helpers.tolerances import FLOAT16_ULPS, NORM_ROUNDINGS, UNIT_FLOAT64
 from tests.kernels import test_batchnorm as bn
 from tests.kernels import test_norms as tn
 from tests.kernels.test_linear import assert_within
-from tests.kernels.test_residual import Arithmetic, _assert_within, _magnitudes
+from tests.kernels.test_residual import Arithmetic, magnitudes
+from tests.kernels.test_residual import assert_within as assert_within_residual
 
 HALF, SINGLE = np.dtype(np.float16), np.dtype(np.float32)
 #: numpy dtype of each format name with kernels.
@@ -304,10 +305,10 @@ def residual_bound(a: dict[str, np.ndarray], g: np.ndarray, exact: np.ndarray) -
     e_gz = arith.store(gz) if "nu" in a else np.zeros_like(gz)
     gz_up = gz + e_gz
     with mpmath.workdps(DPS):
-        branch = _magnitudes((exact - np.array(g.astype(np.float64), dtype=object)).tolist())
+        branch = magnitudes((exact - np.array(g.astype(np.float64), dtype=object)).tolist())
     e_branch = arith.stage(e_gz @ W, g.shape[1], gz_up @ W, branch)
     before = e_branch + arith.combine(g_abs + branch + e_branch)
-    return before + arith.rnd(_magnitudes(exact.tolist()) + before)
+    return before + arith.rnd(magnitudes(exact.tolist()) + before)
 
 
 def check_half(c: Case, size: Fraction, dx: np.ndarray) -> None:
@@ -357,7 +358,7 @@ def check_half(c: Case, size: Fraction, dx: np.ndarray) -> None:
                         f"it rounds to [{low!r}, {high!r}])"
                     )
         finite = np.where(overflows, 0.0, dx)
-        _assert_within(what, finite, np.where(overflows, mpmath.mpf(0), exact), bound)
+        assert_within_residual(what, finite, np.where(overflows, mpmath.mpf(0), exact), bound)
     else:
         error = ulp_error(dx[0], exact[0], HALF)
         assert error <= FLOAT16_ULPS, (
@@ -966,7 +967,7 @@ def test_layernorm_k_is_the_maximum_over_every_k():
 
 def test_layernorm_dip_found_exactly_from_the_switch_over():
     """Below LAYERNORM_DIP_FROM every k is compared; from it on the bracket of p is used."""
-    found = [size for size in range(2, 5000) if env._layernorm_dip(size) is not None]
+    found = [size for size in range(2, 5000) if env.layernorm_dip(size) is not None]
     assert found == list(range(env.LAYERNORM_DIP_FROM, 5000)), (
         f"p has an integer dip first at D = {found[0]}, expected {env.LAYERNORM_DIP_FROM}"
     )
@@ -993,7 +994,7 @@ def test_layernorm_peak_proof_verifies(size):
 @pytest.mark.parametrize("size", [768, 10**9])
 def test_layernorm_peak_proof_rejects_a_neighbouring_k(monkeypatch, size):
     _, k, _ = env.layernorm_k(size)
-    wrong = env._k_value(size, k + 1)
+    wrong = env.k_value(size, k + 1)
     monkeypatch.setattr(envelope_proofs, "layernorm_k", lambda d: wrong)
     assert not envelope_proofs._peak_best(size), f"D = {size}: k + 1 = {k + 1} accepted"
 

@@ -31,7 +31,7 @@ def test_transition_to_non_constant_rows_is_at_58():
 def test_a_wrong_k_is_rejected(monkeypatch, size):
     """The arb step fails when the claimed maximizer is not the best k."""
     _, k, _ = env.layernorm_k(size)
-    wrong = env._k_value(size, k - 7)
+    wrong = env.k_value(size, k - 7)
     monkeypatch.setattr(proofs, "layernorm_k", lambda d: wrong)
     assert not proofs._best_k(size), f"k = {k - 7} accepted at D = {size} (true maximizer {k})"
 

@@ -22,10 +22,11 @@ from derive.reference.core import (
     evaluate,
     float16_table,
     reference_values,
+    round_to_dtype,
     ulp_error,
 )
 from derive.report.float16 import float16_facts, smallest_half_at_least
-from kernels import _elementwise
+from kernels import _elementwise, relu
 from tests.helpers.tolerances import FLOAT16_ULPS, TOLERANCE, VJP_PRODUCT_ULPS
 
 KEYS = [m.key for m in ELEMENTWISE]
@@ -255,8 +256,6 @@ def test_float16_vjp_overflow_boundary(key):
 
 def test_relu_derivative_at_zero_is_zero():
     """The kink convention: relu'(0) = 0 (Table 2's indicator 1(x > 0), PyTorch, JAX)."""
-    from kernels import relu
-
     for dtype in (np.float16, np.float32, np.float64):
         zeros = np.array([0.0, -0.0], dtype=dtype)
         assert relu.derivative(zeros).tolist() == [0.0, 0.0], dtype
@@ -358,8 +357,6 @@ def test_strict_swish_flushes_where_exp_underflows():
     """Strict Swish computes x * t / (1 + t) with t = exp(x) rounded to half: for x below
     the point where exp(x) rounds to 0 in half (predicted from the rounding of the exact
     exp), the strict result is -0 although the exact value is a nonzero half."""
-    from derive.reference.core import round_to_dtype
-
     negatives = np.sort(ALL_HALVES[np.isfinite(ALL_HALVES) & (ALL_HALVES < 0)])
     flushes = [
         float(v)

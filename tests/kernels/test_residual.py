@@ -327,7 +327,7 @@ class Arithmetic:
         return before + self.rnd(exact_magnitude + before)
 
 
-def _magnitudes(values: Any) -> np.ndarray:
+def magnitudes(values: Any) -> np.ndarray:
     """Upper bounds of |v| for nested mpf (0 stays 0: an exact zero is known exactly)."""
     approx = np.abs(_floats(values))
     return np.where(approx == 0, 0.0, approx * (1 + 2.0**-50) + 2.0**-1074)
@@ -350,10 +350,10 @@ def _forward_bound(case: Case, arith: Arithmetic, steps: list[ref.Steps]) -> For
     b2 = 0.0 if case.b2 is None else np.abs(case.b2.astype(np.float64))
     nu = np.abs(case.nu_vector())
     h = _floats([s.h for s in steps])
-    h_mag = _magnitudes([s.h for s in steps])
-    a_mag = _magnitudes([s.a for s in steps])
-    f_mag = _magnitudes([s.f for s in steps])
-    y_mag = _magnitudes([s.y for s in steps])
+    h_mag = magnitudes([s.h for s in steps])
+    a_mag = magnitudes([s.a for s in steps])
+    f_mag = magnitudes([s.f for s in steps])
+    y_mag = magnitudes([s.y for s in steps])
     size, hidden = case.x.shape[1], case.W1.shape[0]
     e_h = arith.stage(0.0, size + (case.b1 is not None), x @ W1.T + b1, h_mag)
     a_up = a_mag + e_h  # relu is exact and 1-Lipschitz: e_a = e_h
@@ -374,8 +374,8 @@ def _vjp_bound(case: Case, arith: Arithmetic, steps, fb: ForwardBound, expected)
     gz = nu * g  # |nu g|, exact: the products of two floats of the dtype, magnitudes only
     e_gz = np.zeros_like(gz) if case.nu is None else arith.store(gz)
     gz_up = gz + e_gz
-    a_bar = _magnitudes([s.a_bar for s in steps])
-    exact = {k: None if v is None else _magnitudes(v) for k, v in expected.items()}
+    a_bar = magnitudes([s.a_bar for s in steps])
+    exact = {k: None if v is None else magnitudes(v) for k, v in expected.items()}
     bounds = {}
     # Linear(W2).vjp(a, nu g): a_bar = gz W2, dW2 = gz^T a, db2 = sum gz
     e_da = arith.stage(e_gz @ W2, size, gz_up @ W2, a_bar)
@@ -389,7 +389,7 @@ def _vjp_bound(case: Case, arith: Arithmetic, steps, fb: ForwardBound, expected)
     e_dh = np.where(fb.definite, np.where(on, e_da, 0.0), a_bar + e_da)
     dh_up = np.where(fb.definite & ~on, 0.0, a_bar + e_da)
     # Linear(W1).vjp(x, h_bar): J_f^T part of dx = h_bar W1, dW1 = h_bar^T x, db1 = sum h_bar
-    branch_dx = _magnitudes(
+    branch_dx = magnitudes(
         [
             [dx_j - g_j for dx_j, g_j in zip(s.x_bar, g_row, strict=True)]
             for s, g_row in zip(steps, case.g.tolist(), strict=True)
@@ -422,10 +422,10 @@ def _jacobian_bound(case: Case, arith: Arithmetic, fb: ForwardBound, row: int, e
     e_branch = ambiguous + arith.red(hidden, total)  # kept wide: no rounding yet
     combined = arith.combine(np.eye(len(nu)) + nu[:, None] * (total + e_branch))
     before = nu[:, None] * e_branch + combined
-    return before + arith.rnd(_magnitudes(expected) + before)
+    return before + arith.rnd(magnitudes(expected) + before)
 
 
-def _assert_within(what: str, actual: np.ndarray, expected: Any, bound: np.ndarray) -> None:
+def assert_within(what: str, actual: np.ndarray, expected: Any, bound: np.ndarray) -> None:
     expected_flat = np.asarray(expected, dtype=object).reshape(-1)
     actual_flat = np.asarray(actual, dtype=np.float64).reshape(-1)
     bound_flat = np.broadcast_to(bound, np.shape(actual)).reshape(-1) * BOUND_SAFETY
@@ -455,7 +455,7 @@ def _check_within_bounds(case: Case) -> None:
     fb = _forward_bound(case, arith, steps)
     y = case.forward()
     assert y.dtype == dtype and y.shape == case.x.shape
-    _assert_within("y", y, case.reference_forward(), fb.e_y)
+    assert_within("y", y, case.reference_forward(), fb.e_y)
     expected = case.reference_vjp()
     bounds = _vjp_bound(case, arith, steps, fb, expected)
     actual = case.vjp()
@@ -465,11 +465,11 @@ def _check_within_bounds(case: Case) -> None:
             continue
         assert actual[name].dtype == dtype, f"{name}: dtype {actual[name].dtype}"
         assert actual[name].shape == np.shape(_floats(value)), f"{name}: shape"
-        _assert_within(name, actual[name], value, bounds[name])
+        assert_within(name, actual[name], value, bounds[name])
     for row in range(case.x.shape[0]):
         expected_j = case.reference_jacobian(row)
         bound = _jacobian_bound(case, arith, fb, row, expected_j)
-        _assert_within(f"J(x[{row}])", case.jacobian(row), expected_j, bound)
+        assert_within(f"J(x[{row}])", case.jacobian(row), expected_j, bound)
 
 
 def _pinned(dtype, strict, x, W1, b1, W2, b2, nu, g=None) -> Case:

@@ -18,7 +18,7 @@ import sympy as sp
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from derive.definitions.activations import GELU_TANH_CUBIC, elementwise, x
+from derive.definitions.activations import ELEMENTWISE, GELU_TANH_CUBIC, elementwise, x
 from proofs import arb as ball
 from proofs.activations import SUP_DERIVATIVE_KEYS, sup_abs_derivative, sup_abs_derivatives
 from proofs.core import (
@@ -90,8 +90,6 @@ def _flint_precision_untouched():
 
 
 def test_keys_match_the_elementwise_catalog():
-    from derive.definitions.activations import ELEMENTWISE
-
     assert SUP_DERIVATIVE_KEYS == tuple(m.key for m in ELEMENTWISE)
 
 

@@ -36,16 +36,16 @@ from kernels.maxpool import lipschitz2d as maxpool_lipschitz2d
 from proofs.arb import working_precision
 from proofs.spectral import (
     EIG_LIMIT,
-    _congruence_top,
-    _eig_top,
-    _float_eigh,
-    _Gram,
+    Gram,
     avgpool2d_lipschitz,
     avgpool_lipschitz_limit,
+    congruence_top,
     conv_circular_lipschitz,
     conv_zero_padding_bounds,
     dense_conv_matrix,
+    eig_top,
     exact_lambda_max,
+    float_eigh,
     maxpool2d_lipschitz,
     sigma_max,
 )
@@ -232,12 +232,12 @@ def test_congruence_certificate_with_poor_eigenvectors(noise: float) -> None:
     """The certificate's upper bound must stay above lambda_max however rough the float
     eigenvectors are (the Ritz value alone falls below it by ~noise^2)."""
     matrix = weights(8, (30, 20))
-    gram = _Gram(arb_mat(matrix.tolist()), matrix)
-    values, vectors = _float_eigh([gram])[0]
+    gram = Gram(arb_mat(matrix.tolist()), matrix)
+    values, vectors = float_eigh([gram])[0]
     rough = vectors + noise * np.random.default_rng(9).standard_normal(vectors.shape)
     with working_precision(200):
-        lo, hi = _congruence_top(gram, 200, (values, rough))
-        exact_lo, exact_hi = _eig_top(gram.ball(), 200)
+        lo, hi = congruence_top(gram, 200, (values, rough))
+        exact_lo, exact_hi = eig_top(gram.ball(), 200)
     assert lo <= exact_hi and exact_lo <= hi, (  # both enclose lambda_max: they overlap
         f"noise {noise}: [{float(lo)!r}, {float(hi)!r}] misses eig's [{float(exact_lo)!r}, ...]"
     )
