@@ -302,7 +302,8 @@ def jacobian(
             loop(p.feature_row(j), p.gamma[j], p.loop_eps(), out[j])
         else:
             scale = _inference_scale(p, j)
-            out[j] = np.diag(np.full(size, scale))
+            with np.errstate(over="ignore"):  # rounds past the format's max to inf, as IEEE
+                out[j] = np.diag(np.full(size, scale))
     return p.finish(out)
 
 

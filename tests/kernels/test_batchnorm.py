@@ -1641,3 +1641,20 @@ def test_strict_eps_that_overflows_half_is_inf_without_a_warning(training, denom
     J = batchnorm.jacobian(x, gamma, beta, 1e5, **kw, strict_fp16=True)
     assert_same_values("y", y, np.broadcast_to(beta, x.shape))
     assert not dx.any() and not J.any(), (dx, J)
+
+
+def test_inference_jacobian_rounds_past_float32_max_without_a_warning():
+    """Found by hypothesis: in inference mode the Jacobian's diagonal gamma/(sqrt(var) + eps)
+    was cast to float32 with a RuntimeWarning when it exceeds the format. It must be the
+    correctly rounded value (here inf: 1.2738e16 / sqrt(2^-149) = 3.4029e38 > the largest
+    float32), silently, as IEEE arithmetic gives it."""
+    gamma = np.array([0.0, 1.2738102590177282e16, 0.0], np.float32)
+    var = np.array([1.0, 1.401298464324817e-45, 1.0], np.float32)
+    x = np.zeros((5, 3), np.float32)
+    zeros = np.zeros(3, np.float32)
+    J = batchnorm.jacobian(x, gamma, zeros, 0.0, False, zeros, var, denom="std_plus_eps")
+    with mpmath.workdps(50):
+        exact = mpmath.mpf(float(gamma[1])) / mpmath.sqrt(mpmath.mpf(float(var[1])))
+    expected = round_to_dtype(exact, np.float32)
+    assert J.dtype == np.float32
+    assert_same_bits("J[1] diagonal", np.diagonal(J[1]), np.full(5, expected, np.float32))
