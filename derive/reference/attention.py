@@ -205,6 +205,21 @@ def _expect(A: Matrix, shape: tuple[int, int], name: str, what: str) -> None:
         raise ValueError(f"{name}: expected shape {shape} ({what}), got {_shape(A)}")
 
 
+def _inputs(ar: Arithmetic, X, Wq, Wk, Wv) -> tuple[Matrix, Matrix, Matrix | None, Matrix]:
+    """``X``, ``Wq``, ``Wk`` and ``Wv`` lifted and their shapes checked, in that order;
+    ``Wk`` None (L2 attention, which has none) is passed through."""
+    X = _matrix(X, "X", ar)
+    features = len(X[0])
+    Wq = _matrix(Wq, "Wq", ar)
+    _expect(Wq, (len(Wq), features), "Wq", "(d, D), D = X.shape[1]")
+    if Wk is not None:
+        Wk = _matrix(Wk, "Wk", ar)
+        _expect(Wk, _shape(Wq), "Wk", "the shape of Wq")
+    Wv = _matrix(Wv, "Wv", ar)
+    _expect(Wv, (len(Wv), features), "Wv", "(dv, D)")
+    return X, Wq, Wk, Wv
+
+
 def _objects(A: Matrix) -> np.ndarray:
     out = np.empty(_shape(A), dtype=object)
     for i, row in enumerate(A):
@@ -391,19 +406,11 @@ class _DotProduct:
 
     def __init__(self, ar: Arithmetic, X, Wq, Wk, Wv):
         self.ar = ar
-        self.X = _matrix(X, "X", ar)
-        features = len(self.X[0])
-        self.Wq = _matrix(Wq, "Wq", ar)
-        heads = len(self.Wq)
-        _expect(self.Wq, (heads, features), "Wq", "(d, D), D = X.shape[1]")
-        self.Wk = _matrix(Wk, "Wk", ar)
-        _expect(self.Wk, (heads, features), "Wk", "the shape of Wq")
-        self.Wv = _matrix(Wv, "Wv", ar)
-        _expect(self.Wv, (len(self.Wv), features), "Wv", "(dv, D)")
+        self.X, self.Wq, self.Wk, self.Wv = _inputs(ar, X, Wq, Wk, Wv)
         self.Q = _product(ar, self.X, _transpose(self.Wq))
         self.K = _product(ar, self.X, _transpose(self.Wk))
         self.V = _product(ar, self.X, _transpose(self.Wv))
-        self.root = _root(ar, heads)
+        self.root = _root(ar, len(self.Wq))
         S = _product(ar, self.Q, _transpose(self.K))
         self.softmax = _Softmax(ar, _divide(S, self.root))
         self.Y = _product(ar, self.softmax.P, self.V)
@@ -441,15 +448,10 @@ class _L2:
 
     def __init__(self, ar: Arithmetic, X, Wq, Wv):
         self.ar = ar
-        self.X = _matrix(X, "X", ar)
-        rows, features = _shape(self.X)
-        self.Wq = _matrix(Wq, "Wq", ar)
-        heads = len(self.Wq)
-        _expect(self.Wq, (heads, features), "Wq", "(d, D), D = X.shape[1]")
-        self.Wv = _matrix(Wv, "Wv", ar)
-        _expect(self.Wv, (len(self.Wv), features), "Wv", "(dv, D)")
+        self.X, self.Wq, _, self.Wv = _inputs(ar, X, Wq, None, Wv)
+        rows = len(self.X)
         self.Q = _product(ar, self.X, _transpose(self.Wq))
-        self.root = _root(ar, heads)
+        self.root = _root(ar, len(self.Wq))
         self.delta = [
             [[qi - qj for qi, qj in zip(self.Q[i], self.Q[j], strict=True)] for j in range(rows)]
             for i in range(rows)
@@ -521,15 +523,7 @@ class _Scs:
 
     def __init__(self, ar: Arithmetic, X, Wq, Wk, Wv, nu, tau, eps):
         self.ar = ar
-        self.X = _matrix(X, "X", ar)
-        features = len(self.X[0])
-        self.Wq = _matrix(Wq, "Wq", ar)
-        heads = len(self.Wq)
-        _expect(self.Wq, (heads, features), "Wq", "(d, D), D = X.shape[1]")
-        self.Wk = _matrix(Wk, "Wk", ar)
-        _expect(self.Wk, (heads, features), "Wk", "the shape of Wq")
-        self.Wv = _matrix(Wv, "Wv", ar)
-        _expect(self.Wv, (len(self.Wv), features), "Wv", "(dv, D)")
+        self.X, self.Wq, self.Wk, self.Wv = _inputs(ar, X, Wq, Wk, Wv)
         self.nu = ar.lift(exact_scalar(nu, "nu", finite=True))
         self.tau = ar.lift(exact_scalar(tau, "tau", finite=True))
         eps = exact_scalar(eps, "eps", finite=True)
