@@ -1,12 +1,65 @@
-"""Assertions shared by the normalization tests (tests/kernels/test_norms.py,
-tests/kernels/test_batchnorm.py)."""
+"""Assertions, drawn values and threshold tables shared by the normalization tests
+(tests/kernels/test_norms.py, tests/kernels/test_batchnorm.py): a BatchNorm feature of M
+batch values has the statistics of a LayerNorm row of D = M values."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import mpmath
+import numba
 import numpy as np
+
+from derive.reference.core import round_to_dtype, ulp
+from tests.helpers.assertions import assert_same_bits
+from tests.helpers.tolerances import NORM_ROUNDINGS, NORM_ULPS, UNIT_FLOAT64
+
+#: Digits of the scales S and of the comparisons (bounds; the references carry 50).
+SCALE_DPS = 30
+#: Largest magnitude of a drawn value, per dtype (float16: its largest finite value).
+LARGEST = {np.dtype(np.float64): 1e30, np.dtype(np.float32): 1e30, np.dtype(np.float16): 65504.0}
+#: float64 values below this magnitude are drawn as 0 (see the test modules' docstrings).
+SMALLEST_FLOAT64 = 1e-30
+
+#: Values every dtype must get right, mixed into the drawn ones: float16's edges (65504, the
+#: next float below it, 65472; the smallest subnormal 2^-24 and normal 2^-14), |x| = 256
+#: (whose square is 65536 = inf in half), 60000.
+SPECIAL_VALUES = (
+    0.0,
+    -0.0,
+    1.0,
+    -1.0,
+    0.5,
+    3.0,
+    2.0**-24,
+    -(2.0**-24),
+    2.0**-14,
+    1e-3,
+    256.0,
+    -256.0,
+    60000.0,
+    65472.0,
+    65504.0,
+    -65504.0,
+)
+
+#: (k, m, overflows): constant float16 rows (features) 2^k of D = 2^m values, on both sides
+#: of k + m = 16: in strict mode the sum overflows exactly when k + m >= 16.
+CONSTANT_SUM_THRESHOLDS = [(k, m, k + m >= 16) for m in (1, 4, 8, 11) for k in (15 - m, 16 - m)]
+
+#: (k, m, collapses): alternating +-2^k of D = 2^m values, on both sides of 2k + m = 16.
+ALTERNATING_THRESHOLDS = [
+    (7, 1, False),  # 2^15: the last safe one for D = 2
+    (8, 1, True),  # 256^2 = 2^16 is inf on its own
+    (7, 2, True),
+    (5, 5, False),
+    (5, 6, True),
+    (4, 7, False),
+    (4, 8, True),
+    (3, 9, False),
+    (3, 10, True),
+]
 
 
 def mp(value: Any) -> mpmath.mpf:
@@ -23,3 +76,75 @@ def assert_same_values(what: str, actual: np.ndarray, expected: np.ndarray) -> N
         raise AssertionError(
             f"{what} at index {index}: got {actual[index]!r}, expected {expected[index]!r}"
         )
+
+
+def realize(values: Any, dtype: np.dtype) -> np.ndarray:
+    """Values as an array of ``dtype``: clipped to ``LARGEST``, float64 tiny ones to 0."""
+    dtype = np.dtype(dtype)
+    array = np.clip(np.asarray(values, dtype=np.float64), -LARGEST[dtype], LARGEST[dtype])
+    if dtype == np.float64:
+        array = np.where(np.abs(array) < SMALLEST_FLOAT64, 0.0, array)
+    return array.astype(dtype)
+
+
+def float64_error(n: int, scale: mpmath.mpf) -> mpmath.mpf:
+    """(NORM_ROUNDINGS + n) 2^-53 S (call inside ``workdps(SCALE_DPS)``)."""
+    return (NORM_ROUNDINGS + n) * mpmath.mpf(UNIT_FLOAT64) * scale
+
+
+def allowed(exact: mpmath.mpf, dtype: np.dtype, n: int, scale: mpmath.mpf) -> mpmath.mpf:
+    """NORM_ULPS ulp(exact) + (NORM_ROUNDINGS + n) 2^-53 S (inside ``workdps(SCALE_DPS)``)."""
+    return NORM_ULPS[np.dtype(dtype)] * ulp(exact, dtype) + float64_error(n, scale)
+
+
+def check(
+    what: str,
+    index: tuple[int, ...],
+    actual: np.floating,
+    exact: mpmath.mpf,
+    dtype: np.dtype,
+    n: int,
+    scale: mpmath.mpf,
+) -> None:
+    """Assert ``|actual - exact| <= NORM_ULPS ulp(exact) + (NORM_ROUNDINGS + n) 2^-53 S``."""
+    dtype = np.dtype(dtype)
+    with mpmath.workdps(SCALE_DPS):
+        error64 = float64_error(n, scale)
+        where = f"{what} [{dtype}] at index {index}: got {actual!r}, expected "
+        if mpmath.isnan(exact):
+            assert np.isnan(actual), where + "nan"
+            return
+        expected = mpmath.nstr(exact, 20)
+        assert not np.isnan(actual), where + expected
+        rounded = round_to_dtype(exact, dtype)
+        if np.isinf(actual) or np.isinf(rounded):
+            low = round_to_dtype(exact - error64, dtype)
+            high = round_to_dtype(exact + error64, dtype)
+            assert low <= actual <= high, (
+                f"{where}{expected} (correctly rounded {rounded!r}; a float64 value within "
+                f"{mpmath.nstr(error64, 3)} of it rounds to [{low!r}, {high!r}])"
+            )
+            return
+        bound = allowed(exact, dtype, n, scale)
+        error = abs(mp(actual) - exact)
+        assert error <= bound, (
+            f"{where}{expected}: |error| = {mpmath.nstr(error, 4)} > allowed "
+            f"{mpmath.nstr(bound, 4)} (n = {n}, S = {mpmath.nstr(scale, 6)})"
+        )
+
+
+def assert_same_bits_on_1_and_2_threads(
+    name: str, outputs: Callable[[], Sequence[np.ndarray]]
+) -> None:
+    """``outputs()`` run on one Numba thread and on two gives the same bits, output by output
+    (the thread count is restored afterwards)."""
+    threads = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        serial = outputs()
+        numba.set_num_threads(2)
+        parallel = outputs()
+    finally:
+        numba.set_num_threads(threads)
+    for i, (got, want) in enumerate(zip(parallel, serial, strict=True)):
+        assert_same_bits(f"{name} output {i}: 2 threads against 1", got, want)

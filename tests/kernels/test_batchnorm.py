@@ -91,8 +91,20 @@ from derive.reference import batchnorm as reference_batchnorm
 from derive.reference.core import round_to_dtype, ulp
 from kernels import batchnorm
 from tests.helpers.assertions import assert_same_bits
-from tests.helpers.norms import assert_same_values, mp
-from tests.helpers.tolerances import NORM_ROUNDINGS, NORM_ULPS, UNIT_FLOAT64
+from tests.helpers.norms import (
+    ALTERNATING_THRESHOLDS,
+    CONSTANT_SUM_THRESHOLDS,
+    SCALE_DPS,
+    SPECIAL_VALUES,
+    allowed,
+    assert_same_bits_on_1_and_2_threads,
+    assert_same_values,
+    check,
+    float64_error,
+    mp,
+    realize,
+)
+from tests.helpers.tolerances import UNIT_FLOAT64
 
 DTYPES = (np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.float16))
 DTYPE_IDS = [dtype.name for dtype in DTYPES]
@@ -108,15 +120,9 @@ MODE_IDS = ("training", "inference")
 EPSILONS = (0.0, 1e-5, 1e-3, 1.0)
 #: eps used instead of a drawn 0 where 0 would make the exact result 0/0.
 FALLBACK_EPS = 1e-5
-#: Largest magnitude of a drawn value, per dtype (float16: its largest finite value).
-LARGEST = {DTYPES[0]: 1e30, DTYPES[1]: 1e30, DTYPES[2]: 65504.0}
-#: float64 values below this magnitude are drawn as 0 (see the module docstring).
-SMALLEST_FLOAT64 = 1e-30
 #: Shapes drawn: (N, D) with N <= MAX_BATCH, D <= MAX_FEATURES, or small (N, C, H, W).
 MAX_BATCH, MAX_FEATURES = 8, 4
 MAX_IMAGE = (2, 3, 2, 3)
-#: Digits of the scales S and of the comparisons (bounds; the references carry 50).
-SCALE_DPS = 30
 #: mpmath is slow: examples per reference property (the file must run in about 2 minutes).
 EXAMPLES = 40
 #: Fewer for the Jacobian-VJP property, which takes both references per example.
@@ -128,27 +134,6 @@ LARGE_OFFSETS = 3
 #: Running statistics: the number of sequential updates, and the features' batch sizes.
 RUNNING_STEPS = 50
 
-#: Values every dtype must get right, mixed into the drawn ones: float16's edges (65504, the
-#: next float below it, 65472; the smallest subnormal 2^-24 and normal 2^-14), |x| = 256
-#: (whose square is 65536 = inf in half), 60000.
-SPECIAL_VALUES = (
-    0.0,
-    -0.0,
-    1.0,
-    -1.0,
-    0.5,
-    3.0,
-    2.0**-24,
-    -(2.0**-24),
-    2.0**-14,
-    1e-3,
-    256.0,
-    -256.0,
-    60000.0,
-    65472.0,
-    65504.0,
-    -65504.0,
-)
 TINY = 2.0**-24  # the smallest float16 subnormal
 
 
@@ -175,51 +160,6 @@ def objects(nested: Any) -> np.ndarray:
 # --------------------------------------------------------------------------------------
 # The accuracy check
 # --------------------------------------------------------------------------------------
-
-
-def float64_error(n: int, scale: mpmath.mpf) -> mpmath.mpf:
-    """(NORM_ROUNDINGS + n) 2^-53 S (call inside ``workdps(SCALE_DPS)``)."""
-    return (NORM_ROUNDINGS + n) * mpmath.mpf(UNIT_FLOAT64) * scale
-
-
-def allowed(exact: mpmath.mpf, dtype: np.dtype, n: int, scale: mpmath.mpf) -> mpmath.mpf:
-    return NORM_ULPS[np.dtype(dtype)] * ulp(exact, dtype) + float64_error(n, scale)
-
-
-def check(
-    what: str,
-    index: tuple[int, ...],
-    actual: np.floating,
-    exact: mpmath.mpf,
-    dtype: np.dtype,
-    n: int,
-    scale: mpmath.mpf,
-) -> None:
-    """Assert ``|actual - exact| <= NORM_ULPS ulp(exact) + (NORM_ROUNDINGS + n) 2^-53 S``."""
-    dtype = np.dtype(dtype)
-    with mpmath.workdps(SCALE_DPS):
-        error64 = float64_error(n, scale)
-        where = f"{what} [{dtype}] at index {index}: got {actual!r}, expected "
-        if mpmath.isnan(exact):
-            assert np.isnan(actual), where + "nan"
-            return
-        expected = mpmath.nstr(exact, 20)
-        assert not np.isnan(actual), where + expected
-        rounded = round_to_dtype(exact, dtype)
-        if np.isinf(actual) or np.isinf(rounded):
-            low = round_to_dtype(exact - error64, dtype)
-            high = round_to_dtype(exact + error64, dtype)
-            assert low <= actual <= high, (
-                f"{where}{expected} (correctly rounded {rounded!r}; a float64 value within "
-                f"{mpmath.nstr(error64, 3)} of it rounds to [{low!r}, {high!r}])"
-            )
-            return
-        bound = allowed(exact, dtype, n, scale)
-        error = abs(mp(actual) - exact)
-        assert error <= bound, (
-            f"{where}{expected}: |error| = {mpmath.nstr(error, 4)} > allowed "
-            f"{mpmath.nstr(bound, 4)} (n = {n}, S = {mpmath.nstr(scale, 6)})"
-        )
 
 
 def check_all(
@@ -380,15 +320,6 @@ def jacobian_scales(values: dict[str, Any], denom: str, training: bool) -> np.nd
 # --------------------------------------------------------------------------------------
 # Drawn cases: dtype-independent recipes, realized per dtype
 # --------------------------------------------------------------------------------------
-
-
-def realize(values: Any, dtype: np.dtype) -> np.ndarray:
-    """Values as an array of ``dtype``: clipped to ``LARGEST``, float64 tiny ones to 0."""
-    dtype = np.dtype(dtype)
-    array = np.clip(np.asarray(values, dtype=np.float64), -LARGEST[dtype], LARGEST[dtype])
-    if dtype == np.float64:
-        array = np.where(np.abs(array) < SMALLEST_FLOAT64, 0.0, array)
-    return array.astype(dtype)
 
 
 @dataclass(frozen=True)
@@ -1065,10 +996,6 @@ def _alternating(value: float, size: int) -> np.ndarray:
     return np.where(np.arange(size) % 2 == 0, value, -value).astype(HALF)
 
 
-#: (k, m, overflows): constant features 2^k of M = 2^m, on both sides of k + m = 16.
-CONSTANT_SUM_THRESHOLDS = [(k, m, k + m >= 16) for m in (1, 4, 8, 11) for k in (15 - m, 16 - m)]
-
-
 @pytest.mark.parametrize(("k", "m", "overflows"), CONSTANT_SUM_THRESHOLDS)
 @pytest.mark.parametrize("denom", DENOMS)
 def test_strict_constant_feature_is_nan_exactly_when_its_sum_overflows(denom, k, m, overflows):
@@ -1077,20 +1004,6 @@ def test_strict_constant_feature_is_nan_exactly_when_its_sum_overflows(denom, k,
     expected = np.full(size, np.nan, HALF) if overflows else _beta(size)
     assert_same_values(f"strict {denom} of {size} x 2^{k}", strict, expected)
     assert_same_values(f"mixed {denom} of {size} x 2^{k}", mixed, _beta(size))
-
-
-#: (k, m, collapses): alternating +-2^k of M = 2^m, on both sides of 2k + m = 16.
-ALTERNATING_THRESHOLDS = [
-    (7, 1, False),  # 2^15: the last safe one for M = 2
-    (8, 1, True),  # 256^2 = 2^16 is inf on its own
-    (7, 2, True),
-    (5, 5, False),
-    (5, 6, True),
-    (4, 7, False),
-    (4, 8, True),
-    (3, 9, False),
-    (3, 10, True),
-]
 
 
 @pytest.mark.parametrize(("k", "m", "collapses"), ALTERNATING_THRESHOLDS)
@@ -1497,16 +1410,7 @@ def test_results_do_not_depend_on_the_thread_count(c, dtype):
         "running_mean": rng.standard_normal(features).astype(dtype),
         "running_var": rng.uniform(0.5, 2.0, features).astype(dtype),
     }
-    threads = numba.get_num_threads()
-    try:
-        numba.set_num_threads(1)
-        serial = outputs_of(c(values))
-        numba.set_num_threads(2)
-        parallel = outputs_of(c(values))
-    finally:
-        numba.set_num_threads(threads)
-    for i, (got, want) in enumerate(zip(parallel, serial, strict=True)):
-        assert_same_bits(f"{c.name} output {i}: 2 threads against 1", got, want)
+    assert_same_bits_on_1_and_2_threads(c.name, lambda: outputs_of(c(values)))
 
 
 # --------------------------------------------------------------------------------------

@@ -76,8 +76,19 @@ from derive.reference import norms as reference_norms
 from derive.reference.core import round_to_dtype, ulp
 from kernels import centernorm, layernorm, rmsnorm, weightnorm
 from tests.helpers.assertions import assert_same_bits
-from tests.helpers.norms import assert_same_values, mp
-from tests.helpers.tolerances import NORM_ROUNDINGS, NORM_ULPS, UNIT_FLOAT64
+from tests.helpers.norms import (
+    ALTERNATING_THRESHOLDS,
+    CONSTANT_SUM_THRESHOLDS,
+    SCALE_DPS,
+    SPECIAL_VALUES,
+    allowed,
+    assert_same_bits_on_1_and_2_threads,
+    assert_same_values,
+    check,
+    mp,
+    realize,
+)
+from tests.helpers.tolerances import UNIT_FLOAT64
 
 DTYPES = (np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.float16))
 #: Every dtype in its default mode, and float16 also in strict mode.
@@ -90,14 +101,8 @@ HALF = np.dtype(np.float16)
 EPSILONS = (0.0, 1e-12, 1e-6, 1e-5, 1e-3, 1.0)
 #: eps used instead of a drawn 0 where 0 would make the exact result 0/0.
 FALLBACK_EPS = 1e-5
-#: Largest magnitude of a drawn value, per dtype (float16: its largest finite value).
-LARGEST = {DTYPES[0]: 1e30, DTYPES[1]: 1e30, DTYPES[2]: 65504.0}
-#: float64 values below this magnitude are drawn as 0 (see the module docstring).
-SMALLEST_FLOAT64 = 1e-30
 #: Shapes drawn: N rows of D features (O outputs for WeightNorm).
 MAX_ROWS, MAX_DIM, MAX_OUTPUTS = 4, 12, 4
-#: Digits of the scales S and of the comparisons (bounds; the references carry 50).
-SCALE_DPS = 30
 #: mpmath is slow: examples per reference property (the file must run in minutes).
 EXAMPLES = 40
 #: Fewer for the properties that also take a Jacobian per example.
@@ -108,28 +113,6 @@ LARGE_BASE = 60000.0
 LARGE_OFFSETS = 3
 #: Rows for the thread-determinism test: several blocks of BLOCK_ROWS = 32 rows.
 DETERMINISM_ROWS, DETERMINISM_DIM = 200, 64
-
-#: Values every dtype must get right, mixed into the drawn ones: float16's edges (65504, the
-#: next float below it, 65472; the smallest subnormal 2^-24 and normal 2^-14), |x| = 256
-#: (whose square is 65536 = inf in half), 60000.
-SPECIAL_VALUES = (
-    0.0,
-    -0.0,
-    1.0,
-    -1.0,
-    0.5,
-    3.0,
-    2.0**-24,
-    -(2.0**-24),
-    2.0**-14,
-    1e-3,
-    256.0,
-    -256.0,
-    60000.0,
-    65472.0,
-    65504.0,
-    -65504.0,
-)
 
 
 # --------------------------------------------------------------------------------------
@@ -187,42 +170,6 @@ def call(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 # --------------------------------------------------------------------------------------
 # The accuracy check
 # --------------------------------------------------------------------------------------
-
-
-def check(
-    what: str,
-    index: tuple[int, ...],
-    actual: np.floating,
-    exact: mpmath.mpf,
-    dtype: np.dtype,
-    n: int,
-    scale: mpmath.mpf,
-) -> None:
-    """Assert ``|actual - exact| <= NORM_ULPS ulp(exact) + (NORM_ROUNDINGS + n) 2^-53 S``."""
-    dtype = np.dtype(dtype)
-    with mpmath.workdps(SCALE_DPS):
-        float64_error = (NORM_ROUNDINGS + n) * mpmath.mpf(UNIT_FLOAT64) * scale
-        where = f"{what} [{dtype}] at index {index}: got {actual!r}, expected "
-        if mpmath.isnan(exact):
-            assert np.isnan(actual), where + "nan"
-            return
-        expected = mpmath.nstr(exact, 20)
-        assert not np.isnan(actual), where + expected
-        rounded = round_to_dtype(exact, dtype)
-        if np.isinf(actual) or np.isinf(rounded):
-            low = round_to_dtype(exact - float64_error, dtype)
-            high = round_to_dtype(exact + float64_error, dtype)
-            assert low <= actual <= high, (
-                f"{where}{expected} (correctly rounded {rounded!r}; a float64 value within "
-                f"{mpmath.nstr(float64_error, 3)} of it rounds to [{low!r}, {high!r}])"
-            )
-            return
-        allowed = NORM_ULPS[dtype] * ulp(exact, dtype) + float64_error
-        error = abs(mp(actual) - exact)
-        assert error <= allowed, (
-            f"{where}{expected}: |error| = {mpmath.nstr(error, 4)} > allowed "
-            f"{mpmath.nstr(allowed, 4)} (n = {n}, S = {mpmath.nstr(scale, 6)})"
-        )
 
 
 def check_all(
@@ -370,15 +317,6 @@ def jacobian_scales(norm: RowNorm, row: np.ndarray, gamma: np.ndarray, eps: floa
 # --------------------------------------------------------------------------------------
 # Drawn cases: dtype-independent recipes, realized per dtype
 # --------------------------------------------------------------------------------------
-
-
-def realize(values: Any, dtype: np.dtype) -> np.ndarray:
-    """Values as an array of ``dtype``: clipped to ``LARGEST``, float64 tiny ones to 0."""
-    dtype = np.dtype(dtype)
-    array = np.clip(np.asarray(values, dtype=np.float64), -LARGEST[dtype], LARGEST[dtype])
-    if dtype == np.float64:
-        array = np.where(np.abs(array) < SMALLEST_FLOAT64, 0.0, array)
-    return array.astype(dtype)
 
 
 @dataclass(frozen=True)
@@ -754,13 +692,6 @@ def test_large_rows_match_reference(norm, dtype, quantity):
 # --------------------------------------------------------------------------------------
 
 
-def _allowed(exact: mpmath.mpf, dtype: np.dtype, n: int, scale: mpmath.mpf) -> mpmath.mpf:
-    return (
-        NORM_ULPS[np.dtype(dtype)] * ulp(exact, dtype)
-        + (NORM_ROUNDINGS + n) * mpmath.mpf(UNIT_FLOAT64) * scale
-    )
-
-
 def check_transpose_product(
     what: str,
     jac: np.ndarray,
@@ -784,11 +715,11 @@ def check_transpose_product(
         for j in range(jac.shape[1]):
             if not (np.all(np.isfinite(jac[:, j])) and np.isfinite(dx[j])):
                 continue  # an overflow: the reference tests judge it
-            bound = _allowed(exact_dx[j], dtype, n_dx, dx_scales[j])
+            bound = allowed(exact_dx[j], dtype, n_dx, dx_scales[j])
             magnitude = mpmath.mpf(0)
             for i in range(outputs):
                 gi = abs(mp(g[i]))
-                bound += gi * _allowed(exact_jac[i][j], dtype, n_jac, jac_scales[i][j])
+                bound += gi * allowed(exact_jac[i][j], dtype, n_jac, jac_scales[i][j])
                 magnitude += gi * abs(mp(jac[i, j]))
             bound += outputs * mpmath.mpf(UNIT_FLOAT64) * magnitude
             difference = abs(mp(product[j]) - mp(dx[j]))
@@ -988,10 +919,6 @@ def _beta(dim: int) -> np.ndarray:
     return np.full(dim, STRICT_BETA, HALF)
 
 
-#: (k, m, overflows): constant LayerNorm rows 2^k of D = 2^m, on both sides of k + m = 16.
-CONSTANT_SUM_THRESHOLDS = [(k, m, k + m >= 16) for m in (1, 4, 8, 11) for k in (15 - m, 16 - m)]
-
-
 @pytest.mark.parametrize(("k", "m", "overflows"), CONSTANT_SUM_THRESHOLDS)
 def test_strict_layernorm_constant_row_is_nan_exactly_when_its_sum_overflows(k, m, overflows):
     dim = 2**m
@@ -999,20 +926,6 @@ def test_strict_layernorm_constant_row_is_nan_exactly_when_its_sum_overflows(k, 
     expected = np.full(dim, np.nan, HALF) if overflows else _beta(dim)
     assert_same_values(f"strict layernorm of {dim} x 2^{k}", strict, expected)
     assert_same_values(f"mixed layernorm of {dim} x 2^{k}", mixed, _beta(dim))
-
-
-#: (k, m, collapses): alternating +-2^k of D = 2^m, on both sides of 2k + m = 16.
-ALTERNATING_THRESHOLDS = [
-    (7, 1, False),  # 2^15: the last safe one for D = 2
-    (8, 1, True),  # 256^2 = 2^16 is inf on its own
-    (7, 2, True),
-    (5, 5, False),
-    (5, 6, True),
-    (4, 7, False),
-    (4, 8, True),
-    (3, 9, False),
-    (3, 10, True),
-]
 
 
 @pytest.mark.parametrize(("k", "m", "collapses"), ALTERNATING_THRESHOLDS)
@@ -1389,16 +1302,7 @@ def test_parameter_gradients_do_not_depend_on_the_thread_count(c, dtype):
     ).astype(dtype)
     values["beta"] = rng.standard_normal(DETERMINISM_DIM).astype(dtype)
     values["v"] = rng.standard_normal((OUTPUTS, DETERMINISM_DIM)).astype(dtype)
-    threads = numba.get_num_threads()
-    try:
-        numba.set_num_threads(1)
-        serial = outputs_of(c(values))
-        numba.set_num_threads(2)
-        parallel = outputs_of(c(values))
-    finally:
-        numba.set_num_threads(threads)
-    for i, (got, want) in enumerate(zip(parallel, serial, strict=True)):
-        assert_same_bits(f"{c.name} output {i}: 2 threads against 1", got, want)
+    assert_same_bits_on_1_and_2_threads(c.name, lambda: outputs_of(c(values)))
 
 
 # --------------------------------------------------------------------------------------
