@@ -1,6 +1,8 @@
 """Assertions, drawn values and threshold tables shared by the normalization tests
 (tests/kernels/test_norms.py, tests/kernels/test_batchnorm.py): a BatchNorm feature of M
-batch values has the statistics of a LayerNorm row of D = M values."""
+batch values has the statistics of a LayerNorm row of D = M values; and the mpmath sums
+and agreement checks of their references' tests (tests/reference/test_norms.py,
+tests/reference/test_batchnorm.py)."""
 
 from __future__ import annotations
 
@@ -148,3 +150,55 @@ def assert_same_bits_on_1_and_2_threads(
         numba.set_num_threads(threads)
     for i, (got, want) in enumerate(zip(parallel, serial, strict=True)):
         assert_same_bits(f"{name} output {i}: 2 threads against 1", got, want)
+
+
+# --------------------------------------------------------------------------------------
+# mpmath sums and agreement, for the reference tests
+# --------------------------------------------------------------------------------------
+
+
+def as_mpf(value: Any) -> mpmath.mpf:
+    """An mpf as it is; a float16/32/64 value as an mpf, exactly."""
+    return value if isinstance(value, mpmath.mpf) else mpmath.mpf(float(value))
+
+
+def flat(tree: Any) -> list[Any]:
+    """The leaves of nested lists, tuples and arrays, in order."""
+    if isinstance(tree, (list, tuple, np.ndarray)):
+        return [leaf for item in tree for leaf in flat(item)]
+    return [tree]
+
+
+def inner(a: Any, b: Any) -> tuple[mpmath.mpf, mpmath.mpf]:
+    """``(sum a_i b_i, sum |a_i b_i|)`` over the flattened trees (call inside workdps)."""
+    left, right = [as_mpf(t) for t in flat(a)], [as_mpf(t) for t in flat(b)]
+    assert len(left) == len(right), f"shapes differ: {len(left)} vs {len(right)} entries"
+    products = [p * q for p, q in zip(left, right, strict=True)]
+    return mpmath.fsum(products), mpmath.fsum(products, absolute=True)
+
+
+def abs_sum(tree: Any) -> mpmath.mpf:
+    return mpmath.fsum([as_mpf(t) for t in flat(tree)], absolute=True)
+
+
+def assert_agree(actual, expected, scale, what: str, digits: int) -> None:
+    """``|actual - expected| <= 10^-digits * scale``, with a message naming everything."""
+    bound = mpmath.mpf(10) ** -digits * scale
+    difference = abs(actual - expected)
+    assert difference <= bound, (
+        f"{what}: actual {mpmath.nstr(actual, 45)}, expected {mpmath.nstr(expected, 45)}, "
+        f"|difference| {mpmath.nstr(difference, 5)} > 10^-{digits} * scale "
+        f"{mpmath.nstr(scale, 5)}"
+    )
+
+
+def assert_adjoint(
+    g: Any, derivative: Any, gradient: Any, direction: Any, bound: Any, what: str, digits: int
+) -> None:
+    """``<gradient, u> = <g, J u>`` (``derivative`` = J u, ``direction`` = u) to ``digits``
+    relative to ``bound sum|g| sum|u|`` plus the sums of the two products' absolute terms
+    (call inside workdps)."""
+    lhs, lhs_scale = inner(g, derivative)
+    rhs, rhs_scale = inner(gradient, direction)
+    terms = bound * abs_sum(g) * abs_sum(direction)
+    assert_agree(rhs, lhs, terms + lhs_scale + rhs_scale, what, digits)

@@ -57,6 +57,7 @@ from derive.reference.batchnorm import (
     running_update,
 )
 from derive.reference.norms import directional_derivative
+from tests.helpers.norms import abs_sum, as_mpf, assert_adjoint, assert_agree, flat, inner
 
 # The allowances of this file, in decimal digits (one table, no numbers inline).
 #: Digits of the references under test (their default).
@@ -104,41 +105,13 @@ def _exact_variance(values: list[Any]) -> Fraction:
     return sum(((t - mean) ** 2 for t in exact), Fraction(0)) / len(exact)
 
 
-def _mp(value: Any) -> mpmath.mpf:
-    return value if isinstance(value, mpmath.mpf) else mpmath.mpf(float(value))
-
-
 def _mpf(value: Fraction) -> mpmath.mpf:
     return mpmath.mpf(value.numerator) / value.denominator
 
 
-def _flat(tree: Any) -> list[Any]:
-    if isinstance(tree, (list, tuple, np.ndarray)):
-        return [leaf for item in tree for leaf in _flat(item)]
-    return [tree]
-
-
-def _inner(a: Any, b: Any) -> tuple[mpmath.mpf, mpmath.mpf]:
-    """``(sum a_i b_i, sum |a_i b_i|)`` over the flattened trees (call inside workdps)."""
-    left, right = [_mp(t) for t in _flat(a)], [_mp(t) for t in _flat(b)]
-    assert len(left) == len(right), f"shapes differ: {len(left)} vs {len(right)} entries"
-    products = [p * q for p, q in zip(left, right, strict=True)]
-    return mpmath.fsum(products), mpmath.fsum(products, absolute=True)
-
-
-def _abs_sum(tree: Any) -> mpmath.mpf:
-    return mpmath.fsum([_mp(t) for t in _flat(tree)], absolute=True)
-
-
 def _assert_agree(actual, expected, scale, what: str, digits: int = AGREE_DIGITS) -> None:
     """``|actual - expected| <= 10^-digits * scale``, with a message naming everything."""
-    bound = mpmath.mpf(10) ** -digits * scale
-    difference = abs(actual - expected)
-    assert difference <= bound, (
-        f"{what}: actual {mpmath.nstr(actual, 45)}, expected {mpmath.nstr(expected, 45)}, "
-        f"|difference| {mpmath.nstr(difference, 5)} > 10^-{digits} * scale "
-        f"{mpmath.nstr(scale, 5)}"
-    )
+    assert_agree(actual, expected, scale, what, digits)
 
 
 def _assert_values(actual: Any, expected: Any, what: str, digits: int = EXACT_DIGITS) -> None:
@@ -150,7 +123,7 @@ def _assert_values(actual: Any, expected: Any, what: str, digits: int = EXACT_DI
     )
     with mpmath.workdps(CHECK_DPS):
         for index in np.ndindex(expected_array.shape):
-            e = _mp(expected_array[index])
+            e = as_mpf(expected_array[index])
             _assert_agree(actual_array[index], e, max(abs(e), 1), f"{what} {list(index)}", digits)
 
 
@@ -161,7 +134,7 @@ def _assert_exactly(actual: Any, expected: Any, what: str) -> None:
         f"{what}: shape {actual_array.shape}, expected {expected_array.shape}"
     )
     for index in np.ndindex(expected_array.shape):
-        a, e = actual_array[index], _mp(expected_array[index])
+        a, e = actual_array[index], as_mpf(expected_array[index])
         assert a == e, f"{what} {list(index)}: actual {a}, expected {e} exactly"
 
 
@@ -407,15 +380,15 @@ def check_adjoint_identities(case: Case) -> None:
     ):
         derivative = directional_derivative(_at_ambient(f), point, direction, dps=case.fd_dps())
         with mpmath.workdps(CHECK_DPS):
-            lhs, lhs_scale = _inner(case.g, derivative)
-            rhs, rhs_scale = _inner(gradient, direction)
-            terms = bound * _abs_sum(case.g) * _abs_sum(direction)
-            _assert_agree(
-                rhs,
-                lhs,
-                terms + lhs_scale + rhs_scale,
+            assert_adjoint(
+                case.g,
+                derivative,
+                gradient,
+                direction,
+                bound,
                 f"batchnorm {case.denom} training={case.training}: <d{name}, u> vs "
                 f"<g, J_{name} u> (eps={case.eps}, x shape {case.x.shape})",
+                AGREE_DIGITS,
             )
 
 
@@ -452,7 +425,7 @@ def check_jacobian(case: Case) -> None:
     with mpmath.workdps(CHECK_DPS):
         for j, block in enumerate(blocks):
             fd = [[t / step for t in fd_columns[position][j]] for position in range(size)]
-            scale = max([abs(t) for t in _flat(block)] + [abs(t) for t in _flat(fd)]) + bound
+            scale = max([abs(t) for t in flat(block)] + [abs(t) for t in flat(fd)]) + bound
             for k in range(size):
                 for position in range(size):
                     _assert_agree(
@@ -462,14 +435,14 @@ def check_jacobian(case: Case) -> None:
                         f"{case.denom} training={case.training} Jacobian J[{j}][{k}][{position}] "
                         "vs finite difference",
                     )
-            g_j = [_mp(t) for t in g[j]]
+            g_j = [as_mpf(t) for t in g[j]]
             for position in range(size):
                 column = [block[k][position] for k in range(size)]
-                expected, term_scale = _inner(column, g_j)
+                expected, term_scale = inner(column, g_j)
                 _assert_agree(
                     dx[j][position],
                     expected,
-                    term_scale + bound * _abs_sum(g_j),
+                    term_scale + bound * abs_sum(g_j),
                     f"{case.denom} training={case.training} VJP dx feature {j} position "
                     f"{position} vs (J^T g)",
                 )
@@ -542,7 +515,7 @@ def test_std_plus_eps_jacobian_at_a_constant_feature():
         CONSTANT_X, CONSTANT_GAMMA, CONSTANT_BETA, CONSTANT_EPS, denom="std_plus_eps"
     )
     with mpmath.workdps(CHECK_DPS):
-        factor = _mp(CONSTANT_GAMMA[0]) / _mp(CONSTANT_EPS)
+        factor = as_mpf(CONSTANT_GAMMA[0]) / as_mpf(CONSTANT_EPS)
         expected = [
             [factor * ((1 if k == col else 0) - mpmath.mpf(1) / size) for col in range(size)]
             for k in range(size)
@@ -554,7 +527,7 @@ def test_std_plus_eps_jacobian_at_a_constant_feature():
     )
     with mpmath.workdps(CHECK_DPS):
         mean_g = mpmath.fsum(g[:, 0].tolist()) / size
-        expected_dx = [factor * (_mp(t) - mean_g) for t in g[:, 0]]
+        expected_dx = [factor * (as_mpf(t) - mean_g) for t in g[:, 0]]
     _assert_values([row[0] for row in dx], expected_dx, "dx[:, 0] vs gamma/eps (g - mean g)")
     assert dgamma[0] == 0, f"dgamma[0]: actual {dgamma[0]}, expected 0 (y = beta there)"
     _assert_values(dbeta, g.sum(axis=0).tolist(), "dbeta", digits=14)
@@ -572,12 +545,12 @@ def test_std_plus_eps_one_sided_differences_at_a_constant_feature_converge_like_
     )[0]
     size = CONSTANT_X.shape[0]
     with mpmath.workdps(CHECK_DPS):
-        column = [_mp(t) for t in v[:, 0]]
+        column = [as_mpf(t) for t in v[:, 0]]
         mean_v = mpmath.fsum(column) / size
         centred = [t - mean_v for t in column]
         sigma_v = mpmath.sqrt(mpmath.fsum(centred, squared=True) / size)
-        eps = _mp(CONSTANT_EPS)
-        constant = abs(_mp(CONSTANT_GAMMA[0])) * max(abs(t) for t in centred) * sigma_v / eps**2
+        eps = as_mpf(CONSTANT_EPS)
+        constant = abs(as_mpf(CONSTANT_GAMMA[0])) * max(abs(t) for t in centred) * sigma_v / eps**2
         j_v = [mpmath.fdot(row, column) for row in jacobian]
         base = [
             row[0]
@@ -594,7 +567,7 @@ def test_std_plus_eps_one_sided_differences_at_a_constant_feature_converge_like_
         for h in KINK_STEPS:
             step = mpmath.mpf(h)
             point = [
-                [_mp(x) + step * _mp(u) for x, u in zip(xr, ur, strict=True)]
+                [as_mpf(x) + step * as_mpf(u) for x, u in zip(xr, ur, strict=True)]
                 for xr, ur in zip(CONSTANT_X, v, strict=True)
             ]
             moved = [
@@ -654,8 +627,8 @@ def test_mean_and_variance_of_y_on_nearly_constant_features(denom, eps):
     for j, (row, x_row) in enumerate(zip(y, _by_feature(x), strict=True)):
         with mpmath.workdps(CHECK_DPS):
             variance = _mpf(_exact_variance(x_row))
-            gm, bt = _mp(gamma[j]), _mp(beta[j])
-            expected = gm**2 * variance / _denominator(variance, _mp(eps), denom) ** 2
+            gm, bt = as_mpf(gamma[j]), as_mpf(beta[j])
+            expected = gm**2 * variance / _denominator(variance, as_mpf(eps), denom) ** 2
             mean = mpmath.fsum(row) / len(row)
             spread = mpmath.fsum([t - mean for t in row], squared=True) / len(row)
             _assert_agree(mean, bt, abs(bt) + abs(gm), f"mean(y[:, {j}])", INVARIANT_DIGITS)
@@ -686,9 +659,9 @@ def test_constant_feature_without_eps_is_nan(denom):
     dx, dgamma, dbeta = batchnorm_vjp(x, g, np.ones(2), np.zeros(2), 0.0, denom=denom)
     blocks = batchnorm_jacobian(x, np.ones(2), np.zeros(2), 0.0, denom=denom)
     dx = _by_feature(dx)
-    nan_part = y[0] + dx[0] + [dgamma[0]] + _flat(blocks[0])
+    nan_part = y[0] + dx[0] + [dgamma[0]] + flat(blocks[0])
     assert all(mpmath.isnan(t) for t in nan_part), f"feature 0 (constant, eps = 0): {nan_part}"
-    finite_part = y[1] + dx[1] + [dgamma[1]] + dbeta + _flat(blocks[1])
+    finite_part = y[1] + dx[1] + [dgamma[1]] + dbeta + flat(blocks[1])
     assert not any(mpmath.isnan(t) for t in finite_part), f"feature 1: {finite_part}"
     _assert_exactly(dbeta, [4.5, 1.25], "dbeta")
 
@@ -714,14 +687,14 @@ def test_inference_is_the_affine_map_with_a_diagonal_jacobian(denom, eps):
     size = shape[0] * shape[2] * shape[3]
     for j, (x_row, g_row) in enumerate(zip(_by_feature(x), _by_feature(g), strict=True)):
         with mpmath.workdps(CHECK_DPS):
-            r = 1 / _denominator(_mp(var[j]), _mp(eps), denom)
-            gm, bt, mu = _mp(gamma[j]), _mp(beta[j]), _mp(mean[j])
-            expected_y = [gm * (_mp(t) - mu) * r + bt for t in x_row]
-            expected_dx = [gm * r * _mp(t) for t in g_row]
+            r = 1 / _denominator(as_mpf(var[j]), as_mpf(eps), denom)
+            gm, bt, mu = as_mpf(gamma[j]), as_mpf(beta[j]), as_mpf(mean[j])
+            expected_y = [gm * (as_mpf(t) - mu) * r + bt for t in x_row]
+            expected_dx = [gm * r * as_mpf(t) for t in g_row]
             expected_dgamma = mpmath.fsum(
-                [_mp(s) * (_mp(t) - mu) * r for s, t in zip(g_row, x_row, strict=True)]
+                [as_mpf(s) * (as_mpf(t) - mu) * r for s, t in zip(g_row, x_row, strict=True)]
             )
-            expected_dbeta = mpmath.fsum([_mp(t) for t in g_row])
+            expected_dbeta = mpmath.fsum([as_mpf(t) for t in g_row])
             diagonal = [[gm * r if k == col else 0 for col in range(size)] for k in range(size)]
         _assert_values(y[j], expected_y, f"{denom}: inference y[:, {j}]")
         _assert_values(dx[j], expected_dx, f"{denom}: inference dx[:, {j}]")

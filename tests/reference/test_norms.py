@@ -54,6 +54,7 @@ from derive.reference.norms import (
     weightnorm_jacobian,
     weightnorm_vjp,
 )
+from tests.helpers.norms import abs_sum, as_mpf, assert_adjoint, assert_agree, flat, inner
 
 # The allowances of this file, in decimal digits (one table, no numbers inline).
 #: Digits of the references under test (their default).
@@ -393,37 +394,9 @@ PINNED = (
 # --------------------------------------------------------------------------------------
 
 
-def _flat(tree: Any) -> list[Any]:
-    if isinstance(tree, (list, tuple, np.ndarray)):
-        return [leaf for item in tree for leaf in _flat(item)]
-    return [tree]
-
-
-def _mp(value: Any) -> mpmath.mpf:
-    return value if isinstance(value, mpmath.mpf) else mpmath.mpf(float(value))
-
-
-def _inner(a: Any, b: Any) -> tuple[mpmath.mpf, mpmath.mpf]:
-    """``(sum a_i b_i, sum |a_i b_i|)`` over the flattened trees (call inside workdps)."""
-    left, right = [_mp(t) for t in _flat(a)], [_mp(t) for t in _flat(b)]
-    assert len(left) == len(right), f"shapes differ: {len(left)} vs {len(right)} entries"
-    products = [p * q for p, q in zip(left, right, strict=True)]
-    return mpmath.fsum(products), mpmath.fsum(products, absolute=True)
-
-
-def _abs_sum(tree: Any) -> mpmath.mpf:
-    return mpmath.fsum([_mp(t) for t in _flat(tree)], absolute=True)
-
-
 def _assert_agree(actual, expected, scale, what: str, digits: int = AGREE_DIGITS) -> None:
     """``|actual - expected| <= 10^-digits * scale``, with a message naming everything."""
-    bound = mpmath.mpf(10) ** -digits * scale
-    difference = abs(actual - expected)
-    assert difference <= bound, (
-        f"{what}: actual {mpmath.nstr(actual, 45)}, expected {mpmath.nstr(expected, 45)}, "
-        f"|difference| {mpmath.nstr(difference, 5)} > 10^-{digits} * scale "
-        f"{mpmath.nstr(scale, 5)}"
-    )
+    assert_agree(actual, expected, scale, what, digits)
 
 
 def _at_ambient(function: Callable[..., Any]) -> Callable[[Any], Any]:
@@ -452,15 +425,15 @@ def check_adjoint_identities(case: Case) -> None:
 
         derivative = directional_derivative(_at_ambient(f), point, direction, dps=FD_DPS)
         with mpmath.workdps(CHECK_DPS):
-            lhs, lhs_scale = _inner(case.g, derivative)
-            rhs, rhs_scale = _inner(gradient, direction)
-            terms = bound * _abs_sum(case.g) * _abs_sum(direction)
-            _assert_agree(
-                rhs,
-                lhs,
-                terms + lhs_scale + rhs_scale,
+            assert_adjoint(
+                case.g,
+                derivative,
+                gradient,
+                direction,
+                bound,
                 f"{case.norm.name}: <d{name}, u> vs <g, J_{name} u> (eps={case.eps}, "
                 f"x shape {case.x.shape})",
+                AGREE_DIGITS,
             )
 
 
@@ -486,7 +459,7 @@ def check_jacobian(case: Case) -> None:
     with mpmath.workdps(CHECK_DPS):
         fd_columns = [[t / step for t in column] for column in fd_columns]
         bound = case.scales()[0]
-        scale = max([abs(t) for t in _flat(jacobian)] + [abs(t) for t in _flat(fd_columns)])
+        scale = max([abs(t) for t in flat(jacobian)] + [abs(t) for t in flat(fd_columns)])
         scale += bound
         for i in range(outputs):
             for j in range(dim):
@@ -497,14 +470,14 @@ def check_jacobian(case: Case) -> None:
                     f"{case.norm.name} Jacobian J[{i}][{j}] vs finite difference",
                 )
         dx = case.vjp()[0][0]
-        g = [_mp(t) for t in _flat(case.g)]
+        g = [as_mpf(t) for t in flat(case.g)]
         for j in range(dim):
             column = [jacobian[i][j] for i in range(outputs)]
-            expected, term_scale = _inner(column, g)
+            expected, term_scale = inner(column, g)
             _assert_agree(
                 dx[j],
                 expected,
-                term_scale + bound * _abs_sum(g),
+                term_scale + bound * abs_sum(g),
                 f"{case.norm.name} VJP dx[{j}] vs (J^T g)[{j}]",
             )
 
