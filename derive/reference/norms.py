@@ -231,6 +231,19 @@ def _column_sums(a: Rows) -> Row:
     return [mpmath.fsum(column) for column in _transpose(a)]
 
 
+def _affine(gamma: npt.ArrayLike, beta: npt.ArrayLike, width: int) -> tuple[Row, Row]:
+    """``gamma`` and ``beta`` as exact vectors of length ``width``, checked in that order."""
+    return exact_vector(gamma, "gamma", width), exact_vector(beta, "beta", width)
+
+
+def _through_mean(bar_d: Row) -> Row:
+    """The reverse of ``d = x - mu``, ``mu = mean(x)``: ``bar_x = bar_d + bar_mu / D`` with
+    ``bar_mu = -sum(bar_d)``."""
+    bar_mu = -mpmath.fsum(bar_d)
+    share = bar_mu / len(bar_d)
+    return [b + share for b in bar_d]
+
+
 def unit(length: int, index: int) -> Row:
     """The unit vector ``e_index`` of the given length (a tangent seed)."""
     return [mpmath.mpf(1) if k == index else mpmath.mpf(0) for k in range(length)]
@@ -313,7 +326,7 @@ def layernorm_vjp(
         rows = _rows(x, "x")
         width = len(rows[0])
         upstream = _like(g, x, width)
-        gamma_, _ = exact_vector(gamma, "gamma", width), exact_vector(beta, "beta", width)
+        gamma_, _ = _affine(gamma, beta, width)
         eps_ = nonnegative(eps)
         dx, xhats = [], []
         for row, g_row in zip(rows, upstream, strict=True):
@@ -326,9 +339,7 @@ def layernorm_vjp(
             bar_var = bar_u
             weight = 2 * bar_var / width
             bar_d = [b + weight * d_i for b, d_i in zip(bar_d, d, strict=True)]
-            bar_mu = -mpmath.fsum(bar_d)
-            share = bar_mu / width
-            dx.append([b + share for b in bar_d])
+            dx.append(_through_mean(bar_d))
         dgamma = _column_dots(upstream, xhats)
         dbeta = _column_sums(upstream)
         return dx, dgamma, dbeta
@@ -351,7 +362,7 @@ def layernorm_jacobian(
     with mpmath.workdps(dps):
         row = _one_sample(x)
         width = len(row)
-        gamma_, _ = exact_vector(gamma, "gamma", width), exact_vector(beta, "beta", width)
+        gamma_, _ = _affine(gamma, beta, width)
         d, r, _ = _layernorm_steps(row, nonnegative(eps))
         columns = []
         for j in range(width):
@@ -504,7 +515,7 @@ def centernorm_forward(
     with mpmath.workdps(dps):
         rows = _centernorm_rows(x)
         width = len(rows[0])
-        gamma_, beta_ = exact_vector(gamma, "gamma", width), exact_vector(beta, "beta", width)
+        gamma_, beta_ = _affine(gamma, beta, width)
         scale = mpmath.mpf(width) / (width - 1)
         out = []
         for row in rows:
@@ -535,16 +546,14 @@ def centernorm_vjp(
         rows = _centernorm_rows(x)
         width = len(rows[0])
         upstream = _like(g, x, width)
-        gamma_, _ = exact_vector(gamma, "gamma", width), exact_vector(beta, "beta", width)
+        gamma_, _ = _affine(gamma, beta, width)
         scale = mpmath.mpf(width) / (width - 1)
         dx, scaled_d = [], []
         for row, g_row in zip(rows, upstream, strict=True):
             d = deviations(row)
             scaled_d.append([scale * d_i for d_i in d])
             bar_d = [g_i * scale * gm for g_i, gm in zip(g_row, gamma_, strict=True)]
-            bar_mu = -mpmath.fsum(bar_d)
-            share = bar_mu / width
-            dx.append([b + share for b in bar_d])
+            dx.append(_through_mean(bar_d))
         dgamma = _column_dots(upstream, scaled_d)
         dbeta = _column_sums(upstream)
         return dx, dgamma, dbeta
@@ -564,7 +573,7 @@ def centernorm_jacobian(
         if len(rows) != 1:
             raise ValueError(f"x: the Jacobian is of one sample, shape (D,); got {np.shape(x)}")
         width = len(rows[0])
-        gamma_, _ = exact_vector(gamma, "gamma", width), exact_vector(beta, "beta", width)
+        gamma_, _ = _affine(gamma, beta, width)
         scale = mpmath.mpf(width) / (width - 1)
         columns = []
         for j in range(width):
