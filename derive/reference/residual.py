@@ -225,6 +225,31 @@ def _row_steps(p: _Block, row: Row, g_row: Row | None) -> Steps:
     return Steps(h, a, f, y, f_bar, a_bar, h_bar, x_bar)
 
 
+def _dense_gradients(
+    out_bars: Rows, inputs: Rows, shape: tuple[int, int], bias: bool
+) -> tuple[Rows, Row | None]:
+    """``(dW, db)`` of ``out = W in + b`` applied to every row ``n``: ``dW[k][j] = sum_n
+    out_bars[n][k] inputs[n][j]`` (``W`` of ``shape``), ``db[k] = sum_n out_bars[n][k]``
+    (None without a bias), each entry rounded once."""
+    outputs, width = shape
+    count = len(inputs)
+    dW = [
+        [
+            mpmath.fdot(
+                [out_bars[n][k] for n in range(count)], [inputs[n][j] for n in range(count)]
+            )
+            for j in range(width)
+        ]
+        for k in range(outputs)
+    ]
+    db = (
+        [mpmath.fsum(out_bars[n][k] for n in range(count)) for k in range(outputs)]
+        if bias
+        else None
+    )
+    return dW, db
+
+
 def _vjp(p: _Block, g: Rows) -> tuple[Rows, Rows, Row | None, Rows, Row | None, Any]:
     """Reverse mode through the steps, every adjoint an explicit sum over its uses."""
     size, hidden, count = len(p.x[0]), len(p.W1), len(p.x)
@@ -235,30 +260,8 @@ def _vjp(p: _Block, g: Rows) -> tuple[Rows, Rows, Row | None, Rows, Row | None, 
     f_bars = [r.f_bar for r in rows]
     a_rows = [r.a for r in rows]
     fs = [r.f for r in rows]
-    dW1 = [
-        [
-            mpmath.fdot([h_bars[n][k] for n in range(count)], [p.x[n][j] for n in range(count)])
-            for j in range(size)
-        ]
-        for k in range(hidden)
-    ]
-    db1 = (
-        None
-        if p.b1 is None
-        else [mpmath.fsum(h_bars[n][k] for n in range(count)) for k in range(hidden)]
-    )
-    dW2 = [
-        [
-            mpmath.fdot([f_bars[n][i] for n in range(count)], [a_rows[n][k] for n in range(count)])
-            for k in range(hidden)
-        ]
-        for i in range(size)
-    ]
-    db2 = (
-        None
-        if p.b2 is None
-        else [mpmath.fsum(f_bars[n][i] for n in range(count)) for i in range(size)]
-    )
+    dW1, db1 = _dense_gradients(h_bars, p.x, (hidden, size), p.b1 is not None)
+    dW2, db2 = _dense_gradients(f_bars, a_rows, (size, hidden), p.b2 is not None)
     # nu_i multiplies f_i in every row: nu_bar_i = sum_n g[n][i] f[n][i]
     dnu_columns = [
         mpmath.fdot([g[n][i] for n in range(count)], [fs[n][i] for n in range(count)])
