@@ -392,6 +392,37 @@ def maxpool_forward2d(
     return out.reshape(*xs.shape[:-2], out_h, out_w)
 
 
+def _pool_vjp_inputs(
+    x: npt.ArrayLike, g: npt.ArrayLike, kernel_size: Any, stride: Any, padding: Any, dps: int
+) -> tuple[np.ndarray, np.ndarray, int, list, np.ndarray]:
+    """``(xs, planes, count, windows, gs)`` of a pooling VJP: ``dps``, ``x``, the geometry
+    and ``g`` checked in that order."""
+    check_dps(dps, MIN_DPS)
+    xs, planes = _planes(x)
+    out_h, out_w, count, windows = _windows(xs.shape, kernel_size, stride, padding)
+    return xs, planes, count, windows, _window_g(g, xs, out_h, out_w)
+
+
+def _scatter_g(
+    planes: np.ndarray,
+    windows: list,
+    gs: np.ndarray,
+    targets: Callable[[np.ndarray, list], Any],
+) -> Objects:
+    """``out[c, p] = sum`` of the ``g`` of every window ``w`` of plane ``c`` whose
+    ``targets(plane, pixels)`` include ``p``, in window order, rounded once (call inside
+    ``workdps``); shape of ``planes``."""
+    out = _objects(planes.shape)
+    for c, plane in enumerate(planes):
+        terms: dict[tuple[int, int], list] = {}
+        for (oh, ow), pixels in windows:
+            for p in targets(plane, pixels):
+                terms.setdefault(p, []).append(exact(gs[c, oh, ow], "g"))
+        for p in np.ndindex(plane.shape):
+            out[(c, *p)] = mpmath.fsum(terms.get(p, []))
+    return out
+
+
 def maxpool_vjp2d(
     x: npt.ArrayLike,
     g: npt.ArrayLike,
@@ -401,19 +432,9 @@ def maxpool_vjp2d(
     dps: int = DEFAULT_DPS,
 ) -> Objects:
     """``dx_p = sum_w [p is the argmax of w] g_w`` (first max, last NaN); shape of ``x``."""
-    check_dps(dps, MIN_DPS)
-    xs, planes = _planes(x)
-    out_h, out_w, _, windows = _windows(xs.shape, kernel_size, stride, padding)
-    gs = _window_g(g, xs, out_h, out_w)
-    out = _objects(planes.shape)
+    xs, planes, _, windows, gs = _pool_vjp_inputs(x, g, kernel_size, stride, padding, dps)
     with mpmath.workdps(dps):
-        for c, plane in enumerate(planes):
-            terms: dict[tuple[int, int], list] = {}
-            for (oh, ow), pixels in windows:
-                winner = _window_argmax(plane, pixels)
-                terms.setdefault(winner, []).append(exact(gs[c, oh, ow], "g"))
-            for p in np.ndindex(plane.shape):
-                out[(c, *p)] = mpmath.fsum(terms.get(p, []))
+        out = _scatter_g(planes, windows, gs, lambda plane, pixels: [_window_argmax(plane, pixels)])
     return out.reshape(xs.shape)
 
 
@@ -441,17 +462,9 @@ def avgpool_vjp2d(
     dps: int = DEFAULT_DPS,
 ) -> Objects:
     """``dx_p = sum_{w contains p} g_w / (kh kw)``; shape of ``x``."""
-    check_dps(dps, MIN_DPS)
-    xs, planes = _planes(x)
-    out_h, out_w, count, windows = _windows(xs.shape, kernel_size, stride, padding)
-    gs = _window_g(g, xs, out_h, out_w)
-    out = _objects(planes.shape)
+    xs, planes, count, windows, gs = _pool_vjp_inputs(x, g, kernel_size, stride, padding, dps)
     with mpmath.workdps(dps + GUARD_DIGITS):
-        for c, plane in enumerate(planes):
-            terms: dict[tuple[int, int], list] = {}
-            for (oh, ow), pixels in windows:
-                for p in pixels:
-                    terms.setdefault(p, []).append(exact(gs[c, oh, ow], "g"))
-            for p in np.ndindex(plane.shape):
-                out[(c, *p)] = mpmath.fsum(terms.get(p, [])) / count
+        out = _scatter_g(planes, windows, gs, lambda _plane, pixels: pixels)
+        for index in np.ndindex(out.shape):
+            out[index] = out[index] / count
     return out.reshape(xs.shape)
