@@ -629,17 +629,21 @@ SCS_EXAMPLES = (
 )
 
 
+def with_examples(pinned: Sequence[Case]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``@example(c=...)`` for each pinned case, in order."""
+
+    def decorate(test: Callable[..., Any]) -> Callable[..., Any]:
+        for c in reversed(pinned):
+            test = example(c=c)(test)
+        return test
+
+    return decorate
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @settings(max_examples=EXAMPLES)
 @given(c=cases(DP))
-@example(c=DP_EXAMPLES[0])
-@example(c=DP_EXAMPLES[1])
-@example(c=DP_EXAMPLES[2])
-@example(c=DP_EXAMPLES[3])
-@example(c=DP_EXAMPLES[4])
-@example(c=DP_EXAMPLES[5])
-@example(c=DP_EXAMPLES[6])
-@example(c=DP_EXAMPLES[7])
+@with_examples(DP_EXAMPLES)
 def test_dp_attention_matches_reference(dtype, c):
     assume(in_model_domain(DP, c, dtype))
     check_case(DP, c, dtype)
@@ -648,14 +652,7 @@ def test_dp_attention_matches_reference(dtype, c):
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @settings(max_examples=EXAMPLES)
 @given(c=cases(L2))
-@example(c=L2_EXAMPLES[0])
-@example(c=L2_EXAMPLES[1])
-@example(c=L2_EXAMPLES[2])
-@example(c=L2_EXAMPLES[3])
-@example(c=L2_EXAMPLES[4])
-@example(c=L2_EXAMPLES[5])
-@example(c=L2_EXAMPLES[6])
-@example(c=L2_EXAMPLES[7])
+@with_examples(L2_EXAMPLES)
 def test_l2_attention_matches_reference(dtype, c):
     assume(in_model_domain(L2, c, dtype))
     check_case(L2, c, dtype)
@@ -664,11 +661,7 @@ def test_l2_attention_matches_reference(dtype, c):
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @settings(max_examples=EXAMPLES)
 @given(c=cases(SCS))
-@example(c=SCS_EXAMPLES[0])
-@example(c=SCS_EXAMPLES[1])
-@example(c=SCS_EXAMPLES[2])
-@example(c=SCS_EXAMPLES[3])
-@example(c=SCS_EXAMPLES[4])
+@with_examples(SCS_EXAMPLES)
 def test_scs_attention_matches_reference(dtype, c):
     # eps = 0 with a zero projection is 0/0; a subnormal eps there puts the normalization's
     # derivative (1/sqrt(eps)) outside the first-order error model. Both are pinned in
