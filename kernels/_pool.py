@@ -78,6 +78,14 @@ def window_planes(x: ArrayLike, kernel_size, stride, padding, strict_fp16):
     return x, geometry, planes, strict
 
 
+def sample_window_planes(x: ArrayLike, kernel_size, stride, padding, strict_fp16):
+    """``window_planes`` of one sample ``x`` of shape (C, H, W), for a dense Jacobian."""
+    x, geometry, planes, strict = window_planes(x, kernel_size, stride, padding, strict_fp16)
+    if x.ndim != 3:
+        raise ValueError(f"x: expected one sample of shape (C, H, W), got shape {x.shape}")
+    return x, geometry, planes, strict
+
+
 def window_gradient(g: ArrayLike, x: np.ndarray, geometry: WindowGeometry) -> np.ndarray:
     """Checked upstream gradient of shape (..., Ho, Wo) as float64 planes."""
     g = float_array(g, "g")

@@ -54,6 +54,7 @@ from kernels._pool import (
     finish,
     global_gradient,
     global_rows,
+    sample_window_planes,
     window_gradient,
     window_planes,
 )
@@ -235,9 +236,7 @@ def jacobian2d(
     strict_fp16: bool = False,
 ) -> np.ndarray:
     """Dense ``dy/dx`` of one sample (C, H, W): (C*Ho*Wo, C*H*W), ``1/(kh kw)`` per window pixel."""
-    x, geometry, planes, strict = window_planes(x, kernel_size, stride, padding, strict_fp16)
-    if x.ndim != 3:
-        raise ValueError(f"x: expected one sample of shape (C, H, W), got shape {x.shape}")
+    x, geometry, planes, strict = sample_window_planes(x, kernel_size, stride, padding, strict_fp16)
     g = geometry
     out = np.zeros((planes.shape[0] * g.out_height * g.out_width, planes.size))
     weight = 1.0 / _divisor(g.kh * g.kw, strict)

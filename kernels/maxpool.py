@@ -63,6 +63,7 @@ from kernels._pool import (
     finish,
     global_gradient,
     global_rows,
+    sample_window_planes,
     window_gradient,
     window_planes,
 )
@@ -231,9 +232,7 @@ def jacobian2d(
     strict_fp16: bool = False,
 ) -> np.ndarray:
     """Dense ``dy/dx`` of one sample (C, H, W): (C*Ho*Wo, C*H*W), 1 at each window's argmax."""
-    x, geometry, planes, _ = window_planes(x, kernel_size, stride, padding, strict_fp16)
-    if x.ndim != 3:
-        raise ValueError(f"x: expected one sample of shape (C, H, W), got shape {x.shape}")
+    x, geometry, planes, _ = sample_window_planes(x, kernel_size, stride, padding, strict_fp16)
     out_h, out_w = geometry.out_height, geometry.out_width
     out = np.zeros((planes.shape[0] * out_h * out_w, planes.size))
     _jacobian2d(planes, *geometry.loop_args, out_h, out_w, out)
