@@ -116,6 +116,21 @@ def _scan(row):
 
 
 @njit(cache=True)
+def _special_row(row, out):
+    """``(m, done)``: a row with a NaN or +inf fills ``out`` (its outputs: a row, or a
+    Jacobian block) with NaN, a fully masked row fills it with 0, and is done; otherwise
+    ``m`` is the first index of the row's maximum and ``out`` is left to the caller."""
+    kind, m = _scan(row)
+    if kind == _NAN_ROW:
+        out[:] = math.nan
+        return m, True
+    if kind == _MASKED_ROW:
+        out[:] = 0.0
+        return m, True
+    return m, False
+
+
+@njit(cache=True)
 def _weights(row, m, yh, yl):
     """``y_j = exp(x_j - x_m) / s`` into the double-double pairs ``(yh, yl)``."""
     top = row[m]
@@ -186,12 +201,8 @@ def _vjp_row_strict(g, m, y, dx):
 def _forward_rows(rows, out):
     n, size = rows.shape
     for r in prange(n):
-        kind, m = _scan(rows[r])
-        if kind == _NAN_ROW:
-            out[r, :] = math.nan
-        elif kind == _MASKED_ROW:
-            out[r, :] = 0.0
-        else:
+        m, done = _special_row(rows[r], out[r])
+        if not done:
             yh, yl = np.empty(size), np.empty(size)
             _weights(rows[r], m, yh, yl)
             out[r, :] = yh
@@ -201,12 +212,8 @@ def _forward_rows(rows, out):
 @njit(cache=True, parallel=True, error_model="numpy")
 def _forward_rows_strict(rows, out):
     for r in prange(rows.shape[0]):
-        kind, m = _scan(rows[r])
-        if kind == _NAN_ROW:
-            out[r, :] = math.nan
-        elif kind == _MASKED_ROW:
-            out[r, :] = 0.0
-        else:
+        m, done = _special_row(rows[r], out[r])
+        if not done:
             _weights_strict(rows[r], m, out[r])
 
 
@@ -215,12 +222,8 @@ def _forward_rows_strict(rows, out):
 def _vjp_rows(rows, grows, out):
     n, size = rows.shape
     for r in prange(n):
-        kind, m = _scan(rows[r])
-        if kind == _NAN_ROW:
-            out[r, :] = math.nan
-        elif kind == _MASKED_ROW:
-            out[r, :] = 0.0
-        else:
+        m, done = _special_row(rows[r], out[r])
+        if not done:
             yh, yl = np.empty(size), np.empty(size)
             _weights(rows[r], m, yh, yl)
             _vjp_row(rows[r], grows[r], m, yh, yl, out[r])
@@ -231,12 +234,8 @@ def _vjp_rows(rows, grows, out):
 def _vjp_rows_strict(rows, grows, out):
     n, size = rows.shape
     for r in prange(n):
-        kind, m = _scan(rows[r])
-        if kind == _NAN_ROW:
-            out[r, :] = math.nan
-        elif kind == _MASKED_ROW:
-            out[r, :] = 0.0
-        else:
+        m, done = _special_row(rows[r], out[r])
+        if not done:
             y = np.empty(size)
             _weights_strict(rows[r], m, y)
             _vjp_row_strict(grows[r], m, y, out[r])
@@ -246,12 +245,8 @@ def _vjp_rows_strict(rows, grows, out):
 def _jacobian_row(row, out):
     """``diag(y) - y y^T``; the diagonal at m as ``y_m sum_{j != m} y_j``."""
     size = row.size
-    kind, m = _scan(row)
-    if kind == _NAN_ROW:
-        out[:, :] = math.nan
-        return
-    if kind == _MASKED_ROW:
-        out[:, :] = 0.0
+    m, done = _special_row(row, out)
+    if done:
         return
     yh, yl = np.empty(size), np.empty(size)
     _weights(row, m, yh, yl)
@@ -273,12 +268,8 @@ def _jacobian_row(row, out):
 @njit(cache=True, error_model="numpy")
 def _jacobian_row_strict(row, out):
     size = row.size
-    kind, m = _scan(row)
-    if kind == _NAN_ROW:
-        out[:, :] = math.nan
-        return
-    if kind == _MASKED_ROW:
-        out[:, :] = 0.0
+    m, done = _special_row(row, out)
+    if done:
         return
     y = np.empty(size)
     _weights_strict(row, m, y)
