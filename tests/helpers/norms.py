@@ -12,6 +12,7 @@ from typing import Any
 import mpmath
 import numba
 import numpy as np
+from hypothesis import strategies as st
 
 from derive.reference.core import round_to_dtype, ulp
 from tests.helpers.assertions import assert_same_bits
@@ -155,6 +156,24 @@ def assert_same_bits_on_1_and_2_threads(
 # --------------------------------------------------------------------------------------
 # mpmath sums and agreement, for the reference tests
 # --------------------------------------------------------------------------------------
+
+
+#: Exact dyadic grid values, and general floats (tiny magnitudes left out: they only make
+#: the scales of the terms degenerate, not the references wrong).
+REFERENCE_VALUES = st.one_of(
+    st.integers(-512, 512).map(lambda k: k / 64),
+    st.floats(-8, 8, allow_nan=False, allow_subnormal=False).filter(
+        lambda t: t == 0 or abs(t) >= 2**-20
+    ),
+)
+
+
+def reference_arrays(shape: tuple[int, ...], dtype=np.float64) -> st.SearchStrategy[np.ndarray]:
+    """Arrays of ``shape`` drawn from ``REFERENCE_VALUES`` (as float64), cast to ``dtype``."""
+    size = int(np.prod(shape))
+    return st.lists(REFERENCE_VALUES, min_size=size, max_size=size).map(
+        lambda values: np.array(values, dtype=np.float64).reshape(shape).astype(dtype)
+    )
 
 
 def as_mpf(value: Any) -> mpmath.mpf:

@@ -57,7 +57,15 @@ from derive.reference.batchnorm import (
     running_update,
 )
 from derive.reference.norms import directional_derivative
-from tests.helpers.norms import abs_sum, as_mpf, assert_adjoint, assert_agree, flat, inner
+from tests.helpers.norms import (
+    abs_sum,
+    as_mpf,
+    assert_adjoint,
+    assert_agree,
+    flat,
+    inner,
+    reference_arrays,
+)
 
 # The allowances of this file, in decimal digits (one table, no numbers inline).
 #: Digits of the references under test (their default).
@@ -238,23 +246,6 @@ class Case:
         return tuple(mpmath.mpf(k) for k in (k_x, k_gamma, 1.0))
 
 
-#: Exact dyadic grid values, and general floats (tiny magnitudes left out: they only make
-#: the scales of the terms degenerate, not the references wrong).
-VALUES = st.one_of(
-    st.integers(-512, 512).map(lambda k: k / 64),
-    st.floats(-8, 8, allow_nan=False, allow_subnormal=False).filter(
-        lambda t: t == 0 or abs(t) >= 2**-20
-    ),
-)
-
-
-def _arrays(shape: tuple[int, ...], dtype=np.float64) -> st.SearchStrategy[np.ndarray]:
-    size = int(np.prod(shape))
-    return st.lists(VALUES, min_size=size, max_size=size).map(
-        lambda values: np.array(values, dtype=np.float64).reshape(shape).astype(dtype)
-    )
-
-
 @st.composite
 def cases(draw, denom: str, training: bool) -> Case:
     if draw(st.booleans()):
@@ -269,18 +260,18 @@ def cases(draw, denom: str, training: bool) -> Case:
     features = (shape[1],)
     running = training is False or draw(st.booleans())  # training ignores them if given
     case = Case(
-        x=draw(_arrays(shape, draw(st.sampled_from(DTYPES)))),
-        gamma=draw(_arrays(features)),
-        beta=draw(_arrays(features)),
+        x=draw(reference_arrays(shape, draw(st.sampled_from(DTYPES)))),
+        gamma=draw(reference_arrays(features)),
+        beta=draw(reference_arrays(features)),
         eps=draw(st.sampled_from(EPSILONS)),
         training=training,
-        running_mean=draw(_arrays(features)) if running else None,
-        running_var=np.abs(draw(_arrays(features))) if running else None,
+        running_mean=draw(reference_arrays(features)) if running else None,
+        running_var=np.abs(draw(reference_arrays(features))) if running else None,
         denom=denom,
-        g=draw(_arrays(shape)),
-        u_x=draw(_arrays(shape)),
-        u_gamma=draw(_arrays(features)),
-        u_beta=draw(_arrays(features)),
+        g=draw(reference_arrays(shape)),
+        u_x=draw(reference_arrays(shape)),
+        u_gamma=draw(reference_arrays(features)),
+        u_beta=draw(reference_arrays(features)),
     )
     assume(case.is_defined())
     return case

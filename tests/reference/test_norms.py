@@ -54,7 +54,15 @@ from derive.reference.norms import (
     weightnorm_jacobian,
     weightnorm_vjp,
 )
-from tests.helpers.norms import abs_sum, as_mpf, assert_adjoint, assert_agree, flat, inner
+from tests.helpers.norms import (
+    abs_sum,
+    as_mpf,
+    assert_adjoint,
+    assert_agree,
+    flat,
+    inner,
+    reference_arrays,
+)
 
 # The allowances of this file, in decimal digits (one table, no numbers inline).
 #: Digits of the references under test (their default).
@@ -283,22 +291,6 @@ def _is_defined(norm: Norm, x: np.ndarray, params: tuple[np.ndarray, ...], eps) 
 # Strategies
 # --------------------------------------------------------------------------------------
 
-#: Exact dyadic grid values, and general floats (tiny magnitudes left out: they only make
-#: the scales of the terms degenerate, not the references wrong).
-VALUES = st.one_of(
-    st.integers(-512, 512).map(lambda k: k / 64),
-    st.floats(-8, 8, allow_nan=False, allow_subnormal=False).filter(
-        lambda t: t == 0 or abs(t) >= 2**-20
-    ),
-)
-
-
-def _arrays(shape: tuple[int, ...], dtype=np.float64) -> st.SearchStrategy[np.ndarray]:
-    size = int(np.prod(shape))
-    return st.lists(VALUES, min_size=size, max_size=size).map(
-        lambda values: np.array(values, dtype=np.float64).reshape(shape).astype(dtype)
-    )
-
 
 @st.composite
 def cases(draw, norm: Norm, max_dim: int = 6, max_rows: int = 3, one_sample: bool = False):
@@ -307,8 +299,8 @@ def cases(draw, norm: Norm, max_dim: int = 6, max_rows: int = 3, one_sample: boo
     outputs = draw(st.integers(1, 3)) if norm.projects else dim
     flat = one_sample or (rows == 1 and draw(st.booleans()))
     x_shape, g_shape = ((dim,), (outputs,)) if flat else ((rows, dim), (rows, outputs))
-    x = draw(_arrays(x_shape, draw(st.sampled_from(DTYPES))))
-    params = tuple(draw(_arrays(shape)) for shape in norm.shapes(dim, outputs))
+    x = draw(reference_arrays(x_shape, draw(st.sampled_from(DTYPES))))
+    params = tuple(draw(reference_arrays(shape)) for shape in norm.shapes(dim, outputs))
     eps = draw(st.sampled_from(EPSILONS)) if norm.has_eps else None
     assume(_is_defined(norm, x, params, eps))
     return Case(
@@ -316,9 +308,9 @@ def cases(draw, norm: Norm, max_dim: int = 6, max_rows: int = 3, one_sample: boo
         x=x,
         params=params,
         eps=eps,
-        g=draw(_arrays(g_shape)),
-        direction_x=draw(_arrays(x_shape)),
-        directions=tuple(draw(_arrays(shape)) for shape in norm.shapes(dim, outputs)),
+        g=draw(reference_arrays(g_shape)),
+        direction_x=draw(reference_arrays(x_shape)),
+        directions=tuple(draw(reference_arrays(shape)) for shape in norm.shapes(dim, outputs)),
     )
 
 
