@@ -119,7 +119,7 @@ errors add up to at most about ``T`` units of ``2^-p`` relative.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
 import mpmath
@@ -229,6 +229,11 @@ class _Inputs(NamedTuple):
     eps: mpmath.mpf
     stats: tuple[Row, Row] | None
     denom: str
+
+    def feature_steps(self) -> Iterator[tuple[int, Row, _Steps]]:
+        """Each feature ``j``, its batch values and their steps (call inside ``workdps``)."""
+        for j, row in enumerate(self.batch.features):
+            yield j, row, _steps(row, self.eps, self.denom, _feature_stats(self.stats, j))
 
 
 def _inputs(
@@ -389,8 +394,7 @@ def batchnorm_forward(
     with mpmath.workdps(dps):
         inputs = _inputs(x, gamma, beta, eps, training, running_mean, running_var, denom)
         out = []
-        for j, row in enumerate(inputs.batch.features):
-            steps = _steps(row, inputs.eps, inputs.denom, _feature_stats(inputs.stats, j))
+        for j, _, steps in inputs.feature_steps():
             gm, bt = inputs.gamma[j], inputs.beta[j]
             out.append([gm * z + bt for z in steps.xhat])  # y = gamma xhat + beta
         return _nest(out, inputs.batch.shape)
@@ -422,8 +426,7 @@ def batchnorm_vjp(
         inputs = _inputs(x, gamma, beta, eps, training, running_mean, running_var, denom)
         upstream = _like(g, inputs.batch)
         dx, dgamma, dbeta = [], [], []
-        for j, (row, g_row) in enumerate(zip(inputs.batch.features, upstream, strict=True)):
-            steps = _steps(row, inputs.eps, inputs.denom, _feature_stats(inputs.stats, j))
+        for (j, _, steps), g_row in zip(inputs.feature_steps(), upstream, strict=True):
             dgamma.append(mpmath.fdot(g_row, steps.xhat))  # y = gamma xhat + beta
             dbeta.append(mpmath.fsum(g_row))
             dx.append(_reverse(steps, g_row, inputs.gamma[j], inputs.denom))
@@ -453,8 +456,7 @@ def batchnorm_jacobian(
     with mpmath.workdps(dps):
         inputs = _inputs(x, gamma, beta, eps, training, running_mean, running_var, denom)
         blocks = []
-        for j, row in enumerate(inputs.batch.features):
-            steps = _steps(row, inputs.eps, inputs.denom, _feature_stats(inputs.stats, j))
+        for j, row, steps in inputs.feature_steps():
             size = len(row)
             columns = [
                 _tangent(steps, unit(size, position), inputs.gamma[j], inputs.denom)
