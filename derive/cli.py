@@ -51,7 +51,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from derive.codegen import generate as generate
+    from derive.codegen import generate
 
     if args.check:
         stale = [p for p, text in generate.generated_files().items() if p.read_text() != text]

@@ -96,7 +96,7 @@ SIGMA_P = sp.Symbol("sigma_max_P", nonnegative=True)  # sigma_max_P(gamma) <= ga
 FAIL_POINT = {D: 3, EPS_P: sp.Rational(3, 10**5), GAMMA_MAX: 1, GAMMA_NORM: 1}
 
 
-def bound_verdict(printed: sp.Expr, attained: sp.Expr, tight: sp.Expr) -> tuple[str, str]:
+def bound_verdict(printed: sp.Expr, attained: sp.Expr, tight: sp.Expr) -> tuple[Verdict, str]:
     """(verdict, reason) of a printed Lipschitz constant against the derived ones.
 
     ``tight``: the Lipschitz constant as a function of all parameters (may use

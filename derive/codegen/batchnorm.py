@@ -18,7 +18,7 @@ import sympy as sp
 from derive.codegen.emit import Constants
 from derive.codegen.templates import PATHS, REDUCE, emit_stages, module_text
 from derive.definitions import batchnorm as bn
-from derive.definitions import norms as norms
+from derive.definitions import norms
 
 #: denom -> the suffix of its stage functions and loops.
 SUFFIX = {"sqrt_var_eps": "sqrt", "std_plus_eps": "std"}

@@ -29,7 +29,7 @@ import sympy as sp
 
 from derive.codegen.emit import Constants
 from derive.codegen.templates import PATHS, REDUCE, emit_stages, module_text
-from derive.definitions import norms as norms
+from derive.definitions import norms
 from derive.definitions.norms import ROW_NORMS, WEIGHTNORM, RowNorm
 
 #: Rows per block of the parameter-gradient sums.

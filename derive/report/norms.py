@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import sympy as sp
 
-from derive.definitions import norms as norms
+from derive.definitions import norms
 from derive.definitions.norms import WEIGHTNORM, RowNorm, row_norm
 
 #: The eps values whose float16 rounding the report lists.

@@ -14,7 +14,7 @@ import sympy as sp
 from derive.check import check
 from derive.check.core import EPS_P, GAMMA_MAX, SIGMA_P, D, bound_verdict
 from derive.claims import NORM_CLAIMS, claim
-from derive.definitions import norms as norms
+from derive.definitions import norms
 from derive.definitions.norms import ROW_NORMS, closed_form_proof, row_norm, vector
 from kernels import centernorm, layernorm, rmsnorm, weightnorm
 from proofs import norms as pn
