@@ -81,9 +81,10 @@ from numba import njit, prange
 from numpy.typing import ArrayLike
 
 from kernels._dd import dd_add, dd_div, dd_exp, dd_mul, dd_sub, two_sum
-from kernels._f16 import round_to_half
+from kernels._f16 import _reinterpret, round_to_half
 from kernels._threads import thread_safe
 from kernels._validate import float_array, strict_mode
+from kernels._vmath import EXP_LOW, TINY, U, decided_float32, exp_bounded
 
 __all__ = ["forward", "jacobian", "vjp"]
 
@@ -287,52 +288,267 @@ def _jacobian_row_strict(row, out):
                 out[i, i] = round_to_half(y[i] * round_to_half(1.0 - y[i]))
 
 
+# --- float32: the bounded fast path ---------------------------------------------------------
+
+#: Lanes of the fixed-order row sums (a power of two), and log2 of it.
+_LANES, _LANE_LEVELS = 64, 6
+#: Longest row the fast path takes (its depth-times-U factors stay below 2^-30).
+_FAST_MAX_DIM = 2**20
+#: Argument error handed to exp_bounded when the shift is below EXP_LOW (see the docstring).
+_FAR_ARGUMENT_ERROR = 2.0**-11
+#: float32 bits: the magnitude mask, the exponent field of inf and NaN.
+_F32_MAGNITUDE, _F32_SPECIAL = 0x7FFFFFFF, 0x7F800000
+
+
+@njit(cache=True, error_model="numpy")
+def _scan_float32(row):
+    """``(special, m)``: whether the row holds a NaN or an inf (either sign), and the first
+    index of its maximum; both from the bits, in one vectorizable integer pass."""
+    size = row.size
+    best = np.int64(-(2**63))  # below every (key << 32) | index
+    special = np.int64(0)
+    for j in range(size):
+        bits = np.int64(_reinterpret(row[j], np.int32))
+        special |= np.int64((bits & _F32_MAGNITUDE) >= _F32_SPECIAL)
+        key = bits ^ ((bits >> 31) & _F32_MAGNITUDE)  # ordered as the floats (-0 < +0)
+        best = max(best, (key << 32) | (size - 1 - j))  # ties: the largest size - 1 - j
+    return special != 0, size - 1 - (best & 0xFFFFFFFF)
+
+
+@njit(cache=True, error_model="numpy")
+def _sum_depth(size):
+    """Roundings a term of :func:`_lane_sum` goes through, at most."""
+    return (size + _LANES - 1) // _LANES - 1 + _LANE_LEVELS
+
+
+@njit(cache=True, error_model="numpy")
+def _lane_sum(values, acc, absolute):
+    """``sum_j values_j`` (or of ``|values_j|``) in a fixed order that vectorizes: lane k
+    adds ``values[k], values[k + L], ...`` left to right from 0, then the L lanes are added
+    pairwise. Each term goes through at most :func:`_sum_depth` roundings."""
+    size = values.size
+    acc[:] = 0.0
+    full = size - size % _LANES
+    for b in range(0, full, _LANES):
+        for k in range(_LANES):
+            v = values[b + k]
+            acc[k] += abs(v) if absolute else v
+    for j in range(full, size):
+        v = values[j]
+        acc[j - full] += abs(v) if absolute else v
+    half = _LANES // 2
+    while half:
+        for k in range(half):
+            acc[k] += acc[k + half]
+        half //= 2
+    return acc[0]
+
+
+@njit(cache=True, error_model="numpy")
+def _bounded_weights(row, m, yv, ye, acc):
+    """``y_j`` into ``yv`` and a bound on its error into ``ye`` (float64, vectorized)."""
+    size = row.size
+    top = np.float64(row[m])
+    for j in range(size):
+        t = np.float64(row[j]) - top
+        ea = min(U * abs(t), _FAR_ARGUMENT_ERROR) if t < EXP_LOW else U * abs(t)
+        yv[j], ye[j] = exp_bounded(t, ea)
+    depth = _sum_depth(size)
+    s = _lane_sum(yv, acc, False)
+    es = depth * U * s + _lane_sum(ye, acc, False) * (1.0 + depth * U)
+    inv = 1.0 / s
+    einv = inv * es / (s - es) + U * inv + TINY
+    for j in range(size):
+        e, ee = yv[j], ye[j]
+        y = e * inv
+        yv[j] = y
+        ye[j] = e * einv + inv * ee + ee * einv + U * y + TINY
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _decided_nonnegative_float32(v, e):
+    """:func:`decided_float32` for a quantity known to be >= 0: the interval is cut at +0."""
+    low = v - 2.0 * e
+    low = low if low > 0.0 else 0.0
+    a = _reinterpret(np.float32(low), np.int32)
+    b = _reinterpret(np.float32(v + 2.0 * e), np.int32)
+    return np.float32(v), a == b
+
+
+@njit(cache=True, error_model="numpy")
+def _fast_forward_row(row, out, yv, ye, acc):
+    """Decided outputs into ``out``, NaN at the undecided ones; returns how many."""
+    special, m = _scan_float32(row)
+    if special:
+        out[:] = np.nan
+        return row.size
+    _bounded_weights(row, m, yv, ye, acc)
+    undecided = 0
+    for j in range(row.size):
+        y, ok = _decided_nonnegative_float32(yv[j], ye[j])
+        out[j] = y if ok else np.float32(np.nan)
+        undecided += not ok
+    return undecided
+
+
+@njit(cache=True, error_model="numpy")
+def _fast_vjp_row(row, grow, out, yv, ye, pv, pe, acc):
+    """The same for ``dx``."""
+    special, m = _scan_float32(row)
+    if special:
+        out[:] = np.nan
+        return row.size
+    _bounded_weights(row, m, yv, ye, acc)
+    size = row.size
+    gm = np.float64(grow[m])
+    for j in range(size):
+        d = gm - np.float64(grow[j])
+        ed = U * abs(d)
+        y, ey = yv[j], ye[j]
+        p = y * d
+        pv[j] = p
+        pe[j] = y * ed + abs(d) * ey + ey * ed + U * abs(p) + TINY
+    depth = _sum_depth(size)
+    c = _lane_sum(pv, acc, False)
+    ec = depth * U * _lane_sum(pv, acc, True) + _lane_sum(pe, acc, False) * (1.0 + depth * U)
+    undecided = 0
+    for i in range(size):
+        q = np.float64(grow[i]) - gm
+        d = q + c
+        ed = U * abs(q) + ec + U * abs(d) + TINY
+        y, ey = yv[i], ye[i]
+        dx = y * d
+        edx = y * ed + abs(d) * ey + ey * ed + U * abs(dx) + TINY
+        v, ok = decided_float32(dx, edx)
+        out[i] = v if ok else np.float32(np.nan)
+        undecided += not ok
+    return undecided
+
+
+@njit(cache=True, error_model="numpy")
+def _exact_forward_fill(row32, out):
+    """The double-double path for the NaN entries of ``out`` (the undecided ones)."""
+    row = row32.astype(np.float64)
+    y = np.empty(row.size)
+    m, done = _special_row(row, y)
+    if not done:
+        yl = np.empty(row.size)
+        _weights(row, m, y, yl)
+    for j in range(row.size):
+        if np.isnan(out[j]):
+            out[j] = np.float32(y[j])
+
+
+@njit(cache=True, error_model="numpy")
+def _exact_vjp_fill(row32, grow32, out):
+    row, grow = row32.astype(np.float64), grow32.astype(np.float64)
+    dx = np.empty(row.size)
+    m, done = _special_row(row, dx)
+    if not done:
+        yh, yl = np.empty(row.size), np.empty(row.size)
+        _weights(row, m, yh, yl)
+        _vjp_row(row, grow, m, yh, yl, dx)
+    for j in range(row.size):
+        if np.isnan(out[j]):
+            out[j] = np.float32(dx[j])
+
+
+@thread_safe
+@njit(cache=True, parallel=True, error_model="numpy")
+def _forward_rows_float32(rows, out):
+    n, size = rows.shape
+    for r in prange(n):
+        yv, ye, acc = np.empty(size), np.empty(size), np.empty(_LANES)
+        if _fast_forward_row(rows[r], out[r], yv, ye, acc):
+            _exact_forward_fill(rows[r], out[r])
+
+
+@thread_safe
+@njit(cache=True, parallel=True, error_model="numpy")
+def _vjp_rows_float32(rows, grows, out):
+    n, size = rows.shape
+    for r in prange(n):
+        yv, ye, pv, pe = np.empty(size), np.empty(size), np.empty(size), np.empty(size)
+        acc = np.empty(_LANES)
+        if _fast_vjp_row(rows[r], grows[r], out[r], yv, ye, pv, pe, acc):
+            _exact_vjp_fill(rows[r], grows[r], out[r])
+
+
 # --- public API -----------------------------------------------------------------------------
 
 
 class _Prepared:
-    """Checked ``x`` as float64 rows (D >= 1) and the arithmetic to use."""
+    """Checked ``x`` as rows (D >= 1) and the arithmetic to use: ``fast`` (float32, mixed
+    mode) keeps the float32 rows, every other case gets float64 rows."""
 
-    def __init__(self, x: ArrayLike, strict_fp16: object):
+    def __init__(self, x: ArrayLike, strict_fp16: object, exact: bool = False):
         x = float_array(x, "x")
         if x.ndim == 0:
             raise ValueError("x: expected shape (..., D), got a 0-d array")
         if x.shape[-1] == 0:
             raise ValueError("x: softmax needs D >= 1 on the last axis, got D = 0")
         self.x, self.strict = x, strict_mode(strict_fp16, x.dtype)
-        self.rows = np.ascontiguousarray(x, dtype=np.float64).reshape(-1, x.shape[-1])
+        self.fast = not exact and x.dtype == np.float32 and x.shape[-1] <= _FAST_MAX_DIM
+        dtype = x.dtype if self.fast else np.float64
+        self.rows = np.ascontiguousarray(x, dtype=dtype).reshape(-1, x.shape[-1])
+
+    def gradient(self, g: ArrayLike) -> np.ndarray:
+        """Checked ``g`` as rows of the same kind."""
+        g = float_array(g, "g")
+        if g.shape != self.x.shape:
+            raise ValueError(f"g: expected shape {self.x.shape} (the shape of x), got {g.shape}")
+        if g.dtype != self.x.dtype:
+            raise TypeError(f"g: expected dtype {self.x.dtype} (the dtype of x), got {g.dtype}")
+        return np.ascontiguousarray(g, dtype=self.rows.dtype).reshape(self.rows.shape)
 
     def finish(self, values: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
         """Round once to x's dtype (exact in strict mode: the values are halves)."""
         with np.errstate(over="ignore"):
-            return values.astype(self.x.dtype).reshape(shape)
+            return values.astype(self.x.dtype, copy=False).reshape(shape)
+
+
+def _forward(p: _Prepared) -> np.ndarray:
+    out = np.empty(p.rows.shape, p.rows.dtype)
+    if p.fast:
+        _forward_rows_float32(p.rows, out)
+    else:
+        (_forward_rows_strict if p.strict else _forward_rows)(p.rows, out)
+    return p.finish(out, p.x.shape)
+
+
+def _vjp(p: _Prepared, g: ArrayLike) -> np.ndarray:
+    grows = p.gradient(g)
+    out = np.empty(p.rows.shape, p.rows.dtype)
+    if p.fast:
+        _vjp_rows_float32(p.rows, grows, out)
+    else:
+        (_vjp_rows_strict if p.strict else _vjp_rows)(p.rows, grows, out)
+    return p.finish(out, p.x.shape)
 
 
 def forward(x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     """Softmax of each row (last axis) of ``x``; same shape and dtype as ``x``."""
-    p = _Prepared(x, strict_fp16)
-    out = np.empty(p.rows.shape)
-    (_forward_rows_strict if p.strict else _forward_rows)(p.rows, out)
-    return p.finish(out, p.x.shape)
+    return _forward(_Prepared(x, strict_fp16))
 
 
 def vjp(x: ArrayLike, g: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     """``dx_i = y_i (g_i - <g, y>)`` per row, for ``g`` of the shape and dtype of ``x``."""
-    p = _Prepared(x, strict_fp16)
-    g = float_array(g, "g")
-    if g.shape != p.x.shape:
-        raise ValueError(f"g: expected shape {p.x.shape} (the shape of x), got {g.shape}")
-    if g.dtype != p.x.dtype:
-        raise TypeError(f"g: expected dtype {p.x.dtype} (the dtype of x), got {g.dtype}")
-    grows = np.ascontiguousarray(g, dtype=np.float64).reshape(p.rows.shape)
-    out = np.empty(p.rows.shape)
-    (_vjp_rows_strict if p.strict else _vjp_rows)(p.rows, grows, out)
-    return p.finish(out, p.x.shape)
+    return _vjp(_Prepared(x, strict_fp16), g)
+
+
+def _forward_exact(x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
+    """:func:`forward` by the double-double path alone (what the fast path falls back to)."""
+    return _forward(_Prepared(x, strict_fp16, exact=True))
+
+
+def _vjp_exact(x: ArrayLike, g: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
+    """:func:`vjp` by the double-double path alone."""
+    return _vjp(_Prepared(x, strict_fp16, exact=True), g)
 
 
 def jacobian(x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     """``diag(y) - y y^T`` for one sample ``x`` of shape (D,): (D, D), numerator layout."""
-    p = _Prepared(x, strict_fp16)
+    p = _Prepared(x, strict_fp16, exact=True)
     if p.x.ndim != 1:
         raise ValueError(f"x: expected one sample of shape (D,), got shape {p.x.shape}")
     size = p.x.shape[0]

@@ -579,3 +579,255 @@ def test_strict_fp16_of_another_kind_is_a_type_error(bad):
     for call in calls:
         with pytest.raises(TypeError, match=r"^strict_fp16: expected True or False"):
             call()
+
+
+# --------------------------------------------------------------------------------------
+# 5. The float32 fast path against the double-double path
+# --------------------------------------------------------------------------------------
+#
+# The fast path returns float32(v) only where its error bound proves that to be the correctly
+# rounded value, and takes every other entry from the double-double path (whose float64
+# value is rounded once more). So the two agree bit for bit, except where the double-double
+# result itself is not correctly rounded (double rounding near a midpoint): there the fast
+# result must be the correct rounding, within half an ULP of the reference.
+
+FLOAT32 = np.dtype(np.float32)
+#: A D = 2 row (0, T) whose y_0 = 1 / (1 + e^T) lies 2^-48.6 (relative) from a float32
+#: midpoint: undecided by the fast path's bound. Found by scanning every float32 T in
+#: [-2, -1) for the smallest distance of ``1 / (1 + np.exp(T))`` to a midpoint, and
+#: confirmed with mpmath at 60 digits.
+NEAR_MIDPOINT_T = float.fromhex("-0x1.b1db3cp+0")
+
+
+def bits(a: np.ndarray) -> np.ndarray:
+    return np.asarray(a, np.float32).view(np.int32)
+
+
+def assert_fast_equals_exact(x: np.ndarray, g: np.ndarray) -> None:
+    """forward and vjp of float32 ``x`` (rows) give the double-double path's bits."""
+    for what, fast, exact in (
+        ("forward", softmax.forward(x), softmax._forward_exact(x)),
+        ("vjp", softmax.vjp(x, g), softmax._vjp_exact(x, g)),
+    ):
+        assert fast.dtype == exact.dtype == FLOAT32
+        differ = np.argwhere(bits(fast) != bits(exact))
+        for index in map(tuple, differ):
+            r = index[:-1]
+            reference_row = (
+                reference.softmax_forward(x[r])
+                if what == "forward"
+                else reference.softmax_vjp(x[r], g[r])
+            )
+            value = reference_row[index[-1]]
+            with mpmath.workdps(BOUND_DPS):
+                error = abs(mp(fast[index]) - value)
+                assert error <= ulp(value, FLOAT32) / 2, (
+                    f"{what} at {index}: fast {fast[index]!r}, double-double {exact[index]!r}, "
+                    f"exact {mpmath.nstr(value, 20)}; row {x[r].tolist()}"
+                )
+
+
+def hard_rows(rng: np.random.Generator, dim: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """``count`` float32 rows of length ``dim`` of many kinds, and gradients to match."""
+    f32 = np.finfo(np.float32)
+    kinds = []
+    for _ in range(count):
+        kind = rng.integers(12)
+        if kind == 0:  # moderate
+            x = rng.standard_normal(dim) * 3
+        elif kind == 1:  # huge spreads, beyond exp's range and up to the largest float32
+            x = rng.choice([0.0, -100.0, -745.0, -1e4, -1e30, float(f32.min), 3e38], dim)
+            x[rng.integers(dim)] = rng.standard_normal()
+        elif kind == 2:  # near-ties: a few ULPs around one value
+            base = np.float32(rng.standard_normal() * 50)
+            steps = rng.integers(-3, 4, dim)
+            x = np.array([np.float32(base) + s * np.spacing(np.float32(base)) for s in steps])
+        elif kind == 3:  # all negative, large: the maximum is below -2 (packed keys < -2^62)
+            x = -np.abs(rng.standard_normal(dim)) * 1e6 - 2.0
+        elif kind == 4:  # -inf masks (the double-double path takes the row)
+            x = rng.standard_normal(dim)
+            x[rng.random(dim) < 0.5] = -np.inf
+        elif kind == 5:  # signed zeros and subnormals
+            x = rng.choice([0.0, -0.0, 1e-45, -1e-45, 1e-40, -3e-39], dim)
+        elif kind == 6:  # one-hot: y_m rounds to 1
+            x = np.full(dim, -rng.uniform(20, 120))
+            x[rng.integers(dim)] = 0.0
+        elif kind == 7:  # a NaN or +inf
+            x = rng.standard_normal(dim)
+            x[rng.integers(dim)] = rng.choice([np.nan, np.inf])
+        elif kind == 8:  # a spread where exp underflows in float64 for part of the row
+            x = rng.uniform(-800, 0, dim)
+        elif kind == 9:  # constant row
+            x = np.full(dim, rng.standard_normal())
+        else:  # wide and narrow mixtures
+            x = rng.standard_normal(dim) * 10.0 ** rng.integers(-6, 4)
+        kinds.append(np.asarray(x, np.float32))
+    x = np.stack(kinds)
+    g = np.empty_like(x)
+    for r in range(count):
+        kind = rng.integers(6)
+        if kind == 0:
+            g[r] = rng.standard_normal(dim)
+        elif kind == 1:  # nearly cancelling: g close to a constant, so dx ~ 0
+            g[r] = np.float32(rng.standard_normal()) + rng.standard_normal(dim) * 1e-6
+        elif kind == 2:  # constant: dx = 0 exactly
+            g[r] = np.float32(rng.standard_normal())
+        elif kind == 3:  # huge
+            g[r] = rng.choice([-3e38, 3e38, 1.0, 0.0], dim)
+        elif kind == 4:  # g_i = <g, y> to float32 precision at one entry
+            y = reference_free_softmax(x[r])
+            g[r] = rng.standard_normal(dim)
+            g[r][rng.integers(dim)] = np.float32(np.dot(np.nan_to_num(y), g[r].astype(np.float64)))
+        else:
+            g[r] = rng.standard_normal(dim) * 10.0 ** rng.integers(-30, 30)
+    return x, g
+
+
+def reference_free_softmax(row: np.ndarray) -> np.ndarray:
+    """A plain float64 softmax (only to build gradients that nearly cancel)."""
+    with np.errstate(all="ignore"):
+        row = row.astype(np.float64)
+        e = np.exp(row - np.max(row))
+        return e / np.sum(e)
+
+
+@pytest.mark.parametrize("dim", [1, 2, 3, 7, 64, 65, 200, 1030])
+def test_fast_path_equals_the_double_double_path(dim):
+    rng = np.random.default_rng(dim)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # building the rows only
+        x, g = hard_rows(rng, dim, 400 if dim < 100 else 60)
+    assert_fast_equals_exact(x, g)
+
+
+def test_fast_path_equals_the_double_double_path_at_the_benchmark_shapes():
+    rng = np.random.default_rng(7)
+    for shape in ((64, 1024), (8, 4096)):
+        x = rng.standard_normal(shape).astype(np.float32)
+        g = rng.standard_normal(shape).astype(np.float32)
+        assert_fast_equals_exact(x, g)
+
+
+@settings(max_examples=EXAMPLES)
+@with_pinned
+@given(case=cases(dtypes=(FLOAT32,)))
+def test_fast_path_equals_the_double_double_path_on_drawn_rows(case):
+    dtype, x, g = realize(case)
+    if dtype == FLOAT32:
+        assert_fast_equals_exact(x, g)
+
+
+def fast_row(row: np.ndarray, g: np.ndarray | None = None) -> tuple[int, np.ndarray]:
+    """The fast path alone on one float32 row: (undecided count, output with NaN there)."""
+    size = row.size
+    out = np.empty(size, np.float32)
+    scratch = [np.empty(size) for _ in range(4)]
+    lanes = np.empty(softmax._LANES)
+    if g is None:
+        return softmax._fast_forward_row(row, out, scratch[0], scratch[1], lanes), out
+    return softmax._fast_vjp_row(row, g, out, *scratch, lanes), out
+
+
+def test_undecided_forward_entry_falls_back_and_is_correctly_rounded():
+    x = np.array([0.0, NEAR_MIDPOINT_T], np.float32)
+    undecided, out = fast_row(x)
+    assert undecided == 1 and np.isnan(out[0]) and not np.isnan(out[1])
+    y = softmax.forward(x)
+    assert_same_values("y", y, softmax._forward_exact(x))
+    exact = reference.softmax_forward(x)
+    with mpmath.workdps(BOUND_DPS):
+        assert abs(mp(y[0]) - exact[0]) <= ulp(exact[0], FLOAT32) / 2
+        # the midpoint really is that close: the other neighbour is only just further away
+        other = np.nextafter(y[0], np.float32(2 if mp(y[0]) < exact[0] else 0))
+        assert (
+            abs(mp(other) - exact[0]) - abs(mp(y[0]) - exact[0]) < ulp(exact[0], FLOAT32) * 2.0**-20
+        )
+
+
+def test_exact_midpoint_gradient_falls_back_and_ties_to_even():
+    """x = (0, 0), g = (1 + 2^-23, -2^-24): dx_0 = (g_0 - g_1) / 4 is exactly a float32
+    midpoint, which no error bound can decide; the tie goes to the even neighbour."""
+    x = np.zeros(2, np.float32)
+    g = np.array([1 + 2.0**-23, -(2.0**-24)], np.float32)
+    undecided, out = fast_row(x, g)
+    assert undecided == 2 and np.all(np.isnan(out))
+    even = np.float32((1 + 2.0**-22) / 4)
+    assert_same_values("dx", softmax.vjp(x, g), np.array([even, -even]))
+    assert np.array_equal(bits(softmax.vjp(x, g)), bits(softmax._vjp_exact(x, g)))
+
+
+def test_fast_path_decides_almost_everything_on_typical_rows():
+    """The fallback is rare (the speed depends on it) and the decided entries are final."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((64, 1024)).astype(np.float32)
+    g = rng.standard_normal((64, 1024)).astype(np.float32)
+    forward_undecided = sum(fast_row(x[r])[0] for r in range(64))
+    vjp_undecided = sum(fast_row(x[r], g[r])[0] for r in range(64))
+    assert forward_undecided <= 4 and vjp_undecided <= 8, (forward_undecided, vjp_undecided)
+    for r in range(4):
+        for out, exact in ((fast_row(x[r])[1], softmax._forward_exact(x[r])),):
+            decided = ~np.isnan(out)
+            assert np.array_equal(bits(out[decided]), bits(exact[decided]))
+
+
+def test_special_rows_go_to_the_double_double_path_whole():
+    rows = np.array(
+        [[0.0, -np.inf, 1.0], [np.nan, 0.0, 1.0], [np.inf, 0.0, 1.0], [-np.inf] * 3], np.float32
+    )
+    for row in rows:
+        undecided, out = fast_row(row)
+        assert undecided == 3 and np.all(np.isnan(out))
+        undecided, out = fast_row(row, np.ones(3, np.float32))
+        assert undecided == 3 and np.all(np.isnan(out))
+
+
+def test_zeros_are_decided_only_with_their_sign():
+    """y underflowing to 0 is decided (y >= 0 is known), dx = 0 exactly is not (its sign
+    comes from the double-double path: the interval around 0 holds -0 and +0)."""
+    x = np.array([0.0, -800.0, -3e38], np.float32)
+    undecided, out = fast_row(x)
+    assert undecided == 0 and np.array_equal(bits(out), bits(np.array([1.0, 0.0, 0.0])))
+    undecided, out = fast_row(np.zeros(3, np.float32), np.full(3, 2.5, np.float32))
+    assert undecided == 3
+    assert np.array_equal(
+        bits(softmax.vjp(np.zeros(3, np.float32), np.full(3, 2.5, np.float32))),
+        bits(np.zeros(3, np.float32)),
+    )
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_scan_finds_the_first_maximum_and_the_special_values(seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(200):
+        dim = int(rng.integers(1, 40))
+        row = rng.choice([-3e38, -1e6, -2.5, -2.0, -1.0, -1e-45, 0.5, 7.0, 3e38], dim)
+        row = row.astype(np.float32)
+        special, m = softmax._scan_float32(row)
+        assert not special and m == int(np.argmax(row)), (row, m)
+        bad = row.copy()
+        bad[rng.integers(dim)] = rng.choice([np.nan, np.inf, -np.inf])
+        assert softmax._scan_float32(bad)[0]
+    # -0.0 and +0.0: any index of the maximum will do for the fast path
+    special, m = softmax._scan_float32(np.array([-0.0, 0.0, -1.0], np.float32))
+    assert not special and m in (0, 1)
+
+
+def test_lane_sum_is_the_stated_fixed_order():
+    """Lanes of stride L added left to right, then pairwise: compared with that order
+    written out in Python, on values whose sum depends on the order."""
+    rng = np.random.default_rng(11)
+    lanes = softmax._LANES
+    for size in (1, 5, lanes - 1, lanes, lanes + 3, 3 * lanes + 17):
+        values = rng.standard_normal(size) * 10.0 ** rng.integers(-20, 20, size)
+        acc = [0.0] * lanes
+        for j, v in enumerate(values):
+            acc[j % lanes] += v
+        half = lanes // 2
+        while half:
+            for k in range(half):
+                acc[k] += acc[k + half]
+            half //= 2
+        got = softmax._lane_sum(values, np.empty(lanes), False)
+        assert got == acc[0], (size, got, acc[0])
+        assert softmax._lane_sum(values, np.empty(lanes), True) >= abs(got)
+        assert softmax._sum_depth(size) == -(-size // lanes) - 1 + int(math.log2(lanes))
