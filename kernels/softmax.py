@@ -84,7 +84,7 @@ from kernels._dd import dd_add, dd_div, dd_exp, dd_mul, dd_sub, two_sum
 from kernels._f16 import _reinterpret, round_to_half
 from kernels._threads import thread_safe
 from kernels._validate import float_array, strict_mode
-from kernels._vmath import EXP_LOW, TINY, U, decided_float32, exp_bounded
+from kernels._vmath import EXP_ABS_ERROR, EXP_LOW, TINY, U, decided_float32, exp_bounded
 
 __all__ = ["forward", "jacobian", "vjp"]
 
@@ -296,6 +296,9 @@ _LANES, _LANE_LEVELS = 64, 6
 _FAST_MAX_DIM = 2**20
 #: Argument error handed to exp_bounded when the shift is below EXP_LOW (see the docstring).
 _FAR_ARGUMENT_ERROR = 2.0**-11
+#: exp_bounded's relative error on normal results, as proven in proofs/softmax_bounds.py
+#: (sharper than _vmath.EXP_REL_ERROR, which charges every coefficient 2n roundings).
+_EXP_REL_ERROR = 2.0**-50
 #: float32 bits: the magnitude mask, the exponent field of inf and NaN.
 _F32_MAGNITUDE, _F32_SPECIAL = 0x7FFFFFFF, 0x7F800000
 
@@ -345,24 +348,82 @@ def _lane_sum(values, acc, absolute):
 
 
 @njit(cache=True, error_model="numpy")
-def _bounded_weights(row, m, yv, ye, acc):
-    """``y_j`` into ``yv`` and a bound on its error into ``ye`` (float64, vectorized)."""
+def _compensated_depth(size):
+    """Additions an error term of :func:`_lane_sum_compensated` goes through, at most."""
+    return (size + _LANES - 1) // _LANES + 2 * _LANE_LEVELS
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _two_sum_error(a, b, t):
+    """``a + b - t`` exactly, for ``t = fl(a + b)`` (Knuth's TwoSum, branch-free)."""
+    z = t - a
+    return (a - (t - z)) + (b - z)
+
+
+@njit(cache=True, error_model="numpy")
+def _lane_sum_compensated(values, acc, comp):
+    """``sum_j values_j`` in :func:`_lane_sum`'s order with every addition a TwoSum, the
+    rounding errors summed alongside (in ``comp``) and added once at the end. For
+    ``A = sum_j |values_j|`` the result is within ``u |result| + d d2 u^2 A`` of the exact
+    sum (``d`` = :func:`_sum_depth`, ``d2`` = :func:`_compensated_depth`)."""
+    size = values.size
+    acc[:] = 0.0
+    comp[:] = 0.0
+    full = size - size % _LANES
+    for b in range(0, full, _LANES):
+        for k in range(_LANES):
+            a, v = acc[k], values[b + k]
+            t = a + v
+            comp[k] += _two_sum_error(a, v, t)
+            acc[k] = t
+    for j in range(full, size):
+        a, v = acc[j - full], values[j]
+        t = a + v
+        comp[j - full] += _two_sum_error(a, v, t)
+        acc[j - full] = t
+    half = _LANES // 2
+    while half:
+        for k in range(half):
+            a, v = acc[k], acc[k + half]
+            t = a + v
+            comp[k] += comp[k + half] + _two_sum_error(a, v, t)
+            acc[k] = t
+        half //= 2
+    return acc[0] + comp[0]
+
+
+@njit(cache=True, error_model="numpy")
+def _sum_bounds(size):
+    """``(grow, square)``: a sum of error bounds by :func:`_lane_sum` is multiplied by
+    ``grow`` (its own rounding), and ``square A`` is the second-order error of
+    :func:`_lane_sum_compensated` over terms of absolute sum ``A``."""
+    d, d2 = _sum_depth(size), _compensated_depth(size)
+    return 1.0 + d * U, (d2 * U) * (d2 * U)
+
+
+@njit(cache=True, error_model="numpy")
+def _exponentials(row, m, ev, ee, acc, comp):
+    """``e_j = exp(x_j - x_m)`` into ``ev``, their error bounds into ``ee``; returns
+    ``(s, es)``: the sum of the e_j and a bound on its error."""
     size = row.size
     top = np.float64(row[m])
     for j in range(size):
-        t = np.float64(row[j]) - top
+        t = np.float64(row[j]) - top  # |error| <= u |t|
         ea = min(U * abs(t), _FAR_ARGUMENT_ERROR) if t < EXP_LOW else U * abs(t)
-        yv[j], ye[j] = exp_bounded(t, ea)
-    depth = _sum_depth(size)
-    s = _lane_sum(yv, acc, False)
-    es = depth * U * s + _lane_sum(ye, acc, False) * (1.0 + depth * U)
-    inv = 1.0 / s
-    einv = inv * es / (s - es) + U * inv + TINY
-    for j in range(size):
-        e, ee = yv[j], ye[j]
-        y = e * inv
-        yv[j] = y
-        ye[j] = e * einv + inv * ee + ee * einv + U * y + TINY
+        v, e = exp_bounded(t, ea)
+        ev[j] = v
+        ee[j] = v * (_EXP_REL_ERROR + 1.002 * ea) + EXP_ABS_ERROR + (e - e)
+    grow, square = _sum_bounds(size)
+    s = _lane_sum_compensated(ev, acc, comp)
+    es = U * s + square * s + _lane_sum(ee, acc, False) * grow
+    return s, es
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _weight(e, ee, inv, einv):
+    """``(y, ey)``: ``y = e inv`` and its bound (the product rule)."""
+    y = e * inv
+    return y, e * einv + inv * ee + ee * einv + U * y + TINY
 
 
 @njit(cache=True, inline="always", error_model="numpy")
@@ -376,41 +437,47 @@ def _decided_nonnegative_float32(v, e):
 
 
 @njit(cache=True, error_model="numpy")
-def _fast_forward_row(row, out, yv, ye, acc):
+def _fast_forward_row(row, out, ev, ee, acc, comp):
     """Decided outputs into ``out``, NaN at the undecided ones; returns how many."""
     special, m = _scan_float32(row)
     if special:
         out[:] = np.nan
         return row.size
-    _bounded_weights(row, m, yv, ye, acc)
+    s, es = _exponentials(row, m, ev, ee, acc, comp)
+    inv = 1.0 / s
+    einv = inv * es / (s - es) + U * inv + TINY
     undecided = 0
     for j in range(row.size):
-        y, ok = _decided_nonnegative_float32(yv[j], ye[j])
-        out[j] = y if ok else np.float32(np.nan)
+        y, ey = _weight(ev[j], ee[j], inv, einv)
+        v, ok = _decided_nonnegative_float32(y, ey)
+        out[j] = v if ok else np.float32(np.nan)
         undecided += not ok
     return undecided
 
 
 @njit(cache=True, error_model="numpy")
-def _fast_vjp_row(row, grow, out, yv, ye, pv, pe, acc):
+def _fast_vjp_row(row, grow, out, yv, ye, pv, pe, acc, comp):
     """The same for ``dx``."""
     special, m = _scan_float32(row)
     if special:
         out[:] = np.nan
         return row.size
-    _bounded_weights(row, m, yv, ye, acc)
     size = row.size
+    s, es = _exponentials(row, m, yv, ye, acc, comp)
+    inv = 1.0 / s
+    einv = inv * es / (s - es) + U * inv + TINY
     gm = np.float64(grow[m])
     for j in range(size):
-        d = gm - np.float64(grow[j])
+        y, ey = _weight(yv[j], ye[j], inv, einv)
+        yv[j], ye[j] = y, ey
+        d = gm - np.float64(grow[j])  # 0 at j = m
         ed = U * abs(d)
-        y, ey = yv[j], ye[j]
         p = y * d
         pv[j] = p
         pe[j] = y * ed + abs(d) * ey + ey * ed + U * abs(p) + TINY
-    depth = _sum_depth(size)
-    c = _lane_sum(pv, acc, False)
-    ec = depth * U * _lane_sum(pv, acc, True) + _lane_sum(pe, acc, False) * (1.0 + depth * U)
+    grow_, square = _sum_bounds(size)
+    c = _lane_sum_compensated(pv, acc, comp)
+    ec = U * abs(c) + square * _lane_sum(pv, acc, True) + _lane_sum(pe, acc, False) * grow_
     undecided = 0
     for i in range(size):
         q = np.float64(grow[i]) - gm
@@ -458,8 +525,8 @@ def _exact_vjp_fill(row32, grow32, out):
 def _forward_rows_float32(rows, out):
     n, size = rows.shape
     for r in prange(n):
-        yv, ye, acc = np.empty(size), np.empty(size), np.empty(_LANES)
-        if _fast_forward_row(rows[r], out[r], yv, ye, acc):
+        ev, ee, acc, comp = np.empty(size), np.empty(size), np.empty(_LANES), np.empty(_LANES)
+        if _fast_forward_row(rows[r], out[r], ev, ee, acc, comp):
             _exact_forward_fill(rows[r], out[r])
 
 
@@ -469,8 +536,8 @@ def _vjp_rows_float32(rows, grows, out):
     n, size = rows.shape
     for r in prange(n):
         yv, ye, pv, pe = np.empty(size), np.empty(size), np.empty(size), np.empty(size)
-        acc = np.empty(_LANES)
-        if _fast_vjp_row(rows[r], grows[r], out[r], yv, ye, pv, pe, acc):
+        acc, comp = np.empty(_LANES), np.empty(_LANES)
+        if _fast_vjp_row(rows[r], grows[r], out[r], yv, ye, pv, pe, acc, comp):
             _exact_vjp_fill(rows[r], grows[r], out[r])
 
 

@@ -722,10 +722,10 @@ def fast_row(row: np.ndarray, g: np.ndarray | None = None) -> tuple[int, np.ndar
     size = row.size
     out = np.empty(size, np.float32)
     scratch = [np.empty(size) for _ in range(4)]
-    lanes = np.empty(softmax._LANES)
+    lanes = [np.empty(softmax._LANES) for _ in range(2)]
     if g is None:
-        return softmax._fast_forward_row(row, out, scratch[0], scratch[1], lanes), out
-    return softmax._fast_vjp_row(row, g, out, *scratch, lanes), out
+        return softmax._fast_forward_row(row, out, scratch[0], scratch[1], *lanes), out
+    return softmax._fast_vjp_row(row, g, out, *scratch, *lanes), out
 
 
 def test_undecided_forward_entry_falls_back_and_is_correctly_rounded():
