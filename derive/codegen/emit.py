@@ -374,3 +374,178 @@ def expression_function(
     lowering = Lowering(mode, constants, "    ", arguments=names)
     result = lowering.value(expr)
     return "\n".join(head + lowering.lines + [f"    return {result}"])
+
+
+#: Functions the bounded mode evaluates with a proven error bound (``kernels/_vmath.py``).
+BOUNDED_FUNCTIONS: dict[type, str] = {sp.exp: "exp_bounded"}
+
+#: The nonnegative |x| that the bounded mode's branches are written in.
+MAGNITUDE = sp.Symbol("a", nonnegative=True)
+
+
+def bounded_supported(expr: sp.Expr) -> bool:
+    """Whether :func:`bounded_function` can emit ``expr``: its functions have bounded
+    versions and a Piecewise splits once at 0 (``x >= 0`` or ``x > 0``)."""
+    functions = {type(f) for f in expr.atoms(sp.Function)} - {sp.Piecewise}
+    if not functions <= set(BOUNDED_FUNCTIONS):
+        return False
+    if isinstance(expr, sp.Piecewise):
+        return len(expr.args) == 2 and expr.args[0][1] in (x >= 0, x > 0)
+    return True
+
+
+class BoundedLowering(Lowering):
+    """Lowers to float64 values ``tN`` each with an absolute error bound ``eN``.
+
+    The rules are those of ``kernels/_vmath.py``'s docstring (running error analysis):
+    every rounded operation adds ``U |result| + TINY``; products propagate their operands'
+    bounds exactly (``|a| eb + |b| ea + ea eb``), a quotient is the product with the
+    reciprocal of its denominator (one division per denominator, none in the bounds);
+    ``exp`` calls ``exp_bounded``.
+    Values are named ``tN``; their bounds are ``tN_e``.
+    """
+
+    def __init__(self, constants: Constants, indent: str):
+        super().__init__(MODES["f64"], constants, indent, arguments={MAGNITUDE: "a"})
+        self.exact: set[str] = {"a"}
+        self.reciprocals: dict[str, str] = {}
+
+    def bound(self, name: str) -> str:
+        """The expression of ``name``'s error bound: ``0.0`` for exact values."""
+        return "0.0" if name in self.exact else f"{name}_e"
+
+    def _assign_bounded(self, code: str, bound: str) -> str:
+        name = f"t{self.counter}"
+        self.counter += 1
+        self.lines.append(f"{self.indent}{name} = {code}")
+        self.lines.append(f"{self.indent}{name}_e = {bound}")
+        return name
+
+    def value(self, expr: sp.Expr) -> str:
+        if expr.is_number and expr not in self.values:
+            name = self.constants.name(expr, self.mode)
+            exact = sp.Rational(rounded_constant(expr, 53)) == expr
+            if exact:
+                self.exact.add(name)
+            else:
+                self.lines.append(f"{self.indent}{name}_e = U * abs({name})")
+            self.values[expr] = name
+            return name
+        return super().value(expr)
+
+    def _op(self, left: str, op: str, right: str) -> str:
+        exact_left, exact_right = left in self.exact, right in self.exact
+        el, er = self.bound(left), self.bound(right)
+        name = f"t{self.counter}"
+        terms: list[str] = []
+        if op in "+-":
+            code = f"{left} {op} {right}"
+            terms = [e for e in (el, er) if e != "0.0"]
+        elif op == "*":
+            code = f"{left} * {right}"
+            if not exact_right:
+                terms.append(f"abs({left}) * {er}")
+            if not exact_left:
+                terms.append(f"abs({right}) * {el}")
+            if not (exact_left or exact_right):
+                terms.append(f"{el} * {er}")
+        elif op == "/":
+            reciprocal = self._reciprocal(right)
+            one = self.constants.name(sp.S.One, self.mode)
+            return reciprocal if left == one else self._op(left, "*", reciprocal)
+        else:
+            raise EmitError(f"bounded mode: operator {op}")
+        bound = " + ".join([*terms, f"U * abs({name})", "TINY"])
+        return self._assign_bounded(code, bound)
+
+    def _reciprocal(self, operand: str) -> str:
+        """``1 / operand``, once per operand: a quotient is a product with it, so a form
+        divides once per distinct denominator. For ``|q| e <= 2^-20`` the error of the
+        reciprocal is at most ``q^2 e / (1 - |q| e) <= q^2 e (1 + 2^-19)``; beyond, inf."""
+        if operand in self.reciprocals:
+            return self.reciprocals[operand]
+        name = f"t{self.counter}"
+        self.counter += 1
+        self.lines.append(f"{self.indent}{name} = 1.0 / {operand}")
+        if operand in self.exact:
+            bound = f"U * abs({name}) + TINY"
+        else:
+            e = self.bound(operand)
+            spread = f"{name} * {name} * {e} * RECIPROCAL_SLACK"
+            self.lines.append(
+                f"{self.indent}{name}_s = {spread} if abs({name}) * {e} <= RECIPROCAL_LIMIT "
+                "else np.inf"
+            )
+            bound = f"{name}_s + U * abs({name}) + TINY"
+        self.lines.append(f"{self.indent}{name}_e = {bound}")
+        self.reciprocals[operand] = name
+        return name
+
+    def _call(self, function: type, argument: str) -> str:
+        if function not in BOUNDED_FUNCTIONS:
+            raise EmitError(f"bounded mode: no error-bounded {function.__name__}")
+        name = f"t{self.counter}"
+        self.counter += 1
+        call = f"{BOUNDED_FUNCTIONS[function]}({argument}, {self.bound(argument)})"
+        self.lines.append(f"{self.indent}{name}, {name}_e = {call}")
+        return name
+
+    def _neg(self, operand: str) -> str:
+        name = f"t{self.counter}"
+        self.counter += 1
+        self.lines.append(f"{self.indent}{name} = -{operand}")
+        if operand in self.exact:
+            self.exact.add(name)
+        else:
+            self.lines.append(f"{self.indent}{name}_e = {operand}_e")
+        return name
+
+    def _pow(self, expr: sp.Pow) -> str:
+        base, exponent = expr.args
+        if exponent.is_Integer and 2 <= exponent <= MAX_POWER:
+            return self._op(self.value(base ** (exponent - 1)), "*", self.value(base))
+        if exponent.is_Integer and -MAX_POWER <= exponent <= -1:
+            one = self.value(sp.S.One)
+            return self._op(one, "/", self.value(base ** (-exponent)))
+        raise EmitError(f"bounded mode: cannot emit power {expr}")
+
+
+def bounded_function(name: str, expr: sp.Expr, constants: Constants, doc: str) -> str:
+    """Source of an inlined ``@njit`` function ``name(x) -> (v, e)``: ``expr`` evaluated in
+    branch-free float64 with ``|v - expr(x)| <= e`` (``e`` NaN or inf where no bound holds).
+
+    A Piecewise split at 0 is written in ``a = |x|`` (``x = a`` on the first branch,
+    ``x = -a`` on the second), so both branches share their subexpressions (``exp(-a)``),
+    are both evaluated, and the sign of x selects one: no branch for the vectorizer.
+    """
+    if not bounded_supported(expr):
+        raise EmitError(f"{name}: not supported by the bounded mode: {expr}")
+    if isinstance(expr, sp.Piecewise):
+        first, second = (branch for branch, _ in expr.args)
+        condition = f"x {RELATIONS[type(expr.args[0][1])]} 0.0"
+        parts = (first.subs(x, MAGNITUDE), second.subs(x, -MAGNITUDE))
+    else:
+        # a lone expression: one branch per sign, identical up to x = +-a
+        condition = "x >= 0.0"
+        parts = (expr.subs(x, MAGNITUDE), expr.subs(x, -MAGNITUDE))
+    lowering = BoundedLowering(constants, "    ")
+    results = [lowering.value(part) for part in parts]
+    positive, negative = results
+    doc_lines = textwrap.wrap(doc, width=88)
+    head = [
+        '@njit(cache=True, inline="always", error_model="numpy")',
+        f"def {name}(x):",
+        f'    """{doc_lines[0]}' + ('"""' if len(doc_lines) == 1 else ""),
+        *(f"    {line}" for line in doc_lines[1:]),
+        *(['    """'] if len(doc_lines) > 1 else []),
+        "    a = abs(x)",
+    ]
+    if positive == negative:
+        tail = [f"    return {positive}, {lowering.bound(positive)}"]
+    else:
+        tail = [
+            f"    v = {positive} if {condition} else {negative}",
+            f"    e = {lowering.bound(positive)} if {condition} else {lowering.bound(negative)}",
+            "    return v, e",
+        ]
+    return "\n".join(head + lowering.lines + tail)

@@ -18,7 +18,13 @@ import sympy as sp
 
 from derive.codegen.activations import SATURATION, StableForm, module_forms, proves
 from derive.codegen.batchnorm import batchnorm_source
-from derive.codegen.emit import MODES, Constants, scalar_function
+from derive.codegen.emit import (
+    MODES,
+    Constants,
+    bounded_function,
+    bounded_supported,
+    scalar_function,
+)
 from derive.codegen.norms import generated_files as norm_files
 from derive.definitions.activations import ELEMENTWISE, Elementwise, x
 
@@ -37,7 +43,7 @@ Scalar functions exist per arithmetic mode: ``_f64`` (float64: float32 and mixed
 arrays are widened to it and rounded once; float64 arrays too, unless the form may cancel),
 ``_dd`` (double-double, for float64 arrays where a sum of the form may cancel) and
 ``_f16s`` (strict half precision: every intermediate rounded to binary16).
-NaN gives NaN; +-inf gives the limit of the expression.
+NaN gives NaN; +-inf gives the limit of the expression.{bounded_doc}
 """
 
 import math
@@ -46,7 +52,73 @@ import numpy as np
 from numba import njit, prange
 
 {dd_import}from kernels._f16 import float64_to_half_bits, half_bits_to_float64, round_to_half
-'''
+{vmath_import}'''
+
+BOUNDED_DOC = """
+
+``_fe`` functions evaluate the same form branch-free in float64 and return ``(v, e)`` with
+a proven bound ``e`` on the error of ``v`` (``kernels/_vmath.py``). The float32 loops run
+blocks of ``BLOCK`` elements vectorized on them and keep ``float32(v)`` where the whole
+interval ``[v - e, v + e]`` rounds to it: that is the correctly rounded value. The
+undecided elements of a block (rare; NaN, inf and out-of-range inputs among them) are
+recomputed with the ``_f64`` function, as every float32 element was before."""
+
+VMATH_IMPORT = """\
+from kernels._vmath import (
+    BLOCK,
+    RECIPROCAL_LIMIT,
+    RECIPROCAL_SLACK,
+    TINY,
+    U,
+    decided_float32,
+    exp_bounded,
+)
+"""
+
+BOUNDED_UNARY_F32 = """\
+@njit(cache=True, parallel=True, error_model="numpy")
+def {q}_f32_loop(x, out):
+    n = x.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        xs = x[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        undecided = 0
+        for i in range(xs.size):
+            v, e = {q}_fe(np.float64(xs[i]))
+            y, ok = decided_float32(v, e)
+            ys[i] = y
+            undecided += 0 if ok else 1
+        if undecided:
+            for i in range(xs.size):
+                v, e = {q}_fe(np.float64(xs[i]))
+                if not decided_float32(v, e)[1]:
+                    ys[i] = {q}_f64(np.float64(xs[i]))
+"""
+
+BOUNDED_VJP_F32 = """\
+@njit(cache=True, parallel=True, error_model="numpy")
+def vjp_f32_loop(x, g, out):
+    n = x.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        xs = x[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        gs = g[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        undecided = 0
+        for i in range(xs.size):
+            d, d_e = derivative_fe(np.float64(xs[i]))
+            dy = np.float64(gs[i])
+            v = dy * d
+            y, ok = decided_float32(v, abs(dy) * d_e + U * abs(v) + TINY)
+            ys[i] = y
+            undecided += 0 if ok else 1
+        if undecided:
+            for i in range(xs.size):
+                d, d_e = derivative_fe(np.float64(xs[i]))
+                dy = np.float64(gs[i])
+                v = dy * d
+                if not decided_float32(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
+                    ys[i] = dy * derivative_f64(np.float64(xs[i]))
+"""
 
 UNARY_LOOPS = """\
 @njit(cache=True, parallel=True)
@@ -127,10 +199,25 @@ def _float64_mode(form: StableForm) -> str:
     return "dd" if form.cancels else "f64"
 
 
+def bounded(module: Elementwise) -> bool:
+    """Whether the module's float32 loops take the error-bounded fast path: both forms use
+    only operations and functions with proven bounds (``derive.codegen.emit``)."""
+    return module.key != "relu" and all(bounded_supported(f.expr) for f in module_forms(module))
+
+
+def _replace_loop(loops: str, name: str, text: str) -> str:
+    """``loops`` with the ``@njit`` block defining ``name`` replaced by ``text``."""
+    blocks = loops.split("\n\n\n")
+    index = next(i for i, block in enumerate(blocks) if f"def {name}(" in block)
+    blocks[index] = text.strip("\n")
+    return "\n\n\n".join(blocks)
+
+
 def generate_source(module: Elementwise) -> str:
     """The full text of ``kernels/_generated/<module.key>.py``."""
     constants = Constants()
     functions = []
+    fast = bounded(module)
     for form in module_forms(module):
         if not proves(form):
             raise ValueError(f"{form.key}.{form.quantity}: stable form not proven equal")
@@ -148,6 +235,12 @@ def generate_source(module: Elementwise) -> str:
                     doc,
                 )
             )
+        if fast:
+            doc = (
+                f"{module.key} {form.quantity}, bounded f64: ``(v, e)`` with "
+                f"``|v - {form.quantity}(x)| <= e``; {form.why}."
+            )
+            functions.append(bounded_function(f"{form.quantity}_fe", form.expr, constants, doc))
     used = sorted(set(re.findall(r"\b(dd_[a-z]+)\(", "\n".join(functions))))
     dd_import = "from kernels._dd import " + ", ".join(used) + "\n" if used else ""
     if len(dd_import) > 100:
@@ -158,6 +251,8 @@ def generate_source(module: Elementwise) -> str:
         name=module.name,
         forward=_wrapped(module.forward),
         derivative=_wrapped(module.derivative),
+        bounded_doc=BOUNDED_DOC if fast else "",
+        vmath_import=VMATH_IMPORT if fast else "",
     )
     forward, derivative = module_forms(module)
     loops = [
@@ -165,6 +260,14 @@ def generate_source(module: Elementwise) -> str:
         UNARY_LOOPS.format(q="derivative", wide=_float64_mode(derivative)),
         VJP_LOOPS.format(wide=_float64_mode(derivative)),
     ]
+    if fast:
+        loops = [
+            _replace_loop(loops[0], "forward_f32_loop", BOUNDED_UNARY_F32.format(q="forward")),
+            _replace_loop(
+                loops[1], "derivative_f32_loop", BOUNDED_UNARY_F32.format(q="derivative")
+            ),
+            _replace_loop(loops[2], "vjp_f32_loop", BOUNDED_VJP_F32),
+        ]
     sections = ["\n".join(constants.lines), *functions, *(loop.strip("\n") for loop in loops)]
     return header + "\n" + "\n\n\n".join(sections) + "\n"
 

@@ -12,6 +12,13 @@ arrays are widened to it and rounded once; float64 arrays too, unless the form m
 ``_dd`` (double-double, for float64 arrays where a sum of the form may cancel) and
 ``_f16s`` (strict half precision: every intermediate rounded to binary16).
 NaN gives NaN; +-inf gives the limit of the expression.
+
+``_fe`` functions evaluate the same form branch-free in float64 and return ``(v, e)`` with
+a proven bound ``e`` on the error of ``v`` (``kernels/_vmath.py``). The float32 loops run
+blocks of ``BLOCK`` elements vectorized on them and keep ``float32(v)`` where the whole
+interval ``[v - e, v + e]`` rounds to it: that is the correctly rounded value. The
+undecided elements of a block (rare; NaN, inf and out-of-range inputs among them) are
+recomputed with the ``_f64`` function, as every float32 element was before.
 """
 
 import math
@@ -21,6 +28,15 @@ from numba import njit, prange
 
 from kernels._dd import dd_add, dd_div, dd_exp, dd_mul
 from kernels._f16 import float64_to_half_bits, half_bits_to_float64, round_to_half
+from kernels._vmath import (
+    BLOCK,
+    RECIPROCAL_LIMIT,
+    RECIPROCAL_SLACK,
+    TINY,
+    U,
+    decided_float32,
+    exp_bounded,
+)
 
 _F64_0 = np.float64(0.0)  # 0
 _F64_1 = np.float64(np.inf)  # oo
@@ -86,6 +102,36 @@ def forward_f16s(x):
         t8 = round_to_half(_F16S_6 + t6)
         t9 = round_to_half(t7 / t8)
         return t9
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def forward_fe(x):
+    """gelu_sigmoid forward, bounded f64: ``(v, e)`` with ``|v - forward(x)| <= e``; x
+    sigma(1.702 x) with the stable sigmoid.
+    """
+    a = abs(x)
+    _F64_3_e = U * abs(_F64_3)
+    t0 = _F64_3 * a
+    t0_e = abs(a) * _F64_3_e + U * abs(t0) + TINY
+    t1 = -t0
+    t1_e = t0_e
+    t2, t2_e = exp_bounded(t1, t1_e)
+    t3 = _F64_2 + t2
+    t3_e = t2_e + U * abs(t3) + TINY
+    t4 = 1.0 / t3
+    t4_s = t4 * t4 * t3_e * RECIPROCAL_SLACK if abs(t4) * t3_e <= RECIPROCAL_LIMIT else np.inf
+    t4_e = t4_s + U * abs(t4) + TINY
+    t5 = a * t4
+    t5_e = abs(a) * t4_e + U * abs(t5) + TINY
+    t6 = a * t2
+    t6_e = abs(a) * t2_e + U * abs(t6) + TINY
+    t7 = t6 * t4
+    t7_e = abs(t6) * t4_e + abs(t4) * t6_e + t6_e * t4_e + U * abs(t7) + TINY
+    t8 = -t7
+    t8_e = t7_e
+    v = t5 if x >= 0.0 else t8
+    e = t5_e if x >= 0.0 else t8_e
+    return v, e
 
 
 @njit(cache=True)
@@ -188,16 +234,71 @@ def derivative_f16s(x):
         return t17
 
 
+@njit(cache=True, inline="always", error_model="numpy")
+def derivative_fe(x):
+    """gelu_sigmoid derivative, bounded f64: ``(v, e)`` with ``|v - derivative(x)| <= e``; as
+    Swish's derivative at 1.702 x.
+    """
+    a = abs(x)
+    _F64_3_e = U * abs(_F64_3)
+    t0 = _F64_3 * a
+    t0_e = abs(a) * _F64_3_e + U * abs(t0) + TINY
+    t1 = _F64_3 * a
+    t1_e = abs(a) * _F64_3_e + U * abs(t1) + TINY
+    t2 = -t1
+    t2_e = t1_e
+    t3, t3_e = exp_bounded(t2, t2_e)
+    t4 = t0 * t3
+    t4_e = abs(t0) * t3_e + abs(t3) * t0_e + t0_e * t3_e + U * abs(t4) + TINY
+    t5 = _F64_2 + t4
+    t5_e = t4_e + U * abs(t5) + TINY
+    t6 = t5 + t3
+    t6_e = t5_e + t3_e + U * abs(t6) + TINY
+    t7 = _F64_2 + t3
+    t7_e = t3_e + U * abs(t7) + TINY
+    t8 = t7 * t7
+    t8_e = abs(t7) * t7_e + abs(t7) * t7_e + t7_e * t7_e + U * abs(t8) + TINY
+    t9 = 1.0 / t8
+    t9_s = t9 * t9 * t8_e * RECIPROCAL_SLACK if abs(t9) * t8_e <= RECIPROCAL_LIMIT else np.inf
+    t9_e = t9_s + U * abs(t9) + TINY
+    t10 = t6 * t9
+    t10_e = abs(t6) * t9_e + abs(t9) * t6_e + t6_e * t9_e + U * abs(t10) + TINY
+    t11 = _F64_2 - t1
+    t11_e = t1_e + U * abs(t11) + TINY
+    t12 = t11 + t3
+    t12_e = t11_e + t3_e + U * abs(t12) + TINY
+    t13 = t12 * t3
+    t13_e = abs(t12) * t3_e + abs(t3) * t12_e + t12_e * t3_e + U * abs(t13) + TINY
+    t14 = t13 * t9
+    t14_e = abs(t13) * t9_e + abs(t9) * t13_e + t13_e * t9_e + U * abs(t14) + TINY
+    v = t10 if x >= 0.0 else t14
+    e = t10_e if x >= 0.0 else t14_e
+    return v, e
+
+
 @njit(cache=True, parallel=True)
 def forward_f64_loop(x, out):
     for i in prange(x.size):
         out[i] = forward_f64(x[i])
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def forward_f32_loop(x, out):
-    for i in prange(x.size):
-        out[i] = forward_f64(np.float64(x[i]))
+    n = x.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        xs = x[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        undecided = 0
+        for i in range(xs.size):
+            v, e = forward_fe(np.float64(xs[i]))
+            y, ok = decided_float32(v, e)
+            ys[i] = y
+            undecided += 0 if ok else 1
+        if undecided:
+            for i in range(xs.size):
+                v, e = forward_fe(np.float64(xs[i]))
+                if not decided_float32(v, e)[1]:
+                    ys[i] = forward_f64(np.float64(xs[i]))
 
 
 @njit(cache=True, parallel=True)
@@ -218,10 +319,23 @@ def derivative_f64_loop(x, out):
         out[i] = derivative_dd(x[i])
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def derivative_f32_loop(x, out):
-    for i in prange(x.size):
-        out[i] = derivative_f64(np.float64(x[i]))
+    n = x.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        xs = x[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        undecided = 0
+        for i in range(xs.size):
+            v, e = derivative_fe(np.float64(xs[i]))
+            y, ok = decided_float32(v, e)
+            ys[i] = y
+            undecided += 0 if ok else 1
+        if undecided:
+            for i in range(xs.size):
+                v, e = derivative_fe(np.float64(xs[i]))
+                if not decided_float32(v, e)[1]:
+                    ys[i] = derivative_f64(np.float64(xs[i]))
 
 
 @njit(cache=True, parallel=True)
@@ -242,10 +356,28 @@ def vjp_f64_loop(x, g, out):
         out[i] = g[i] * derivative_dd(x[i])
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def vjp_f32_loop(x, g, out):
-    for i in prange(x.size):
-        out[i] = np.float64(g[i]) * derivative_f64(np.float64(x[i]))
+    n = x.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        xs = x[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        gs = g[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        undecided = 0
+        for i in range(xs.size):
+            d, d_e = derivative_fe(np.float64(xs[i]))
+            dy = np.float64(gs[i])
+            v = dy * d
+            y, ok = decided_float32(v, abs(dy) * d_e + U * abs(v) + TINY)
+            ys[i] = y
+            undecided += 0 if ok else 1
+        if undecided:
+            for i in range(xs.size):
+                d, d_e = derivative_fe(np.float64(xs[i]))
+                dy = np.float64(gs[i])
+                v = dy * d
+                if not decided_float32(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
+                    ys[i] = dy * derivative_f64(np.float64(xs[i]))
 
 
 @njit(cache=True, parallel=True)

@@ -13,6 +13,13 @@ arrays are widened to it and rounded once; float64 arrays too, unless the form m
 ``_dd`` (double-double, for float64 arrays where a sum of the form may cancel) and
 ``_f16s`` (strict half precision: every intermediate rounded to binary16).
 NaN gives NaN; +-inf gives the limit of the expression.
+
+``_fe`` functions evaluate the same form branch-free in float64 and return ``(v, e)`` with
+a proven bound ``e`` on the error of ``v`` (``kernels/_vmath.py``). The float32 loops run
+blocks of ``BLOCK`` elements vectorized on them and keep ``float32(v)`` where the whole
+interval ``[v - e, v + e]`` rounds to it: that is the correctly rounded value. The
+undecided elements of a block (rare; NaN, inf and out-of-range inputs among them) are
+recomputed with the ``_f64`` function, as every float32 element was before.
 """
 
 import math
@@ -22,6 +29,15 @@ from numba import njit, prange
 
 from kernels._dd import dd_add, dd_div, dd_exp, dd_mul
 from kernels._f16 import float64_to_half_bits, half_bits_to_float64, round_to_half
+from kernels._vmath import (
+    BLOCK,
+    RECIPROCAL_LIMIT,
+    RECIPROCAL_SLACK,
+    TINY,
+    U,
+    decided_float32,
+    exp_bounded,
+)
 
 _F64_0 = np.float64(0.0)  # 0
 _F64_1 = np.float64(np.inf)  # oo
@@ -115,6 +131,55 @@ def forward_f16s(x):
         t16 = round_to_half(_F16S_7 + t14)
         t17 = round_to_half(t15 / t16)
         return t17
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def forward_fe(x):
+    """gelu_tanh forward, bounded f64: ``(v, e)`` with ``|v - forward(x)| <= e``; (1 + tanh
+    u)/2 = sigma(2u): no cancellation of 1 + tanh u for x << 0.
+    """
+    a = abs(x)
+    _F64_3_e = U * abs(_F64_3)
+    _F64_4_e = U * abs(_F64_4)
+    t0 = a * a
+    t0_e = U * abs(t0) + TINY
+    t1 = t0 * a
+    t1_e = abs(a) * t0_e + U * abs(t1) + TINY
+    t2 = _F64_4 * t1
+    t2_e = abs(_F64_4) * t1_e + abs(t1) * _F64_4_e + _F64_4_e * t1_e + U * abs(t2) + TINY
+    t3 = a + t2
+    t3_e = t2_e + U * abs(t3) + TINY
+    t4 = _F64_3 * t3
+    t4_e = abs(_F64_3) * t3_e + abs(t3) * _F64_3_e + _F64_3_e * t3_e + U * abs(t4) + TINY
+    t5 = -t4
+    t5_e = t4_e
+    t6, t6_e = exp_bounded(t5, t5_e)
+    t7 = _F64_2 + t6
+    t7_e = t6_e + U * abs(t7) + TINY
+    t8 = 1.0 / t7
+    t8_s = t8 * t8 * t7_e * RECIPROCAL_SLACK if abs(t8) * t7_e <= RECIPROCAL_LIMIT else np.inf
+    t8_e = t8_s + U * abs(t8) + TINY
+    t9 = a * t8
+    t9_e = abs(a) * t8_e + U * abs(t9) + TINY
+    t10 = -t3
+    t10_e = t3_e
+    t11 = _F64_3 * t10
+    t11_e = abs(_F64_3) * t10_e + abs(t10) * _F64_3_e + _F64_3_e * t10_e + U * abs(t11) + TINY
+    t12, t12_e = exp_bounded(t11, t11_e)
+    t13 = a * t12
+    t13_e = abs(a) * t12_e + U * abs(t13) + TINY
+    t14 = _F64_2 + t12
+    t14_e = t12_e + U * abs(t14) + TINY
+    t15 = 1.0 / t14
+    t15_s = t15 * t15 * t14_e * RECIPROCAL_SLACK if abs(t15) * t14_e <= RECIPROCAL_LIMIT else np.inf
+    t15_e = t15_s + U * abs(t15) + TINY
+    t16 = t13 * t15
+    t16_e = abs(t13) * t15_e + abs(t15) * t13_e + t13_e * t15_e + U * abs(t16) + TINY
+    t17 = -t16
+    t17_e = t16_e
+    v = t9 if x >= 0.0 else t17
+    e = t9_e if x >= 0.0 else t17_e
+    return v, e
 
 
 @njit(cache=True)
@@ -268,16 +333,103 @@ def derivative_f16s(x):
         return t32
 
 
+@njit(cache=True, inline="always", error_model="numpy")
+def derivative_fe(x):
+    """gelu_tanh derivative, bounded f64: ``(v, e)`` with ``|v - derivative(x)| <= e``;
+    sigma(2u) + 2 x u' sigma(2u) sigma(-2u), one fraction per sign.
+    """
+    a = abs(x)
+    _F64_3_e = U * abs(_F64_3)
+    t0 = _F64_3 * a
+    t0_e = abs(a) * _F64_3_e + U * abs(t0) + TINY
+    _F64_11_e = U * abs(_F64_11)
+    t1 = a * a
+    t1_e = U * abs(t1) + TINY
+    t2 = _F64_11 * t1
+    t2_e = abs(_F64_11) * t1_e + abs(t1) * _F64_11_e + _F64_11_e * t1_e + U * abs(t2) + TINY
+    t3 = _F64_2 + t2
+    t3_e = t2_e + U * abs(t3) + TINY
+    t4 = t0 * t3
+    t4_e = abs(t0) * t3_e + abs(t3) * t0_e + t0_e * t3_e + U * abs(t4) + TINY
+    _F64_4_e = U * abs(_F64_4)
+    t5 = t1 * a
+    t5_e = abs(a) * t1_e + U * abs(t5) + TINY
+    t6 = _F64_4 * t5
+    t6_e = abs(_F64_4) * t5_e + abs(t5) * _F64_4_e + _F64_4_e * t5_e + U * abs(t6) + TINY
+    t7 = a + t6
+    t7_e = t6_e + U * abs(t7) + TINY
+    t8 = _F64_3 * t7
+    t8_e = abs(_F64_3) * t7_e + abs(t7) * _F64_3_e + _F64_3_e * t7_e + U * abs(t8) + TINY
+    t9 = -t8
+    t9_e = t8_e
+    t10, t10_e = exp_bounded(t9, t9_e)
+    t11 = t4 * t10
+    t11_e = abs(t4) * t10_e + abs(t10) * t4_e + t4_e * t10_e + U * abs(t11) + TINY
+    t12 = _F64_2 + t11
+    t12_e = t11_e + U * abs(t12) + TINY
+    t13 = t12 + t10
+    t13_e = t12_e + t10_e + U * abs(t13) + TINY
+    t14 = _F64_2 + t10
+    t14_e = t10_e + U * abs(t14) + TINY
+    t15 = t14 * t14
+    t15_e = abs(t14) * t14_e + abs(t14) * t14_e + t14_e * t14_e + U * abs(t15) + TINY
+    t16 = 1.0 / t15
+    t16_s = t16 * t16 * t15_e * RECIPROCAL_SLACK if abs(t16) * t15_e <= RECIPROCAL_LIMIT else np.inf
+    t16_e = t16_s + U * abs(t16) + TINY
+    t17 = t13 * t16
+    t17_e = abs(t13) * t16_e + abs(t16) * t13_e + t13_e * t16_e + U * abs(t17) + TINY
+    t18 = _F64_3 * a
+    t18_e = abs(a) * _F64_3_e + U * abs(t18) + TINY
+    t19 = t18 * t3
+    t19_e = abs(t18) * t3_e + abs(t3) * t18_e + t18_e * t3_e + U * abs(t19) + TINY
+    t20 = _F64_2 - t19
+    t20_e = t19_e + U * abs(t20) + TINY
+    t21 = -t7
+    t21_e = t7_e
+    t22 = _F64_3 * t21
+    t22_e = abs(_F64_3) * t21_e + abs(t21) * _F64_3_e + _F64_3_e * t21_e + U * abs(t22) + TINY
+    t23, t23_e = exp_bounded(t22, t22_e)
+    t24 = t20 + t23
+    t24_e = t20_e + t23_e + U * abs(t24) + TINY
+    t25 = t24 * t23
+    t25_e = abs(t24) * t23_e + abs(t23) * t24_e + t24_e * t23_e + U * abs(t25) + TINY
+    t26 = _F64_2 + t23
+    t26_e = t23_e + U * abs(t26) + TINY
+    t27 = t26 * t26
+    t27_e = abs(t26) * t26_e + abs(t26) * t26_e + t26_e * t26_e + U * abs(t27) + TINY
+    t28 = 1.0 / t27
+    t28_s = t28 * t28 * t27_e * RECIPROCAL_SLACK if abs(t28) * t27_e <= RECIPROCAL_LIMIT else np.inf
+    t28_e = t28_s + U * abs(t28) + TINY
+    t29 = t25 * t28
+    t29_e = abs(t25) * t28_e + abs(t28) * t25_e + t25_e * t28_e + U * abs(t29) + TINY
+    v = t17 if x >= 0.0 else t29
+    e = t17_e if x >= 0.0 else t29_e
+    return v, e
+
+
 @njit(cache=True, parallel=True)
 def forward_f64_loop(x, out):
     for i in prange(x.size):
         out[i] = forward_f64(x[i])
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def forward_f32_loop(x, out):
-    for i in prange(x.size):
-        out[i] = forward_f64(np.float64(x[i]))
+    n = x.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        xs = x[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        undecided = 0
+        for i in range(xs.size):
+            v, e = forward_fe(np.float64(xs[i]))
+            y, ok = decided_float32(v, e)
+            ys[i] = y
+            undecided += 0 if ok else 1
+        if undecided:
+            for i in range(xs.size):
+                v, e = forward_fe(np.float64(xs[i]))
+                if not decided_float32(v, e)[1]:
+                    ys[i] = forward_f64(np.float64(xs[i]))
 
 
 @njit(cache=True, parallel=True)
@@ -298,10 +450,23 @@ def derivative_f64_loop(x, out):
         out[i] = derivative_dd(x[i])
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def derivative_f32_loop(x, out):
-    for i in prange(x.size):
-        out[i] = derivative_f64(np.float64(x[i]))
+    n = x.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        xs = x[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        undecided = 0
+        for i in range(xs.size):
+            v, e = derivative_fe(np.float64(xs[i]))
+            y, ok = decided_float32(v, e)
+            ys[i] = y
+            undecided += 0 if ok else 1
+        if undecided:
+            for i in range(xs.size):
+                v, e = derivative_fe(np.float64(xs[i]))
+                if not decided_float32(v, e)[1]:
+                    ys[i] = derivative_f64(np.float64(xs[i]))
 
 
 @njit(cache=True, parallel=True)
@@ -322,10 +487,28 @@ def vjp_f64_loop(x, g, out):
         out[i] = g[i] * derivative_dd(x[i])
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def vjp_f32_loop(x, g, out):
-    for i in prange(x.size):
-        out[i] = np.float64(g[i]) * derivative_f64(np.float64(x[i]))
+    n = x.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        xs = x[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        gs = g[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        undecided = 0
+        for i in range(xs.size):
+            d, d_e = derivative_fe(np.float64(xs[i]))
+            dy = np.float64(gs[i])
+            v = dy * d
+            y, ok = decided_float32(v, abs(dy) * d_e + U * abs(v) + TINY)
+            ys[i] = y
+            undecided += 0 if ok else 1
+        if undecided:
+            for i in range(xs.size):
+                d, d_e = derivative_fe(np.float64(xs[i]))
+                dy = np.float64(gs[i])
+                v = dy * d
+                if not decided_float32(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
+                    ys[i] = dy * derivative_f64(np.float64(xs[i]))
 
 
 @njit(cache=True, parallel=True)

@@ -11,6 +11,13 @@ arrays are widened to it and rounded once; float64 arrays too, unless the form m
 ``_dd`` (double-double, for float64 arrays where a sum of the form may cancel) and
 ``_f16s`` (strict half precision: every intermediate rounded to binary16).
 NaN gives NaN; +-inf gives the limit of the expression.
+
+``_fe`` functions evaluate the same form branch-free in float64 and return ``(v, e)`` with
+a proven bound ``e`` on the error of ``v`` (``kernels/_vmath.py``). The float32 loops run
+blocks of ``BLOCK`` elements vectorized on them and keep ``float32(v)`` where the whole
+interval ``[v - e, v + e]`` rounds to it: that is the correctly rounded value. The
+undecided elements of a block (rare; NaN, inf and out-of-range inputs among them) are
+recomputed with the ``_f64`` function, as every float32 element was before.
 """
 
 import math
@@ -19,6 +26,15 @@ import numpy as np
 from numba import njit, prange
 
 from kernels._f16 import float64_to_half_bits, half_bits_to_float64, round_to_half
+from kernels._vmath import (
+    BLOCK,
+    RECIPROCAL_LIMIT,
+    RECIPROCAL_SLACK,
+    TINY,
+    U,
+    decided_float32,
+    exp_bounded,
+)
 
 _F64_0 = np.float64(0.0)  # 0
 _F64_1 = np.float64(1.0)  # 1
@@ -64,6 +80,26 @@ def forward_f16s(x):
         t5 = round_to_half(_F16S_3 + t4)
         t6 = round_to_half(t4 / t5)
         return t6
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def forward_fe(x):
+    """sigmoid forward, bounded f64: ``(v, e)`` with ``|v - forward(x)| <= e``; exp of a non-
+    positive argument only: no overflow for x << 0.
+    """
+    a = abs(x)
+    t0 = -a
+    t1, t1_e = exp_bounded(t0, 0.0)
+    t2 = _F64_1 + t1
+    t2_e = t1_e + U * abs(t2) + TINY
+    t3 = 1.0 / t2
+    t3_s = t3 * t3 * t2_e * RECIPROCAL_SLACK if abs(t3) * t2_e <= RECIPROCAL_LIMIT else np.inf
+    t3_e = t3_s + U * abs(t3) + TINY
+    t4 = t1 * t3
+    t4_e = abs(t1) * t3_e + abs(t3) * t1_e + t1_e * t3_e + U * abs(t4) + TINY
+    v = t3 if x >= 0.0 else t4
+    e = t3_e if x >= 0.0 else t4_e
+    return v, e
 
 
 @njit(cache=True)
@@ -114,16 +150,49 @@ def derivative_f16s(x):
         return t8
 
 
+@njit(cache=True, inline="always", error_model="numpy")
+def derivative_fe(x):
+    """sigmoid derivative, bounded f64: ``(v, e)`` with ``|v - derivative(x)| <= e``; sigma(1 -
+    sigma) without the cancellation of 1 - sigma for x >> 0.
+    """
+    a = abs(x)
+    t0 = -a
+    t1, t1_e = exp_bounded(t0, 0.0)
+    t2 = _F64_1 + t1
+    t2_e = t1_e + U * abs(t2) + TINY
+    t3 = t2 * t2
+    t3_e = abs(t2) * t2_e + abs(t2) * t2_e + t2_e * t2_e + U * abs(t3) + TINY
+    t4 = 1.0 / t3
+    t4_s = t4 * t4 * t3_e * RECIPROCAL_SLACK if abs(t4) * t3_e <= RECIPROCAL_LIMIT else np.inf
+    t4_e = t4_s + U * abs(t4) + TINY
+    t5 = t1 * t4
+    t5_e = abs(t1) * t4_e + abs(t4) * t1_e + t1_e * t4_e + U * abs(t5) + TINY
+    return t5, t5_e
+
+
 @njit(cache=True, parallel=True)
 def forward_f64_loop(x, out):
     for i in prange(x.size):
         out[i] = forward_f64(x[i])
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def forward_f32_loop(x, out):
-    for i in prange(x.size):
-        out[i] = forward_f64(np.float64(x[i]))
+    n = x.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        xs = x[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        undecided = 0
+        for i in range(xs.size):
+            v, e = forward_fe(np.float64(xs[i]))
+            y, ok = decided_float32(v, e)
+            ys[i] = y
+            undecided += 0 if ok else 1
+        if undecided:
+            for i in range(xs.size):
+                v, e = forward_fe(np.float64(xs[i]))
+                if not decided_float32(v, e)[1]:
+                    ys[i] = forward_f64(np.float64(xs[i]))
 
 
 @njit(cache=True, parallel=True)
@@ -144,10 +213,23 @@ def derivative_f64_loop(x, out):
         out[i] = derivative_f64(x[i])
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def derivative_f32_loop(x, out):
-    for i in prange(x.size):
-        out[i] = derivative_f64(np.float64(x[i]))
+    n = x.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        xs = x[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        undecided = 0
+        for i in range(xs.size):
+            v, e = derivative_fe(np.float64(xs[i]))
+            y, ok = decided_float32(v, e)
+            ys[i] = y
+            undecided += 0 if ok else 1
+        if undecided:
+            for i in range(xs.size):
+                v, e = derivative_fe(np.float64(xs[i]))
+                if not decided_float32(v, e)[1]:
+                    ys[i] = derivative_f64(np.float64(xs[i]))
 
 
 @njit(cache=True, parallel=True)
@@ -168,10 +250,28 @@ def vjp_f64_loop(x, g, out):
         out[i] = g[i] * derivative_f64(x[i])
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def vjp_f32_loop(x, g, out):
-    for i in prange(x.size):
-        out[i] = np.float64(g[i]) * derivative_f64(np.float64(x[i]))
+    n = x.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        xs = x[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        gs = g[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        undecided = 0
+        for i in range(xs.size):
+            d, d_e = derivative_fe(np.float64(xs[i]))
+            dy = np.float64(gs[i])
+            v = dy * d
+            y, ok = decided_float32(v, abs(dy) * d_e + U * abs(v) + TINY)
+            ys[i] = y
+            undecided += 0 if ok else 1
+        if undecided:
+            for i in range(xs.size):
+                d, d_e = derivative_fe(np.float64(xs[i]))
+                dy = np.float64(gs[i])
+                v = dy * d
+                if not decided_float32(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
+                    ys[i] = dy * derivative_f64(np.float64(xs[i]))
 
 
 @njit(cache=True, parallel=True)

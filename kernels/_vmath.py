@@ -1,0 +1,168 @@
+"""Vectorizable float64 arithmetic that carries a proven bound on its own error.
+
+The elementwise kernels round a float64 evaluation to float32 or float16 once. Done with
+libm's ``exp`` that costs a call per element and LLVM cannot vectorize the loop. The fast
+path here follows correctly rounded math libraries instead: evaluate in float64 with
+branch-free code that LLVM vectorizes, carry along an upper bound ``e`` on the absolute
+error of every value (running error analysis, Wilkinson), and accept the rounded result
+only where the whole interval ``[v - e, v + e]`` rounds to one value of the target format
+(rounding is monotone, so the exact value rounds to it too). The rare undecided elements,
+and every NaN, inf or out-of-range input (their bounds are NaN or inf), go through the
+kernel's scalar path.
+
+Error model (u = 2^-53, the unit roundoff of float64 round-to-nearest): one operation on
+values ``a +- ea`` and ``b +- eb`` returns ``v`` with the bound
+
+* ``a + b``: ``ea + eb + U |v| + TINY``
+* ``a b``: ``|a| eb + |b| ea + ea eb + U |v| + TINY``
+* ``1 / b``: ``q^2 eb RECIPROCAL_SLACK + U |q| + TINY`` while ``|q| eb <= RECIPROCAL_LIMIT``
+  (``q`` the computed reciprocal; beyond that limit inf), and ``a / b`` as ``a (1 / b)``
+* ``exp(a)``: :func:`exp_bounded`, ``|v| (EXP_REL_ERROR + 1.002 ea) + EXP_ABS_ERROR``
+
+with ``U = 2^-52 = 2u`` (twice the rounding error: the bound's own arithmetic, a dozen
+roundings of nonnegative values, is covered by the slack) and ``TINY = 2^-1074`` for the
+absolute error of a result in the subnormal range. :func:`decided_float32` widens the
+interval to ``v -+ (2e + U |v|)`` before rounding its ends, which covers the rounding of
+the ends themselves (and of the bound's computation) whatever ``e`` it is given.
+
+``EXP_REL_ERROR`` is proven in ``proofs/vmath.py`` (python-flint's arb) for the range
+reduction and polynomial below; ``tests/kernels/test_vmath.py`` checks the constants here
+against that proof and against mpmath.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from llvmlite import ir
+from numba import njit
+from numba.core import types
+from numba.extending import intrinsic
+
+from kernels._f16 import _reinterpret
+
+__all__ = [
+    "BLOCK",
+    "EXP_ABS_ERROR",
+    "EXP_COEFFICIENTS",
+    "EXP_DEGREE",
+    "EXP_HIGH",
+    "EXP_LOW",
+    "EXP_REL_ERROR",
+    "LN2_HI",
+    "LN2_LO",
+    "LOG2E",
+    "RECIPROCAL_LIMIT",
+    "RECIPROCAL_SLACK",
+    "TINY",
+    "U",
+    "decided_float32",
+    "exp_bounded",
+    "fma",
+]
+
+#: Elements per block of the fast loops: one block is decided together, and its undecided
+#: elements (if any) are recomputed on the scalar path.
+BLOCK = 1024
+
+#: Relative rounding bound used for every operation (2u) and the subnormal absolute error.
+U = 2.0**-52
+TINY = 2.0**-1074
+
+#: Reciprocal bounds: |1/b_true - 1/b| <= q^2 eb / (1 - |q| eb), and 1/(1 - d) <= 1 + 2d
+#: for d <= RECIPROCAL_LIMIT = 2^-20 (the computed |q| is within a factor 1 + u of 1/|b|,
+#: inside the slack of U).
+RECIPROCAL_LIMIT = 2.0**-20
+RECIPROCAL_SLACK = 1.0 + 2.0**-19
+
+#: Range reduction a = k ln2 + r: ln2 split as fdlibm does (LN2_HI has 32 significant bits,
+#: so k LN2_HI is exact for |k| < 2^21), log2(e) rounded to float64, and the constant
+#: 1.5 2^52 whose addition rounds a float below 2^51 in magnitude to an integer.
+LOG2E = 1.4426950408889634
+LN2_HI = 6.93147180369123816490e-01
+LN2_LO = 1.90821492927058770002e-10
+_ROUND_SHIFT = 6755399441055744.0
+
+#: exp(r) on |r| <= ln2/2 by its Taylor polynomial of this degree; coefficients 1/i!
+#: (each the float64 nearest to it: i! is exact in float64 for i <= 18).
+EXP_DEGREE = 12
+EXP_COEFFICIENTS = tuple(1.0 / float(math.factorial(i)) for i in range(EXP_DEGREE + 1))
+(_C0, _C1, _C2, _C3, _C4, _C5, _C6, _C7, _C8, _C9, _C10, _C11, _C12) = EXP_COEFFICIENTS
+
+#: exp_bounded's domain: below EXP_LOW exp(a) < 2^-1075 and 0 is within EXP_ABS_ERROR;
+#: above EXP_HIGH the bound is inf (the scalar path decides).
+EXP_LOW = -745.2
+EXP_HIGH = 709.0
+#: Proven bounds (proofs/vmath.py): relative error on normal results, absolute error of a
+#: result in (or rounded into) the subnormal range.
+EXP_REL_ERROR = 2.0**-47
+EXP_ABS_ERROR = 2.0**-1073
+#: Largest argument error exp_bounded accepts: e^ea - 1 <= 1.002 ea below it.
+_EXP_MAX_ARGUMENT_ERROR = 2.0**-10
+
+
+@intrinsic
+def fma(typingctx, a, b, c):
+    """``a b + c`` with one rounding (LLVM's ``llvm.fma.f64``: a fused multiply-add
+    instruction where the processor has one, else libm's correctly rounded ``fma``)."""
+    if not all(isinstance(t, types.Float) for t in (a, b, c)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        double = context.get_value_type(types.float64)
+        args = [
+            context.cast(builder, v, t, types.float64)
+            for v, t in zip(args, signature.args, strict=True)
+        ]
+        signature_ir = ir.FunctionType(double, [double, double, double])
+        function = builder.module.declare_intrinsic("llvm.fma", [double], signature_ir)
+        return builder.call(function, args)
+
+    return types.float64(a, b, c), codegen
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def exp_bounded(a, ea):
+    """``(v, e)``: ``exp`` of a value known as ``a`` with absolute error at most ``ea``.
+
+    ``v`` approximates ``exp(a)`` and ``|v - exp(a_true)| <= e`` for every ``a_true`` within
+    ``ea`` of ``a``. Branch-free: NaN or inf ``a``, ``a > EXP_HIGH`` and ``ea > 2^-10`` give
+    a NaN or inf ``e``.
+    """
+    c = min(max(a, EXP_LOW), EXP_HIGH)
+    k = (c * LOG2E + _ROUND_SHIFT) - _ROUND_SHIFT
+    r = (c - k * LN2_HI) - k * LN2_LO
+    p = fma(_C12, r, _C11)
+    p = fma(p, r, _C10)
+    p = fma(p, r, _C9)
+    p = fma(p, r, _C8)
+    p = fma(p, r, _C7)
+    p = fma(p, r, _C6)
+    p = fma(p, r, _C5)
+    p = fma(p, r, _C4)
+    p = fma(p, r, _C3)
+    p = fma(p, r, _C2)
+    p = fma(p, r, _C1)
+    p = fma(p, r, _C0)
+    ki = np.int64(k)
+    half = ki >> 1  # 2^k as 2^half 2^(k - half): both normal for k down to -1076
+    v = p * _reinterpret((half + 1023) << 52, np.float64)
+    v = v * _reinterpret((ki - half + 1023) << 52, np.float64)
+    v = 0.0 if a < EXP_LOW else v
+    e = v * (EXP_REL_ERROR + 1.002 * ea) + EXP_ABS_ERROR + (a - a)
+    out_of_range = (a > EXP_HIGH) | (ea > _EXP_MAX_ARGUMENT_ERROR)
+    return v, (np.inf if out_of_range else e)
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def decided_float32(v, e):
+    """``(y, ok)``: ``y = float32(v)``; ``ok`` when every real within ``e`` of ``v`` rounds
+    to ``y`` (then ``y`` is the correctly rounded value). The ends are compared as bits, so
+    an interval that straddles 0 (``-0.0`` and ``+0.0``) is undecided; NaN or inf ``e`` is
+    never ok."""
+    w = 2.0 * e + U * abs(v)  # wide enough that rounding v -+ w cannot move an end inwards
+    low = np.float32(v - w)
+    high = np.float32(v + w)
+    same = _reinterpret(low, np.int32) == _reinterpret(high, np.int32)
+    return np.float32(v), same & (low == high)  # the float comparison is False for NaN
