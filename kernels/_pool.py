@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 from numpy.typing import ArrayLike
 
 from kernels._validate import float_array, pair, strict_mode
@@ -63,10 +64,24 @@ class WindowGeometry:
     def loop_args(self) -> tuple[int, int, int, int, int, int]:
         return self.kh, self.kw, self.sh, self.sw, self.ph, self.pw
 
+    @property
+    def disjoint(self) -> bool:
+        """Whether no pixel lies in two windows (stride >= kernel on both axes)."""
+        return self.sh >= self.kh and self.sw >= self.kw
 
-def window_planes(x: ArrayLike, kernel_size, stride, padding, strict_fp16):
-    """Checked ``x`` of shape (..., H, W), its geometry, its planes as float64 (P, H, W) and
-    the checked ``strict_fp16``."""
+    @property
+    def covers(self) -> bool:
+        """Whether every pixel lies in exactly one window (windows tile the plane)."""
+        return (
+            self.sh == self.kh
+            and self.sw == self.kw
+            and self.out_height * self.sh - self.ph >= self.height
+            and self.out_width * self.sw - self.pw >= self.width
+        )
+
+
+def window_input(x: ArrayLike, kernel_size, stride, padding, strict_fp16):
+    """Checked ``x`` of shape (..., H, W), its geometry and the checked ``strict_fp16``."""
     x = float_array(x, "x")
     if x.ndim < 2:
         raise ValueError(f"x: expected shape (..., H, W), got {x.shape}")
@@ -74,8 +89,22 @@ def window_planes(x: ArrayLike, kernel_size, stride, padding, strict_fp16):
         raise ValueError(f"x: expected planes of at least 1 x 1 (H, W >= 1), got shape {x.shape}")
     strict = strict_mode(strict_fp16, x.dtype)
     geometry = WindowGeometry.of(x.shape[-2:], kernel_size, stride, padding)
+    return x, geometry, strict
+
+
+def window_planes(x: ArrayLike, kernel_size, stride, padding, strict_fp16):
+    """Checked ``x`` of shape (..., H, W), its geometry, its planes as float64 (P, H, W) and
+    the checked ``strict_fp16``."""
+    x, geometry, strict = window_input(x, kernel_size, stride, padding, strict_fp16)
     planes = np.ascontiguousarray(x, dtype=np.float64).reshape(-1, *x.shape[-2:])
     return x, geometry, planes, strict
+
+
+def native_planes(array: np.ndarray) -> np.ndarray:
+    """``array`` (..., H, W) as C-contiguous planes (P, H, W) in its own dtype, float16
+    widened to float32 (exact): a view when it already is one."""
+    dtype = np.float32 if array.dtype == np.float16 else array.dtype
+    return np.ascontiguousarray(array, dtype=dtype).reshape(-1, *array.shape[-2:])
 
 
 def sample_window_planes(x: ArrayLike, kernel_size, stride, padding, strict_fp16):
@@ -86,15 +115,30 @@ def sample_window_planes(x: ArrayLike, kernel_size, stride, padding, strict_fp16
     return x, geometry, planes, strict
 
 
-def window_gradient(g: ArrayLike, x: np.ndarray, geometry: WindowGeometry) -> np.ndarray:
-    """Checked upstream gradient of shape (..., Ho, Wo) as float64 planes."""
+def checked_window_gradient(g: ArrayLike, x: np.ndarray, geometry: WindowGeometry) -> np.ndarray:
+    """Checked upstream gradient of shape (..., Ho, Wo), as given."""
     g = float_array(g, "g")
     expected = (*x.shape[:-2], geometry.out_height, geometry.out_width)
     if g.shape != expected:
         raise ValueError(f"g: expected shape {expected} (the shape of y), got {g.shape}")
     if g.dtype != x.dtype:
         raise TypeError(f"g: expected dtype {x.dtype} (the dtype of x), got {g.dtype}")
-    return np.ascontiguousarray(g, dtype=np.float64).reshape(-1, *expected[-2:])
+    return g
+
+
+def window_gradient(g: ArrayLike, x: np.ndarray, geometry: WindowGeometry) -> np.ndarray:
+    """Checked upstream gradient of shape (..., Ho, Wo) as float64 planes."""
+    g = checked_window_gradient(g, x, geometry)
+    return np.ascontiguousarray(g, dtype=np.float64).reshape(-1, *g.shape[-2:])
+
+
+@njit(cache=True)
+def inner_columns(width, kw, sw, pw, out_w):
+    """``(lo, hi)``: the outputs ``lo <= ow < hi`` whose window columns all lie inside the
+    plane (no padding), so that a loop over them needs no clipping."""
+    lo = min((pw + sw - 1) // sw, out_w)
+    hi = (width + pw - kw) // sw + 1 if width + pw >= kw else 0
+    return lo, max(lo, min(hi, out_w))
 
 
 def global_rows(x: ArrayLike, strict_fp16: object) -> tuple[np.ndarray, np.ndarray, bool]:
@@ -120,6 +164,7 @@ def global_gradient(g: ArrayLike, x: np.ndarray) -> np.ndarray:
 
 
 def finish(values: np.ndarray, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
-    """Round once to ``dtype``; an overflow to inf is a result, not a warning."""
+    """Round once to ``dtype`` (no copy if ``values`` already has it); an overflow to inf is
+    a result, not a warning."""
     with np.errstate(over="ignore"):
-        return values.astype(dtype).reshape(shape)
+        return values.astype(dtype, copy=False).reshape(shape)

@@ -22,7 +22,9 @@ Arithmetic. Sums are double-double (compensated: float64 input loses nothing nee
 divided once and rounded once to x's dtype; a sum of float64 values beyond 2^960 is formed
 scaled by 2^-64 (exact, except that entries below 2^-958 then err by up to 2^-1011), so
 ``mean(1.7e308, 1.7e308)`` is 1.7e308, not inf. float32 and float16 ("mixed", the default)
-inputs are computed the same way in float64 and rounded once. ``strict_fp16=True`` (float16
+inputs are computed the same way in float64 and rounded once (for ``kh kw`` a power of two,
+a window whose plain float64 sum is exact -- TwoSum error 0 at every step, the usual case --
+is summed and divided directly: the same value, vectorized). ``strict_fp16=True`` (float16
 input only) sums left to right (row-major within a window, window order for ``vjp2d``) with
 every partial sum rounded to half, and divides by the half ``D`` (or ``kh kw``), rounded:
 ``mean(65504, 65504)`` overflows to inf there (the sum does), where mixed gives 65504, and a
@@ -51,11 +53,15 @@ from kernels._dd import dd_add, dd_div
 from kernels._f16 import round_to_half
 from kernels._pool import (
     IntPair,
+    checked_window_gradient,
     finish,
     global_gradient,
     global_rows,
+    inner_columns,
+    native_planes,
     sample_window_planes,
     window_gradient,
+    window_input,
     window_planes,
 )
 from kernels._threads import thread_safe
@@ -94,29 +100,92 @@ def _global_forward(rows, strict, out):
             out[r] = dd_div(sh, sl, np.float64(size), 0.0)[0] / scale
 
 
+@njit(cache=True, error_model="numpy")
+def _window_mean(plane, h0, w0, kh, kw, strict, scale):
+    """The mean of the window at (h0, w0) (clipped to the plane, padding counted as zeros):
+    a double-double sum divided by ``kh kw`` (``scale`` as from :func:`_scale`), or in
+    strict mode a half sum divided by the half count."""
+    height, width = plane.shape
+    hi, lo = 0.0, 0.0
+    for i in range(max(h0, 0), min(h0 + kh, height)):
+        for j in range(max(w0, 0), min(w0 + kw, width)):
+            if strict:
+                hi = round_to_half(hi + plane[i, j])
+            else:
+                hi, lo = dd_add(hi, lo, plane[i, j] * scale, 0.0)
+    if strict:
+        return round_to_half(hi / round_to_half(np.float64(kh * kw)))
+    return dd_div(hi, lo, np.float64(kh * kw), 0.0)[0] / scale
+
+
 @thread_safe
 @njit(cache=True, parallel=True, error_model="numpy")
 def _forward2d(planes, kh, kw, sh, sw, ph, pw, strict, out):
-    n, height, width = planes.shape
-    count = np.float64(kh * kw)
-    half_count = round_to_half(count)
+    n = planes.shape[0]
     for p in prange(n):
         scale = 1.0 if strict else _scale(planes[p])
         for oh in range(out.shape[1]):
-            h0 = oh * sh - ph
             for ow in range(out.shape[2]):
-                w0 = ow * sw - pw
-                hi, lo = 0.0, 0.0
-                for i in range(max(h0, 0), min(h0 + kh, height)):
-                    for j in range(max(w0, 0), min(w0 + kw, width)):
-                        if strict:
-                            hi = round_to_half(hi + planes[p, i, j])
-                        else:
-                            hi, lo = dd_add(hi, lo, planes[p, i, j] * scale, 0.0)
-                if strict:
-                    out[p, oh, ow] = round_to_half(hi / half_count)
+                out[p, oh, ow] = _window_mean(
+                    planes[p], oh * sh - ph, ow * sw - pw, kh, kw, strict, scale
+                )
+
+
+@njit(cache=True)
+def _exact_add(a, v):
+    """``(a + v, |error|)``: the float64 sum and the magnitude of its rounding error
+    (Knuth's TwoSum; NaN when the sum is not finite)."""
+    s = a + v
+    b = s - a
+    return s, abs((a - (s - b)) + (v - b))
+
+
+@njit(cache=True, error_model="numpy")
+def _add_columns(line, kw, sw, sums, errors):
+    """Add row ``line`` of each window to its running sum: window k's columns are
+    ``line[k sw : k sw + kw]``, added left to right; errors collect the TwoSum errors."""
+    if kw == 2 and sw == 2:  # constant strides: LLVM vectorizes the pairs
+        for k in range(sums.size):
+            a, e = _exact_add(sums[k], np.float64(line[2 * k]))
+            s, f = _exact_add(a, np.float64(line[2 * k + 1]))
+            errors[k] += e + f
+            sums[k] = s
+    else:
+        for j in range(kw):
+            for k in range(sums.size):
+                s, e = _exact_add(sums[k], np.float64(line[k * sw + j]))
+                errors[k] += e
+                sums[k] = s
+
+
+@thread_safe
+@njit(cache=True, parallel=True, error_model="numpy")
+def _forward2d_wide(planes, kh, kw, sh, sw, ph, pw, out):
+    """:func:`_forward2d` of float32 planes (|x| < 2^128, so the scale is 1) with ``kh kw`` a
+    power of two, vectorized over a row of windows: each window's plain float64 sum, in
+    the same order, with Knuth's TwoSum error of every step. Where all of them are 0 (and
+    the sum is finite) the double-double sum is that sum with a zero low part, and its
+    division by ``kh kw`` is the exact product with ``1 / (kh kw)``: the same value as
+    :func:`_window_mean`, which handles every other window (a border window, an inexact
+    sum, a non-finite one)."""
+    n, height, width = planes.shape
+    out_h, out_w = out.shape[1], out.shape[2]
+    inverse = 1.0 / (kh * kw)
+    lo, hi = inner_columns(width, kw, sw, pw, out_w)
+    for p in prange(n):
+        sums = np.empty(hi - lo)
+        errors = np.empty(hi - lo)
+        for oh in range(out_h):
+            h0 = oh * sh - ph
+            sums[:] = 0.0
+            errors[:] = 0.0
+            for i in range(max(h0, 0), min(h0 + kh, height)):
+                _add_columns(planes[p, i, lo * sw - pw :], kw, sw, sums, errors)
+            for ow in range(out_w):
+                if lo <= ow < hi and errors[ow - lo] == 0.0:
+                    out[p, oh, ow] = sums[ow - lo] * inverse
                 else:
-                    out[p, oh, ow] = dd_div(hi, lo, count, 0.0)[0] / scale
+                    out[p, oh, ow] = _window_mean(planes[p], h0, ow * sw - pw, kh, kw, False, 1.0)
 
 
 @thread_safe
@@ -151,6 +220,47 @@ def _vjp2d(g, kh, kw, sh, sw, ph, pw, strict, dx):
 
 
 @njit(cache=True, error_model="numpy")
+def _spread_columns(shares, kw, sw, line):
+    """Write each window's share to its ``kw`` columns ``line[k sw : k sw + kw]``."""
+    if kw == 2 and sw == 2:  # constant strides: LLVM vectorizes the pairs
+        for k in range(shares.size):
+            line[2 * k] = shares[k]
+            line[2 * k + 1] = shares[k]
+    else:
+        for j in range(kw):
+            for k in range(shares.size):
+                line[k * sw + j] = shares[k]
+
+
+@thread_safe
+@njit(cache=True, parallel=True, error_model="numpy")
+def _vjp2d_disjoint(g, kh, kw, sh, sw, ph, pw, covers, dx):
+    """:func:`_vjp2d` of float32 ``g`` for windows that share no pixel, ``kh kw`` a power of
+    two: a pixel's double-double sum is its one window's ``0 + g`` (low part 0), and its
+    division by ``kh kw`` the exact product with ``1 / (kh kw)``; a pixel of no window
+    (``covers`` False) gets 0, as there."""
+    n, height, width = dx.shape
+    out_h, out_w = g.shape[1], g.shape[2]
+    inverse = 1.0 / (kh * kw)
+    lo, hi = inner_columns(width, kw, sw, pw, out_w)
+    for p in prange(n):
+        shares = np.empty(out_w)
+        if not covers:
+            dx[p] = 0.0
+        for oh in range(out_h):
+            h0 = oh * sh - ph
+            for ow in range(out_w):
+                shares[ow] = (0.0 + np.float64(g[p, oh, ow])) * inverse
+            for i in range(max(h0, 0), min(h0 + kh, height)):
+                _spread_columns(shares[lo:hi], kw, sw, dx[p, i, lo * sw - pw :])
+                for ow in range(out_w):
+                    if ow < lo or ow >= hi:
+                        w0 = ow * sw - pw
+                        for j in range(max(w0, 0), min(w0 + kw, width)):
+                            dx[p, i, j] = shares[ow]
+
+
+@njit(cache=True, error_model="numpy")
 def _jacobian2d(height, width, kh, kw, sh, sw, ph, pw, channels, out_h, out_w, weight, out):
     for c in range(channels):
         for oh in range(out_h):
@@ -161,6 +271,20 @@ def _jacobian2d(height, width, kh, kw, sh, sw, ph, pw, channels, out_h, out_w, w
                 for i in range(max(h0, 0), min(h0 + kh, height)):
                     for j in range(max(w0, 0), min(w0 + kw, width)):
                         out[row, (c * height + i) * width + j] = weight
+
+
+def _wide(x: np.ndarray, geometry, strict: bool) -> bool:
+    """Whether the vectorized float32 loops apply: float32 or mixed float16 input (widened
+    exactly to float32) and ``kh kw`` a power of two (dividing by it is exact)."""
+    count = geometry.kh * geometry.kw
+    return x.dtype != np.float64 and not strict and count & (count - 1) == 0
+
+
+def _output(dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    """The loops' output array: float32 for float32 (the loop's float64 results are rounded
+    once on assignment, as ``astype`` rounds them), float64 for float16 (rounded by
+    :func:`finish`)."""
+    return np.empty(shape, np.float32 if dtype == np.float32 else np.float64)
 
 
 def _divisor(count: int, strict: bool) -> float:
@@ -204,10 +328,17 @@ def forward2d(
     strict_fp16: bool = False,
 ) -> np.ndarray:
     """Window means (zero padding counted) of each (H, W) plane: shape (..., Ho, Wo)."""
+    x, geometry, strict = window_input(x, kernel_size, stride, padding, strict_fp16)
+    shape = (*x.shape[:-2], geometry.out_height, geometry.out_width)
+    if _wide(x, geometry, strict):
+        planes = native_planes(x)
+        out = _output(x.dtype, (planes.shape[0], *shape[-2:]))
+        _forward2d_wide(planes, *geometry.loop_args, out)
+        return finish(out, x.dtype, shape)
     x, geometry, planes, strict = window_planes(x, kernel_size, stride, padding, strict_fp16)
     out = np.empty((planes.shape[0], geometry.out_height, geometry.out_width))
     _forward2d(planes, *geometry.loop_args, strict, out)
-    return finish(out, x.dtype, (*x.shape[:-2], geometry.out_height, geometry.out_width))
+    return finish(out, x.dtype, shape)
 
 
 def vjp2d(
@@ -220,9 +351,14 @@ def vjp2d(
     strict_fp16: bool = False,
 ) -> np.ndarray:
     """The input gradient for ``g`` of shape (..., Ho, Wo) (x's values are not read)."""
-    x, geometry, planes, strict = window_planes(x, kernel_size, stride, padding, strict_fp16)
+    x, geometry, strict = window_input(x, kernel_size, stride, padding, strict_fp16)
+    if _wide(x, geometry, strict) and geometry.disjoint:
+        gplanes = native_planes(checked_window_gradient(g, x, geometry))
+        dx = _output(x.dtype, (gplanes.shape[0], *x.shape[-2:]))
+        _vjp2d_disjoint(gplanes, *geometry.loop_args, geometry.covers, dx)
+        return finish(dx, x.dtype, x.shape)
     gplanes = window_gradient(g, x, geometry)
-    dx = np.empty(planes.shape)
+    dx = np.empty((gplanes.shape[0], *x.shape[-2:]))
     _vjp2d(gplanes, *geometry.loop_args, strict, dx)
     return finish(dx, x.dtype, x.shape)
 

@@ -60,11 +60,15 @@ from kernels._f16 import round_to_half
 from kernels._pool import (
     IntPair,
     WindowGeometry,
+    checked_window_gradient,
     finish,
     global_gradient,
     global_rows,
+    inner_columns,
+    native_planes,
     sample_window_planes,
     window_gradient,
+    window_input,
     window_planes,
 )
 from kernels._threads import thread_safe
@@ -125,15 +129,6 @@ def _argmax(plane, h0, w0, kh, kw):
 
 @thread_safe
 @njit(cache=True, parallel=True, error_model="numpy")
-def _forward2d(planes, kh, kw, sh, sw, ph, pw, out):
-    for p in prange(planes.shape[0]):
-        for oh in range(out.shape[1]):
-            for ow in range(out.shape[2]):
-                out[p, oh, ow] = _argmax(planes[p], oh * sh - ph, ow * sw - pw, kh, kw)[0]
-
-
-@thread_safe
-@njit(cache=True, parallel=True, error_model="numpy")
 def _vjp2d(planes, g, kh, kw, sh, sw, ph, pw, strict, dx):
     """Scatter-add each window's g onto its argmax; one plane per thread (race-free)."""
     n, height, width = planes.shape
@@ -150,6 +145,105 @@ def _vjp2d(planes, g, kh, kw, sh, sw, ph, pw, strict, dx):
         for i in range(height):
             for j in range(width):
                 dx[p, i, j] = hi[i * width + j]
+
+
+@njit(cache=True, error_model="numpy")
+def _scan_columns(line, kw, sw, row, best, where):
+    """Continue each window's scan (:func:`_argmax`'s rule, ``v > best or isnan(v)``) over
+    its columns ``line[k sw : k sw + kw]`` in window row ``row``, left to right; ``where``
+    is the window-local position ``row * kw + j`` of the selected pixel."""
+    if kw == 2 and sw == 2:  # constant strides: LLVM vectorizes the pairs
+        for k in range(best.size):
+            b, w = best[k], where[k]
+            v = line[2 * k]
+            take = (v > b) | (v != v)
+            b, w = (v, 2 * row) if take else (b, w)
+            v = line[2 * k + 1]
+            take = (v > b) | (v != v)
+            best[k], where[k] = (v, 2 * row + 1) if take else (b, w)
+    else:
+        for j in range(kw):
+            for k in range(best.size):
+                v = line[k * sw + j]
+                if (v > best[k]) | (v != v):
+                    best[k], where[k] = v, row * kw + j
+
+
+@thread_safe
+@njit(cache=True, parallel=True, error_model="numpy")
+def _forward2d_native(planes, kh, kw, sh, sw, ph, pw, out):
+    """Each window's maximum by :func:`_argmax`'s scan, in the planes' own dtype (a maximum
+    is exact in any), vectorized over the windows of a row that need no clipping;
+    :func:`_argmax` does the others."""
+    n, height, width = planes.shape
+    out_h, out_w = out.shape[1], out.shape[2]
+    lo, hi = inner_columns(width, kw, sw, pw, out_w)
+    for p in prange(n):
+        best = np.empty(hi - lo, planes.dtype)
+        where = np.empty(hi - lo, np.int64)
+        for oh in range(out_h):
+            h0 = oh * sh - ph
+            best[:] = -np.inf
+            where[:] = 0
+            for i in range(max(h0, 0), min(h0 + kh, height)):
+                _scan_columns(planes[p, i, lo * sw - pw :], kw, sw, i - h0, best, where)
+            for ow in range(out_w):
+                if lo <= ow < hi:
+                    out[p, oh, ow] = best[ow - lo]
+                else:
+                    out[p, oh, ow] = _argmax(planes[p], h0, ow * sw - pw, kh, kw)[0]
+
+
+@njit(cache=True, error_model="numpy")
+def _route_columns(shares, where, kw, sw, row, line):
+    """Write each window's row ``row`` of columns ``line[k sw : k sw + kw]``: its share at
+    its argmax (window-local position ``where``), 0 elsewhere."""
+    if kw == 2 and sw == 2:  # constant strides: LLVM vectorizes the pairs
+        for k in range(shares.size):
+            line[2 * k] = shares[k] if where[k] == 2 * row else 0.0
+            line[2 * k + 1] = shares[k] if where[k] == 2 * row + 1 else 0.0
+    else:
+        for j in range(kw):
+            for k in range(shares.size):
+                line[k * sw + j] = shares[k] if where[k] == row * kw + j else 0.0
+
+
+@thread_safe
+@njit(cache=True, parallel=True, error_model="numpy")
+def _vjp2d_disjoint(planes, g, kh, kw, sh, sw, ph, pw, covers, dx):
+    """:func:`_vjp2d` for windows that share no pixel, in the planes' own dtype: a pixel
+    receives at most one g, so its double-double sum is ``0 + g`` (exact, low part 0); the
+    pixels of no window (``covers`` False) get 0, as there."""
+    n, height, width = planes.shape
+    out_h, out_w = g.shape[1], g.shape[2]
+    lo, hi = inner_columns(width, kw, sw, pw, out_w)
+    for p in prange(n):
+        best = np.empty(hi - lo, planes.dtype)
+        where = np.empty(hi - lo, np.int64)
+        shares = np.empty(out_w, dx.dtype)
+        if not covers:
+            dx[p] = 0.0
+        for oh in range(out_h):
+            h0 = oh * sh - ph
+            i0, i1 = max(h0, 0), min(h0 + kh, height)
+            best[:] = -np.inf
+            where[:] = 0
+            for ow in range(out_w):
+                shares[ow] = 0.0 + g[p, oh, ow]
+            for i in range(i0, i1):
+                _scan_columns(planes[p, i, lo * sw - pw :], kw, sw, i - i0, best, where)
+            for i in range(i0, i1):
+                line = dx[p, i, lo * sw - pw :]
+                _route_columns(shares[lo:hi], where, kw, sw, i - i0, line)
+            for ow in range(out_w):
+                if lo <= ow < hi:
+                    continue
+                w0 = ow * sw - pw
+                for i in range(i0, i1):
+                    for j in range(max(w0, 0), min(w0 + kw, width)):
+                        dx[p, i, j] = 0.0
+                index = _argmax(planes[p], h0, w0, kh, kw)[1]
+                dx[p, index // width, index % width] = shares[ow]
 
 
 @njit(cache=True, error_model="numpy")
@@ -200,9 +294,10 @@ def forward2d(
     strict_fp16: bool = False,
 ) -> np.ndarray:
     """Windowed maxima of each (H, W) plane of ``x``: shape (..., Ho, Wo), x's dtype."""
-    x, geometry, planes, _ = window_planes(x, kernel_size, stride, padding, strict_fp16)
-    out = np.empty((planes.shape[0], geometry.out_height, geometry.out_width))
-    _forward2d(planes, *geometry.loop_args, out)
+    x, geometry, _ = window_input(x, kernel_size, stride, padding, strict_fp16)
+    planes = native_planes(x)
+    out = np.empty((planes.shape[0], geometry.out_height, geometry.out_width), planes.dtype)
+    _forward2d_native(planes, *geometry.loop_args, out)
     return finish(out, x.dtype, (*x.shape[:-2], geometry.out_height, geometry.out_width))
 
 
@@ -216,6 +311,13 @@ def vjp2d(
     strict_fp16: bool = False,
 ) -> np.ndarray:
     """The input gradient for ``g`` of shape (..., Ho, Wo): each ``g`` goes to its argmax."""
+    x, geometry, strict = window_input(x, kernel_size, stride, padding, strict_fp16)
+    if geometry.disjoint and not strict:
+        planes = native_planes(x)
+        gplanes = native_planes(checked_window_gradient(g, x, geometry))
+        dx = np.empty(planes.shape, planes.dtype)
+        _vjp2d_disjoint(planes, gplanes, *geometry.loop_args, geometry.covers, dx)
+        return finish(dx, x.dtype, x.shape)
     x, geometry, planes, strict = window_planes(x, kernel_size, stride, padding, strict_fp16)
     gplanes = window_gradient(g, x, geometry)
     dx = np.empty(planes.shape)

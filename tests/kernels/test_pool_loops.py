@@ -1,0 +1,134 @@
+"""The vectorized windowed-pooling loops give the bits of the general loops.
+
+``maxpool.forward2d`` scans rows of windows side by side, ``maxpool.vjp2d`` and
+``avgpool.vjp2d`` have a loop for windows that share no pixel, and ``avgpool.forward2d`` of
+float32 (and mixed float16) input sums rows of windows side by side in float64 with an exact
+check, for ``kh kw`` a power of two. Each must return exactly what the general loops return
+(the per-window scan :func:`kernels.maxpool._argmax`, the double-double scatter
+``maxpool._vjp2d`` and ``avgpool._forward2d`` / ``avgpool._vjp2d`` on float64 planes, the
+loops every other case still runs): same bits, NaN payloads and signed zeros included, for
+varied shapes, strides, paddings, dtypes and layouts, and for values that make the float64
+sums inexact or non-finite.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import kernels.avgpool as avgpool
+import kernels.maxpool as maxpool
+from kernels._pool import WindowGeometry, finish
+
+DTYPES = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.float64))
+KINDS = ("spread", "ties", "non-finite", "zeros", "cancelling")
+
+#: (kernel, stride, padding) per axis pair; 2x2 stride 2 is the vectorized special case.
+GEOMETRIES = [
+    ((2, 2), (2, 2), (0, 0)),
+    ((2, 2), (2, 2), (1, 1)),
+    ((2, 2), (3, 3), (0, 1)),
+    ((2, 2), (1, 2), (0, 0)),
+    ((4, 2), (4, 2), (2, 0)),
+    ((1, 4), (1, 4), (0, 2)),
+    ((3, 3), (3, 3), (1, 0)),
+    ((2, 4), (2, 5), (1, 1)),
+    ((3, 2), (2, 2), (1, 1)),
+    ((1, 1), (1, 1), (0, 0)),
+    ((1, 2), (3, 2), (0, 1)),
+]
+PLANES = [(1, 1), (2, 2), (3, 5), (7, 4), (8, 8), (9, 13), (16, 33)]
+
+
+def _values(rng: np.random.Generator, shape: tuple[int, ...], kind: str, dtype) -> np.ndarray:
+    """Values of one of KINDS in ``dtype``: magnitudes over many binades (inexact float64
+    sums of float32), integers (ties), NaN and infinities, signed zeros, or pairs that
+    cancel."""
+    magnitude = 10.0 ** rng.integers(-30, 30, size=shape)
+    values = rng.standard_normal(shape) * magnitude
+    if kind == "ties":
+        values = np.round(rng.standard_normal(shape))
+    elif kind == "non-finite":
+        values.flat[rng.integers(0, values.size, 4)] = [np.nan, np.inf, -np.inf, np.nan]
+    elif kind == "zeros":
+        values = np.where(rng.random(shape) < 0.5, 0.0, -0.0)
+    elif kind == "cancelling":
+        values = np.round(rng.standard_normal(shape) * 4) * 2.0**20 + rng.random(shape)
+    with np.errstate(over="ignore"):
+        return values.astype(dtype)
+
+
+def _same_bits(actual: np.ndarray, expected: np.ndarray) -> None:
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    np.testing.assert_array_equal(
+        actual.view(f"u{actual.itemsize}"), expected.view(f"u{expected.itemsize}")
+    )
+
+
+def _general_max_forward(x: np.ndarray, geometry: WindowGeometry) -> np.ndarray:
+    planes = np.ascontiguousarray(x, dtype=np.float64).reshape(-1, *x.shape[-2:])
+    g = geometry
+    out = np.empty((planes.shape[0], g.out_height, g.out_width))
+    for p, oh, ow in np.ndindex(out.shape):
+        out[p, oh, ow] = maxpool._argmax(planes[p], oh * g.sh - g.ph, ow * g.sw - g.pw, g.kh, g.kw)[
+            0
+        ]
+    return finish(out, x.dtype, (*x.shape[:-2], g.out_height, g.out_width))
+
+
+def _general(module, name: str, x: np.ndarray, g: np.ndarray | None, geometry) -> np.ndarray:
+    """The general loop ``name`` of ``module`` on float64 planes, non-strict."""
+    planes = np.ascontiguousarray(x, dtype=np.float64).reshape(-1, *x.shape[-2:])
+    geo = geometry
+    if name == "forward":
+        out = np.empty((planes.shape[0], geo.out_height, geo.out_width))
+        module._forward2d(planes, *geo.loop_args, False, out)
+        return finish(out, x.dtype, (*x.shape[:-2], geo.out_height, geo.out_width))
+    gplanes = np.ascontiguousarray(g, dtype=np.float64).reshape(-1, geo.out_height, geo.out_width)
+    dx = np.empty(planes.shape)
+    if module is maxpool:
+        maxpool._vjp2d(planes, gplanes, *geo.loop_args, False, dx)
+    else:
+        avgpool._vjp2d(gplanes, *geo.loop_args, False, dx)
+    return finish(dx, x.dtype, x.shape)
+
+
+CASES = list(itertools.product(GEOMETRIES, DTYPES))
+
+
+@pytest.mark.parametrize(("geometry", "dtype"), CASES, ids=lambda v: str(v))
+def test_vectorized_pooling_loops_give_the_general_loops_bits(geometry, dtype):
+    kernel, stride, padding = geometry
+    rng = np.random.default_rng(abs(hash((geometry, dtype.name))) % 2**32)
+    for plane, kind in itertools.product(PLANES, KINDS):
+        if plane[0] + 2 * padding[0] < kernel[0] or plane[1] + 2 * padding[1] < kernel[1]:
+            continue
+        geo = WindowGeometry.of(plane, kernel, stride, padding)
+        shape = (2, 3, *plane)
+        x = _values(rng, shape, kind, dtype)
+        g = _values(rng, (2, 3, geo.out_height, geo.out_width), KINDS[rng.integers(5)], dtype)
+        if kind == "ties":  # a non-contiguous x as well
+            x = np.ascontiguousarray(np.swapaxes(x, 0, 1)).swapaxes(0, 1)
+        args = (kernel, stride, padding)
+        _same_bits(maxpool.forward2d(x, *args), _general_max_forward(x, geo))
+        _same_bits(maxpool.vjp2d(x, g, *args), _general(maxpool, "vjp", x, g, geo))
+        _same_bits(avgpool.forward2d(x, *args), _general(avgpool, "forward", x, None, geo))
+        _same_bits(avgpool.vjp2d(x, g, *args), _general(avgpool, "vjp", x, g, geo))
+
+
+def test_float32_window_sums_that_round_in_float64_take_the_double_double_loop():
+    """The window ``[[1, 2^-24], [2^-53, 2^-53]]``: left to right in float64 both 2^-53 are
+    lost to ties, and ``(1 + 2^-24) / 4`` is a float32 midpoint that rounds to even, 1/4;
+    its exact sum ``1 + 2^-24 + 2^-52`` (the double-double sum) rounds up, to
+    ``(1 + 2^-23) / 4``. The TwoSum check sends such a window to the double-double loop."""
+    window = np.array([[1.0, 2.0**-24], [2.0**-53, 2.0**-53]], np.float32)
+    x = np.tile(window, (2, 8))[None, None]  # interior and border windows alike
+    expected = np.float32((1 + 2.0**-23) / 4)
+    for padding in (0, 1):
+        geo = WindowGeometry.of(x.shape[-2:], 2, 2, padding)
+        y = avgpool.forward2d(x, 2, 2, padding)
+        _same_bits(y, _general(avgpool, "forward", x, None, geo))
+        if padding == 0:
+            assert np.all(y == expected)
