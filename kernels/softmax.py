@@ -320,25 +320,35 @@ def _scan_float32(row):
 
 @njit(cache=True, error_model="numpy")
 def _sum_depth(size):
-    """Roundings a term of :func:`_lane_sum` goes through, at most."""
+    """Roundings a term of a plain lane sum (:func:`_combine`) goes through, at most."""
     return (size + _LANES - 1) // _LANES - 1 + _LANE_LEVELS
 
 
 @njit(cache=True, error_model="numpy")
-def _lane_sum(values, acc, absolute):
-    """``sum_j values_j`` (or of ``|values_j|``) in a fixed order that vectorizes: lane k
-    adds ``values[k], values[k + L], ...`` left to right from 0, then the L lanes are added
-    pairwise. Each term goes through at most :func:`_sum_depth` roundings."""
-    size = values.size
-    acc[:] = 0.0
-    full = size - size % _LANES
-    for b in range(0, full, _LANES):
-        for k in range(_LANES):
-            v = values[b + k]
-            acc[k] += abs(v) if absolute else v
-    for j in range(full, size):
-        v = values[j]
-        acc[j - full] += abs(v) if absolute else v
+def _sum_bounds(size):
+    """``(grow, square)``: a sum of error bounds by lanes is multiplied by ``grow`` (its own
+    rounding); ``square A`` bounds the second-order error of a compensated lane sum of
+    terms of absolute sum ``A`` (``d d2 u^2 <= (d2 U)^2``, ``d2`` >= the additions an
+    error term goes through)."""
+    d = _sum_depth(size)
+    d2 = (size + _LANES - 1) // _LANES + 2 * _LANE_LEVELS
+    return 1.0 + d * U, (d2 * U) * (d2 * U)
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _add_compensated(acc, comp, k, v):
+    """Lane k: ``acc[k] + v`` by TwoSum (Knuth, branch-free), the exact rounding error
+    added to ``comp[k]``."""
+    a = acc[k]
+    t = a + v
+    z = t - a
+    comp[k] += (a - (t - z)) + (v - z)
+    acc[k] = t
+
+
+@njit(cache=True, error_model="numpy")
+def _combine(acc):
+    """The lanes added pairwise (``_LANE_LEVELS`` levels)."""
     half = _LANES // 2
     while half:
         for k in range(half):
@@ -348,82 +358,66 @@ def _lane_sum(values, acc, absolute):
 
 
 @njit(cache=True, error_model="numpy")
-def _compensated_depth(size):
-    """Additions an error term of :func:`_lane_sum_compensated` goes through, at most."""
-    return (size + _LANES - 1) // _LANES + 2 * _LANE_LEVELS
-
-
-@njit(cache=True, inline="always", error_model="numpy")
-def _two_sum_error(a, b, t):
-    """``a + b - t`` exactly, for ``t = fl(a + b)`` (Knuth's TwoSum, branch-free)."""
-    z = t - a
-    return (a - (t - z)) + (b - z)
-
-
-@njit(cache=True, error_model="numpy")
-def _lane_sum_compensated(values, acc, comp):
-    """``sum_j values_j`` in :func:`_lane_sum`'s order with every addition a TwoSum, the
-    rounding errors summed alongside (in ``comp``) and added once at the end. For
-    ``A = sum_j |values_j|`` the result is within ``u |result| + d d2 u^2 A`` of the exact
-    sum (``d`` = :func:`_sum_depth`, ``d2`` = :func:`_compensated_depth`)."""
-    size = values.size
-    acc[:] = 0.0
-    comp[:] = 0.0
-    full = size - size % _LANES
-    for b in range(0, full, _LANES):
-        for k in range(_LANES):
-            a, v = acc[k], values[b + k]
-            t = a + v
-            comp[k] += _two_sum_error(a, v, t)
-            acc[k] = t
-    for j in range(full, size):
-        a, v = acc[j - full], values[j]
-        t = a + v
-        comp[j - full] += _two_sum_error(a, v, t)
-        acc[j - full] = t
+def _combine_compensated(acc, comp):
+    """The lanes added pairwise by TwoSum, the errors alongside; ``acc + comp`` at the end."""
     half = _LANES // 2
     while half:
         for k in range(half):
-            a, v = acc[k], acc[k + half]
-            t = a + v
-            comp[k] += comp[k + half] + _two_sum_error(a, v, t)
-            acc[k] = t
+            _add_compensated(acc, comp, k, acc[k + half])
+            comp[k] += comp[k + half]
         half //= 2
     return acc[0] + comp[0]
 
 
-@njit(cache=True, error_model="numpy")
-def _sum_bounds(size):
-    """``(grow, square)``: a sum of error bounds by :func:`_lane_sum` is multiplied by
-    ``grow`` (its own rounding), and ``square A`` is the second-order error of
-    :func:`_lane_sum_compensated` over terms of absolute sum ``A``."""
-    d, d2 = _sum_depth(size), _compensated_depth(size)
-    return 1.0 + d * U, (d2 * U) * (d2 * U)
+@njit(cache=True, inline="always", error_model="numpy")
+def _shifted_exp(x, top):
+    """``(E, bits)``: ``E = exp_bounded(fl(x - top))`` and, as int64 bits (ordered as the
+    nonnegative floats), the exact error of that shift (TwoSum; 0 below EXP_LOW)."""
+    a = np.float64(x)
+    t = a - top
+    z = t - a
+    tail = (a - (t - z)) + (-top - z)
+    v, e = exp_bounded(t, 0.0)
+    tail = abs(tail) if t >= EXP_LOW else 0.0
+    return v, _reinterpret(tail + (e - e), np.int64)
 
 
 @njit(cache=True, error_model="numpy")
-def _exponentials(row, m, ev, ee, acc, comp):
-    """``e_j = exp(x_j - x_m)`` into ``ev``, their error bounds into ``ee``; returns
-    ``(s, es)``: the sum of the e_j and a bound on its error."""
+def _exponentials(row, m, ev, acc, comp):
+    """``E_j = exp(x_j - x_m)`` into ``ev``, summed by lanes with TwoSum in the same pass;
+    returns ``(s, es, rho)``: the sum, a bound on its error and the relative error bound of
+    every E_j (each E_j is within ``rho E_j + EXP_ABS_ERROR`` of the exact value)."""
     size = row.size
     top = np.float64(row[m])
-    for j in range(size):
-        t = np.float64(row[j]) - top  # |error| <= u |t|
-        ea = min(U * abs(t), _FAR_ARGUMENT_ERROR) if t < EXP_LOW else U * abs(t)
-        v, e = exp_bounded(t, ea)
+    acc[:] = 0.0
+    comp[:] = 0.0
+    far = np.int64(0)
+    full = size - size % _LANES
+    for b in range(0, full, _LANES):
+        for k in range(_LANES):
+            v, bits = _shifted_exp(row[b + k], top)
+            ev[b + k] = v
+            _add_compensated(acc, comp, k, v)
+            far = max(far, bits)
+    for j in range(full, size):
+        v, bits = _shifted_exp(row[j], top)
         ev[j] = v
-        ee[j] = v * (_EXP_REL_ERROR + 1.002 * ea) + EXP_ABS_ERROR + (e - e)
-    grow, square = _sum_bounds(size)
-    s = _lane_sum_compensated(ev, acc, comp)
-    es = U * s + square * s + _lane_sum(ee, acc, False) * grow
-    return s, es
+        _add_compensated(acc, comp, j - full, v)
+        far = max(far, bits)
+    s = _combine_compensated(acc, comp)
+    rho = _EXP_REL_ERROR + 1.002 * _reinterpret(far, np.float64)
+    square = _sum_bounds(size)[1]
+    return s, (U + square + rho) * s + size * EXP_ABS_ERROR, rho
 
 
-@njit(cache=True, inline="always", error_model="numpy")
-def _weight(e, ee, inv, einv):
-    """``(y, ey)``: ``y = e inv`` and its bound (the product rule)."""
-    y = e * inv
-    return y, e * einv + inv * ee + ee * einv + U * y + TINY
+@njit(cache=True, error_model="numpy")
+def _bounded_weights(row, m, ev, acc, comp):
+    """``(inv, einv, ke, alpha)``: ``y_j = fl(E_j inv)`` is within
+    ``ke E_j + U y_j + alpha`` of the exact ``y_j`` (the product rule)."""
+    s, es, rho = _exponentials(row, m, ev, acc, comp)
+    inv = 1.0 / s
+    einv = inv * es / (s - es) + U * inv + TINY
+    return inv, einv, einv + inv * rho + rho * einv, (inv + einv) * EXP_ABS_ERROR + TINY
 
 
 @njit(cache=True, inline="always", error_model="numpy")
@@ -437,56 +431,70 @@ def _decided_nonnegative_float32(v, e):
 
 
 @njit(cache=True, error_model="numpy")
-def _fast_forward_row(row, out, ev, ee, acc, comp):
+def _fast_forward_row(row, out, ev, acc, comp):
     """Decided outputs into ``out``, NaN at the undecided ones; returns how many."""
     special, m = _scan_float32(row)
     if special:
         out[:] = np.nan
         return row.size
-    s, es = _exponentials(row, m, ev, ee, acc, comp)
-    inv = 1.0 / s
-    einv = inv * es / (s - es) + U * inv + TINY
+    inv, _, ke, alpha = _bounded_weights(row, m, ev, acc, comp)
     undecided = 0
     for j in range(row.size):
-        y, ey = _weight(ev[j], ee[j], inv, einv)
-        v, ok = _decided_nonnegative_float32(y, ey)
+        e = ev[j]
+        y = e * inv
+        v, ok = _decided_nonnegative_float32(y, e * ke + U * y + alpha)
         out[j] = v if ok else np.float32(np.nan)
         undecided += not ok
     return undecided
 
 
+@njit(cache=True, inline="always", error_model="numpy")
+def _gradient_term(e, gj, gm, inv, ke, alpha):
+    """``(p, ep)``: ``p = y_j (g_m - g_j)`` and its bound."""
+    y = e * inv
+    ey = e * ke + U * y + alpha
+    d = gm - np.float64(gj)  # 0 at j = m
+    ed = U * abs(d)
+    p = y * d
+    return p, y * ed + abs(d) * ey + ey * ed + U * abs(p) + TINY
+
+
 @njit(cache=True, error_model="numpy")
-def _fast_vjp_row(row, grow, out, yv, ye, pv, pe, acc, comp):
+def _fast_vjp_row(row, grow, out, ev, acc, comp, bounds):
     """The same for ``dx``."""
     special, m = _scan_float32(row)
     if special:
         out[:] = np.nan
         return row.size
     size = row.size
-    s, es = _exponentials(row, m, yv, ye, acc, comp)
-    inv = 1.0 / s
-    einv = inv * es / (s - es) + U * inv + TINY
+    inv, _, ke, alpha = _bounded_weights(row, m, ev, acc, comp)
     gm = np.float64(grow[m])
-    for j in range(size):
-        y, ey = _weight(yv[j], ye[j], inv, einv)
-        yv[j], ye[j] = y, ey
-        d = gm - np.float64(grow[j])  # 0 at j = m
-        ed = U * abs(d)
-        p = y * d
-        pv[j] = p
-        pe[j] = y * ed + abs(d) * ey + ey * ed + U * abs(p) + TINY
+    acc[:] = 0.0
+    comp[:] = 0.0
+    bounds[:] = 0.0
+    full = size - size % _LANES
+    for b in range(0, full, _LANES):
+        for k in range(_LANES):
+            p, ep = _gradient_term(ev[b + k], grow[b + k], gm, inv, ke, alpha)
+            _add_compensated(acc, comp, k, p)
+            bounds[k] += ep
+    for j in range(full, size):
+        p, ep = _gradient_term(ev[j], grow[j], gm, inv, ke, alpha)
+        _add_compensated(acc, comp, j - full, p)
+        bounds[j - full] += ep
+    c = _combine_compensated(acc, comp)
     grow_, square = _sum_bounds(size)
-    c = _lane_sum_compensated(pv, acc, comp)
-    ec = U * abs(c) + square * _lane_sum(pv, acc, True) + _lane_sum(pe, acc, False) * grow_
+    ec = U * abs(c) + _combine(bounds) * (grow_ + square / U)
     undecided = 0
     for i in range(size):
+        e = ev[i]
+        y = e * inv
+        ey = e * ke + U * y + alpha
         q = np.float64(grow[i]) - gm
         d = q + c
         ed = U * abs(q) + ec + U * abs(d) + TINY
-        y, ey = yv[i], ye[i]
         dx = y * d
-        edx = y * ed + abs(d) * ey + ey * ed + U * abs(dx) + TINY
-        v, ok = decided_float32(dx, edx)
+        v, ok = decided_float32(dx, y * ed + abs(d) * ey + ey * ed + U * abs(dx) + TINY)
         out[i] = v if ok else np.float32(np.nan)
         undecided += not ok
     return undecided
@@ -525,8 +533,8 @@ def _exact_vjp_fill(row32, grow32, out):
 def _forward_rows_float32(rows, out):
     n, size = rows.shape
     for r in prange(n):
-        ev, ee, acc, comp = np.empty(size), np.empty(size), np.empty(_LANES), np.empty(_LANES)
-        if _fast_forward_row(rows[r], out[r], ev, ee, acc, comp):
+        ev, acc, comp = np.empty(size), np.empty(_LANES), np.empty(_LANES)
+        if _fast_forward_row(rows[r], out[r], ev, acc, comp):
             _exact_forward_fill(rows[r], out[r])
 
 
@@ -535,9 +543,8 @@ def _forward_rows_float32(rows, out):
 def _vjp_rows_float32(rows, grows, out):
     n, size = rows.shape
     for r in prange(n):
-        yv, ye, pv, pe = np.empty(size), np.empty(size), np.empty(size), np.empty(size)
-        acc, comp = np.empty(_LANES), np.empty(_LANES)
-        if _fast_vjp_row(rows[r], grows[r], out[r], yv, ye, pv, pe, acc, comp):
+        ev, acc, comp, bounds = np.empty(size), np.empty(_LANES), np.empty(_LANES), np.empty(_LANES)
+        if _fast_vjp_row(rows[r], grows[r], out[r], ev, acc, comp, bounds):
             _exact_vjp_fill(rows[r], grows[r], out[r])
 
 

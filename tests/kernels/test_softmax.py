@@ -719,13 +719,12 @@ def test_fast_path_equals_the_double_double_path_on_drawn_rows(case):
 
 def fast_row(row: np.ndarray, g: np.ndarray | None = None) -> tuple[int, np.ndarray]:
     """The fast path alone on one float32 row: (undecided count, output with NaN there)."""
-    size = row.size
-    out = np.empty(size, np.float32)
-    scratch = [np.empty(size) for _ in range(4)]
-    lanes = [np.empty(softmax._LANES) for _ in range(2)]
+    out = np.empty(row.size, np.float32)
+    ev = np.empty(row.size)
+    lanes = [np.empty(softmax._LANES) for _ in range(3)]
     if g is None:
-        return softmax._fast_forward_row(row, out, scratch[0], scratch[1], *lanes), out
-    return softmax._fast_vjp_row(row, g, out, *scratch, *lanes), out
+        return softmax._fast_forward_row(row, out, ev, *lanes[:2]), out
+    return softmax._fast_vjp_row(row, g, out, ev, *lanes), out
 
 
 def test_undecided_forward_entry_falls_back_and_is_correctly_rounded():
@@ -812,22 +811,49 @@ def test_scan_finds_the_first_maximum_and_the_special_values(seed):
     assert not special and m in (0, 1)
 
 
-def test_lane_sum_is_the_stated_fixed_order():
-    """Lanes of stride L added left to right, then pairwise: compared with that order
-    written out in Python, on values whose sum depends on the order."""
+def python_lane_sum(values, compensated: bool) -> float:
+    """The fast path's summation order written out: lane k adds values k, k + L, ...
+    left to right from 0, then the lanes pairwise; with TwoSum and the errors alongside."""
+    lanes = softmax._LANES
+    acc, comp = [0.0] * lanes, [0.0] * lanes
+
+    def add(k, v):
+        t = acc[k] + v
+        z = t - acc[k]
+        comp[k] += (acc[k] - (t - z)) + (v - z)
+        acc[k] = t
+
+    for j, v in enumerate(values):
+        if compensated:
+            add(j % lanes, v)
+        else:
+            acc[j % lanes] += v
+    half = lanes // 2
+    while half:
+        for k in range(half):
+            if compensated:
+                add(k, acc[k + half])
+                comp[k] += comp[k + half]
+            else:
+                acc[k] += acc[k + half]
+        half //= 2
+    return acc[0] + comp[0] if compensated else acc[0]
+
+
+def test_row_sums_are_the_stated_fixed_order():
+    """The sum s of the kernel's exponentials, and its lane combination, against that order
+    written out in Python, on rows whose sums depend on the order."""
     rng = np.random.default_rng(11)
     lanes = softmax._LANES
     for size in (1, 5, lanes - 1, lanes, lanes + 3, 3 * lanes + 17):
-        values = rng.standard_normal(size) * 10.0 ** rng.integers(-20, 20, size)
-        acc = [0.0] * lanes
-        for j, v in enumerate(values):
-            acc[j % lanes] += v
-        half = lanes // 2
-        while half:
-            for k in range(half):
-                acc[k] += acc[k + half]
-            half //= 2
-        got = softmax._lane_sum(values, np.empty(lanes), False)
-        assert got == acc[0], (size, got, acc[0])
-        assert softmax._lane_sum(values, np.empty(lanes), True) >= abs(got)
-        assert softmax._sum_depth(size) == -(-size // lanes) - 1 + int(math.log2(lanes))
+        row = (rng.standard_normal(size) * 30).astype(np.float32)
+        m = int(np.argmax(row))
+        ev, acc, comp = np.empty(size), np.empty(lanes), np.empty(lanes)
+        s, es, rho = softmax._exponentials(row, m, ev, acc, comp)
+        assert s == python_lane_sum(ev.tolist(), compensated=True), size
+        assert softmax._EXP_REL_ERROR <= rho < 2 * softmax._EXP_REL_ERROR
+        with mpmath.workdps(BOUND_DPS):
+            exact = mpmath.fsum(mpmath.exp(mp(v) - mp(row[m])) for v in row)
+            assert abs(mp(s) - exact) <= es
+        values = rng.standard_normal(lanes) * 10.0 ** rng.integers(-20, 20, lanes)
+        assert softmax._combine(values.copy()) == python_lane_sum(values.tolist(), False)
