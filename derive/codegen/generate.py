@@ -51,17 +51,17 @@ import math
 import numpy as np
 from numba import njit, prange
 
-{dd_import}from kernels._f16 import float64_to_half_bits, half_bits_to_float64, round_to_half
+{dd_import}from kernels._f16 import {f16_names}
 {vmath_import}'''
 
 BOUNDED_DOC = """
 
 ``_fe`` functions evaluate the same form branch-free in float64 and return ``(v, e)`` with
-a proven bound ``e`` on the error of ``v`` (``kernels/_vmath.py``). The float32 loops run
-blocks of ``BLOCK`` elements vectorized on them and keep ``float32(v)`` where the whole
-interval ``[v - e, v + e]`` rounds to it: that is the correctly rounded value. The
-undecided elements of a block (rare; NaN, inf and out-of-range inputs among them) are
-recomputed with the ``_f64`` function, as every float32 element was before."""
+a proven bound ``e`` on the error of ``v`` (``kernels/_vmath.py``). The float32 and mixed
+float16 loops run blocks of ``BLOCK`` elements vectorized on them and keep the rounded
+``v`` where the whole interval ``[v - e, v + e]`` rounds to it: that is the correctly
+rounded value. The undecided elements of a block (rare; NaN, inf and out-of-range inputs
+among them) are recomputed with the ``_f64`` function, as every element was before."""
 
 VMATH_IMPORT = """\
 from kernels._vmath import (
@@ -93,6 +93,52 @@ def {q}_f32_loop(x, out):
                 v, e = {q}_fe(np.float64(xs[i]))
                 if not decided_float32(v, e)[1]:
                     ys[i] = {q}_f64(np.float64(xs[i]))
+"""
+
+BOUNDED_UNARY_F16 = """\
+@njit(cache=True, parallel=True, error_model="numpy")
+def {q}_f16_loop(bits, out):
+    n = bits.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        xs = bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        undecided = 0
+        for i in range(xs.size):
+            v, e = {q}_fe(half_bits_to_float64(xs[i]))
+            y, ok = decided_half(v, e)
+            ys[i] = y
+            undecided += 0 if ok else 1
+        if undecided:
+            for i in range(xs.size):
+                v, e = {q}_fe(half_bits_to_float64(xs[i]))
+                if not decided_half(v, e)[1]:
+                    ys[i] = float64_to_half_bits({q}_f64(half_bits_to_float64(xs[i])))
+"""
+
+BOUNDED_VJP_F16 = """\
+@njit(cache=True, parallel=True, error_model="numpy")
+def vjp_f16_loop(bits, g_bits, out):
+    n = bits.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        xs = bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        gs = g_bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        undecided = 0
+        for i in range(xs.size):
+            d, d_e = derivative_fe(half_bits_to_float64(xs[i]))
+            dy = half_bits_to_float64(gs[i])
+            v = dy * d
+            y, ok = decided_half(v, abs(dy) * d_e + U * abs(v) + TINY)
+            ys[i] = y
+            undecided += 0 if ok else 1
+        if undecided:
+            for i in range(xs.size):
+                d, d_e = derivative_fe(half_bits_to_float64(xs[i]))
+                dy = half_bits_to_float64(gs[i])
+                v = dy * d
+                if not decided_half(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
+                    dx = dy * derivative_f64(half_bits_to_float64(xs[i]))
+                    ys[i] = float64_to_half_bits(dx)
 """
 
 BOUNDED_VJP_F32 = """\
@@ -213,6 +259,12 @@ def _replace_loop(loops: str, name: str, text: str) -> str:
     return "\n\n\n".join(blocks)
 
 
+def _bounded_loops(loops: str, quantity: str) -> str:
+    """The unary loops of ``quantity`` with the float32 and mixed float16 ones bounded."""
+    loops = _replace_loop(loops, f"{quantity}_f32_loop", BOUNDED_UNARY_F32.format(q=quantity))
+    return _replace_loop(loops, f"{quantity}_f16_loop", BOUNDED_UNARY_F16.format(q=quantity))
+
+
 def generate_source(module: Elementwise) -> str:
     """The full text of ``kernels/_generated/<module.key>.py``."""
     constants = Constants()
@@ -252,6 +304,11 @@ def generate_source(module: Elementwise) -> str:
         forward=_wrapped(module.forward),
         derivative=_wrapped(module.derivative),
         bounded_doc=BOUNDED_DOC if fast else "",
+        f16_names=(
+            "decided_half, float64_to_half_bits, half_bits_to_float64, round_to_half"
+            if fast
+            else "float64_to_half_bits, half_bits_to_float64, round_to_half"
+        ),
         vmath_import=VMATH_IMPORT if fast else "",
     )
     forward, derivative = module_forms(module)
@@ -262,11 +319,13 @@ def generate_source(module: Elementwise) -> str:
     ]
     if fast:
         loops = [
-            _replace_loop(loops[0], "forward_f32_loop", BOUNDED_UNARY_F32.format(q="forward")),
+            _bounded_loops(loops[0], "forward"),
+            _bounded_loops(loops[1], "derivative"),
             _replace_loop(
-                loops[1], "derivative_f32_loop", BOUNDED_UNARY_F32.format(q="derivative")
+                _replace_loop(loops[2], "vjp_f32_loop", BOUNDED_VJP_F32),
+                "vjp_f16_loop",
+                BOUNDED_VJP_F16,
             ),
-            _replace_loop(loops[2], "vjp_f32_loop", BOUNDED_VJP_F32),
         ]
     sections = ["\n".join(constants.lines), *functions, *(loop.strip("\n") for loop in loops)]
     return header + "\n" + "\n\n\n".join(sections) + "\n"

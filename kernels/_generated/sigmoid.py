@@ -13,11 +13,11 @@ arrays are widened to it and rounded once; float64 arrays too, unless the form m
 NaN gives NaN; +-inf gives the limit of the expression.
 
 ``_fe`` functions evaluate the same form branch-free in float64 and return ``(v, e)`` with
-a proven bound ``e`` on the error of ``v`` (``kernels/_vmath.py``). The float32 loops run
-blocks of ``BLOCK`` elements vectorized on them and keep ``float32(v)`` where the whole
-interval ``[v - e, v + e]`` rounds to it: that is the correctly rounded value. The
-undecided elements of a block (rare; NaN, inf and out-of-range inputs among them) are
-recomputed with the ``_f64`` function, as every float32 element was before.
+a proven bound ``e`` on the error of ``v`` (``kernels/_vmath.py``). The float32 and mixed
+float16 loops run blocks of ``BLOCK`` elements vectorized on them and keep the rounded
+``v`` where the whole interval ``[v - e, v + e]`` rounds to it: that is the correctly
+rounded value. The undecided elements of a block (rare; NaN, inf and out-of-range inputs
+among them) are recomputed with the ``_f64`` function, as every element was before.
 """
 
 import math
@@ -25,7 +25,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from kernels._f16 import float64_to_half_bits, half_bits_to_float64, round_to_half
+from kernels._f16 import decided_half, float64_to_half_bits, half_bits_to_float64, round_to_half
 from kernels._vmath import (
     BLOCK,
     RECIPROCAL_LIMIT,
@@ -195,10 +195,23 @@ def forward_f32_loop(x, out):
                     ys[i] = forward_f64(np.float64(xs[i]))
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def forward_f16_loop(bits, out):
-    for i in prange(bits.size):
-        out[i] = float64_to_half_bits(forward_f64(half_bits_to_float64(bits[i])))
+    n = bits.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        xs = bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        undecided = 0
+        for i in range(xs.size):
+            v, e = forward_fe(half_bits_to_float64(xs[i]))
+            y, ok = decided_half(v, e)
+            ys[i] = y
+            undecided += 0 if ok else 1
+        if undecided:
+            for i in range(xs.size):
+                v, e = forward_fe(half_bits_to_float64(xs[i]))
+                if not decided_half(v, e)[1]:
+                    ys[i] = float64_to_half_bits(forward_f64(half_bits_to_float64(xs[i])))
 
 
 @njit(cache=True)
@@ -232,10 +245,23 @@ def derivative_f32_loop(x, out):
                     ys[i] = derivative_f64(np.float64(xs[i]))
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def derivative_f16_loop(bits, out):
-    for i in prange(bits.size):
-        out[i] = float64_to_half_bits(derivative_f64(half_bits_to_float64(bits[i])))
+    n = bits.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        xs = bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        undecided = 0
+        for i in range(xs.size):
+            v, e = derivative_fe(half_bits_to_float64(xs[i]))
+            y, ok = decided_half(v, e)
+            ys[i] = y
+            undecided += 0 if ok else 1
+        if undecided:
+            for i in range(xs.size):
+                v, e = derivative_fe(half_bits_to_float64(xs[i]))
+                if not decided_half(v, e)[1]:
+                    ys[i] = float64_to_half_bits(derivative_f64(half_bits_to_float64(xs[i])))
 
 
 @njit(cache=True)
@@ -274,11 +300,29 @@ def vjp_f32_loop(x, g, out):
                     ys[i] = dy * derivative_f64(np.float64(xs[i]))
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def vjp_f16_loop(bits, g_bits, out):
-    for i in prange(bits.size):
-        dy = half_bits_to_float64(g_bits[i])
-        out[i] = float64_to_half_bits(dy * derivative_f64(half_bits_to_float64(bits[i])))
+    n = bits.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        xs = bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        gs = g_bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        undecided = 0
+        for i in range(xs.size):
+            d, d_e = derivative_fe(half_bits_to_float64(xs[i]))
+            dy = half_bits_to_float64(gs[i])
+            v = dy * d
+            y, ok = decided_half(v, abs(dy) * d_e + U * abs(v) + TINY)
+            ys[i] = y
+            undecided += 0 if ok else 1
+        if undecided:
+            for i in range(xs.size):
+                d, d_e = derivative_fe(half_bits_to_float64(xs[i]))
+                dy = half_bits_to_float64(gs[i])
+                v = dy * d
+                if not decided_half(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
+                    dx = dy * derivative_f64(half_bits_to_float64(xs[i]))
+                    ys[i] = float64_to_half_bits(dx)
 
 
 @njit(cache=True)
