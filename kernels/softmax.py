@@ -30,6 +30,63 @@ If ``max|g| >= 2^1020`` (float64 only) g is scaled by 1/8 (exactly) and the resu
 so ``g_i - g_m`` cannot overflow. float32 and float16 ("mixed", the default) inputs are
 computed in float64 this way and rounded once.
 
+Fast path (float32 input, mixed mode). The double-double path costs a libm ``exp`` call
+and some forty dependent operations per entry, and does not vectorize. For float32 input
+each row is first evaluated in plain float64 by branch-free loops that LLVM vectorizes
+(``kernels/_vmath.exp_bounded``; no libm call, no fast-math flag), carrying a rigorous bound
+``e`` on the absolute error of every value ``v`` (running error analysis, the rules of
+``kernels/_vmath.py``); the output is ``float32(v)`` only where ``v -+ (2e + U|v|)`` round to
+the same float32 bits (``_vmath.decided_float32``; for ``y >= 0`` the lower end is cut at
++0, so a ``y`` below the float32 range is decided as +0). Every real within ``e`` of ``v``
+then rounds to that float32, the exact value included: the output is correctly rounded.
+The undecided entries are taken from the double-double path: every entry of a row that
+holds a NaN or an inf of either sign (masked rows included), the exact zeros of ``dx``
+(their interval holds -0 and +0), and the rare entries within their bound of a float32
+midpoint. So the result is the double-double path's, bit for bit, except where that path
+(which rounds a float64 once more) is not correctly rounded. Rows longer than 2^20 and
+float16 and float64 input keep the double-double path.
+
+Error analysis of the fast path, row by row (u = 2^-53, U = 2u, TINY = 2^-1074; ``A = 2^-1073``
+is exp_bounded's absolute error below the normal range). The bounds are evaluated in
+float64 from nonnegative terms; their own rounding (a few dozen ulps of the bound) and the
+first-order ``1 + O(D u)`` factors dropped below are covered by the factor 2 that
+``decided_float32`` applies to ``e``.
+
+* Scan: the maximum, its first index ``m`` and any NaN or inf, from the float32 bits as
+  integers (exact; integer max and or reductions vectorize without any flag).
+* Shift: ``t_j = fl(x_j - x_m)`` with its exact error ``tau_j`` (TwoSum).
+  ``T = max |tau_j|`` over ``t_j >= EXP_LOW``; 0 for the usual rows, whose float32
+  differences are exact in float64.
+* ``E_j = exp_bounded(t_j)`` is within ``rho E_j + A`` of ``exp(x_j - x_m)``, where
+  ``rho = 2^-50 + 1.002 T``: ``2^-50`` is proven in ``proofs/softmax_bounds.py`` (the
+  argument of ``proofs/vmath.py``, with Horner's rounding charged per coefficient, Higham
+  Eq. 5.2, instead of ``gamma_2n`` for all), ``1.002 T >= e^T - 1``. For
+  ``t_j < EXP_LOW``, ``E_j = 0`` and the exact exponential is below 2^-1075 (its argument is
+  below ``EXP_LOW (1 - u)``).
+* ``s = sum_j E_j`` in a fixed order (no reassociation): 64 lanes, lane k adding entries
+  k, k + 64, ... from 0, then the lanes pairwise, every addition a TwoSum whose exact
+  error is summed alongside and added at the end. With ``d = ceil(D/64) + 5`` roundings
+  per term and ``d2 = ceil(D/64) + 12`` additions per error term,
+  ``|s - sum_j E_j| <= u s + d d2 u^2 sum_j E_j``, so
+  ``es = (U + (d2 U)^2 + rho) s + D A``. (The bound of a sum in any order,
+  ``(D - 1) u s``, would be 2^-43 s at D = 1024, a hundred times this one: fast-math
+  reassociation would cost far more fallbacks than it saves.)
+* ``inv = fl(1 / s)`` with ``einv = inv es / (s - es) + U inv + TINY`` (quotient rule;
+  ``s >= 1``), ``y_j = fl(E_j inv)`` with
+  ``ey_j = E_j (einv + rho inv + rho einv) + U y_j + (inv + einv) A + TINY`` (product rule):
+  about ``2^-48.5 y_j`` for the usual rows.
+* VJP, in the form of the double-double path: ``p_j = fl(y_j fl(g_m - g_j))`` (0 at
+  ``j = m``) with ``ep_j`` by the product rule (the difference errs by ``U |g_m - g_j|``);
+  ``c = sum_j p_j`` by the compensated lanes, ``P = sum_j ep_j`` by plain lanes;
+  ``ec = U |c| + P (1 + d U + (d2 U)^2 / U)`` (``sum_j |p_j| <= P / U``). Then
+  ``dx_i = fl(y_i fl(fl(g_i - g_m) + c))`` by the sum and product rules. The cancellation
+  in ``g_i - <g, y>`` is not hidden: the bound of ``(g_i - g_m) + c`` is absolute, about
+  ``2^-48 sum_j y_j |g_m - g_j| + 2^-51 |g_i - g_m|``, so an entry whose ``g_i`` nearly
+  cancels ``<g, y>`` is undecided and comes from the double-double path.
+
+Measured on rows of N(0, 1) input and gradient: 2 undecided entries of the forward and 9
+of the VJP in 4096 x 1024, none and 3 in 256 x 4096.
+
 ``strict_fp16=True`` (float16 input only) runs the same algorithm in half precision, each
 difference, ``exp``, partial sum (sequential, left to right), quotient and product rounded
 to half (``kernels/_f16.round_to_half``). Where it breaks (measured, see
@@ -422,12 +479,14 @@ def _bounded_weights(row, m, ev, acc, comp):
 
 @njit(cache=True, inline="always", error_model="numpy")
 def _decided_nonnegative_float32(v, e):
-    """:func:`decided_float32` for a quantity known to be >= 0: the interval is cut at +0."""
-    low = v - 2.0 * e
-    low = low if low > 0.0 else 0.0
-    a = _reinterpret(np.float32(low), np.int32)
-    b = _reinterpret(np.float32(v + 2.0 * e), np.int32)
-    return np.float32(v), a == b
+    """:func:`decided_float32` for a quantity known to be >= 0: the same widened interval,
+    its lower end cut at +0 (so a y that underflows float32 is decided as +0)."""
+    w = 2.0 * e + U * abs(v)
+    low = v - w
+    low = np.float32(low if low > 0.0 else 0.0)
+    high = np.float32(v + w)
+    same = _reinterpret(low, np.int32) == _reinterpret(high, np.int32)
+    return np.float32(v), same & (low == high)
 
 
 @njit(cache=True, error_model="numpy")
