@@ -356,6 +356,8 @@ _FAR_ARGUMENT_ERROR = 2.0**-11
 #: exp_bounded's relative error on normal results, as proven in proofs/softmax_bounds.py
 #: (sharper than _vmath.EXP_REL_ERROR, which charges every coefficient 2n roundings).
 _EXP_REL_ERROR = 2.0**-50
+#: A bound on |g_m - g_j| for float32 g (|g| < 2^128).
+_G_DIFF = 2.0**129
 #: float32 bits: the magnitude mask, the exponent field of inf and NaN.
 _F32_MAGNITUDE, _F32_SPECIAL = 0x7FFFFFFF, 0x7F800000
 
@@ -468,10 +470,48 @@ def _exponentials(row, m, ev, acc, comp):
 
 
 @njit(cache=True, error_model="numpy")
-def _bounded_weights(row, m, ev, acc, comp):
-    """``(inv, einv, ke, alpha)``: ``y_j = fl(E_j inv)`` is within
-    ``ke E_j + U y_j + alpha`` of the exact ``y_j`` (the product rule)."""
-    s, es, rho = _exponentials(row, m, ev, acc, comp)
+def _exponentials_and_gradient(row, grow, m, ev, lanes):
+    """:func:`_exponentials` for the VJP, with two more sums in the same pass:
+    ``C = sum_j E_j (g_m - g_j)`` (compensated lanes) and ``B = sum_j |E_j (g_m - g_j)|``
+    (plain lanes); returns ``(s, es, rho, C, eC)``, ``eC`` a bound on C's error."""
+    size = row.size
+    top, gm = np.float64(row[m]), np.float64(grow[m])
+    lanes[:] = 0.0
+    acc, comp, cacc, ccomp, babs = lanes[0], lanes[1], lanes[2], lanes[3], lanes[4]
+    far = np.int64(0)
+    full = size - size % _LANES
+    for b in range(0, full, _LANES):
+        for k in range(_LANES):
+            v, bits = _shifted_exp(row[b + k], top)
+            ev[b + k] = v
+            _add_compensated(acc, comp, k, v)
+            q = v * (gm - np.float64(grow[b + k]))  # 0 at j = m
+            _add_compensated(cacc, ccomp, k, q)
+            babs[k] += abs(q)
+            far = max(far, bits)
+    for j in range(full, size):
+        v, bits = _shifted_exp(row[j], top)
+        ev[j] = v
+        _add_compensated(acc, comp, j - full, v)
+        q = v * (gm - np.float64(grow[j]))
+        _add_compensated(cacc, ccomp, j - full, q)
+        babs[j - full] += abs(q)
+        far = max(far, bits)
+    s = _combine_compensated(acc, comp)
+    big_c = _combine_compensated(cacc, ccomp)
+    grow_, square = _sum_bounds(size)
+    total = _combine(babs) * grow_  # >= sum_j |q_j|
+    rho = _EXP_REL_ERROR + 1.002 * _reinterpret(far, np.float64)
+    es = (U + square + rho) * s + size * EXP_ABS_ERROR
+    terms = (2.0 * U + rho) * (total + size * TINY) + size * (EXP_ABS_ERROR * _G_DIFF + TINY)
+    return s, es, rho, big_c, U * abs(big_c) + square * total + terms
+
+
+@njit(cache=True, error_model="numpy")
+def _reciprocal(s, es, rho):
+    """``(inv, einv, ke, alpha)``: ``inv = fl(1 / s)`` within ``einv`` of ``1 / S`` (the
+    quotient rule), and ``y_j = fl(E_j inv)`` within ``ke E_j + U y_j + alpha`` of the
+    exact ``y_j`` (the product rule)."""
     inv = 1.0 / s
     einv = inv * es / (s - es) + U * inv + TINY
     return inv, einv, einv + inv * rho + rho * einv, (inv + einv) * EXP_ABS_ERROR + TINY
@@ -496,7 +536,7 @@ def _fast_forward_row(row, out, ev, acc, comp):
     if special:
         out[:] = np.nan
         return row.size
-    inv, _, ke, alpha = _bounded_weights(row, m, ev, acc, comp)
+    inv, _, ke, alpha = _reciprocal(*_exponentials(row, m, ev, acc, comp))
     undecided = 0
     for j in range(row.size):
         e = ev[j]
@@ -507,45 +547,20 @@ def _fast_forward_row(row, out, ev, acc, comp):
     return undecided
 
 
-@njit(cache=True, inline="always", error_model="numpy")
-def _gradient_term(e, gj, gm, inv, ke, alpha):
-    """``(p, ep)``: ``p = y_j (g_m - g_j)`` and its bound."""
-    y = e * inv
-    ey = e * ke + U * y + alpha
-    d = gm - np.float64(gj)  # 0 at j = m
-    ed = U * abs(d)
-    p = y * d
-    return p, y * ed + abs(d) * ey + ey * ed + U * abs(p) + TINY
-
-
 @njit(cache=True, error_model="numpy")
-def _fast_vjp_row(row, grow, out, ev, acc, comp, bounds):
+def _fast_vjp_row(row, grow, out, ev, lanes):
     """The same for ``dx``."""
     special, m = _scan_float32(row)
     if special:
         out[:] = np.nan
         return row.size
-    size = row.size
-    inv, _, ke, alpha = _bounded_weights(row, m, ev, acc, comp)
+    s, es, rho, big_c, e_big_c = _exponentials_and_gradient(row, grow, m, ev, lanes)
+    inv, einv, ke, alpha = _reciprocal(s, es, rho)
+    c = big_c * inv  # sum_{j != m} y_j (g_m - g_j)
+    ec = abs(big_c) * einv + inv * e_big_c + e_big_c * einv + U * abs(c) + TINY
     gm = np.float64(grow[m])
-    acc[:] = 0.0
-    comp[:] = 0.0
-    bounds[:] = 0.0
-    full = size - size % _LANES
-    for b in range(0, full, _LANES):
-        for k in range(_LANES):
-            p, ep = _gradient_term(ev[b + k], grow[b + k], gm, inv, ke, alpha)
-            _add_compensated(acc, comp, k, p)
-            bounds[k] += ep
-    for j in range(full, size):
-        p, ep = _gradient_term(ev[j], grow[j], gm, inv, ke, alpha)
-        _add_compensated(acc, comp, j - full, p)
-        bounds[j - full] += ep
-    c = _combine_compensated(acc, comp)
-    grow_, square = _sum_bounds(size)
-    ec = U * abs(c) + _combine(bounds) * (grow_ + square / U)
     undecided = 0
-    for i in range(size):
+    for i in range(row.size):
         e = ev[i]
         y = e * inv
         ey = e * ke + U * y + alpha
@@ -602,8 +617,8 @@ def _forward_rows_float32(rows, out):
 def _vjp_rows_float32(rows, grows, out):
     n, size = rows.shape
     for r in prange(n):
-        ev, acc, comp, bounds = np.empty(size), np.empty(_LANES), np.empty(_LANES), np.empty(_LANES)
-        if _fast_vjp_row(rows[r], grows[r], out[r], ev, acc, comp, bounds):
+        ev, lanes = np.empty(size), np.empty((5, _LANES))
+        if _fast_vjp_row(rows[r], grows[r], out[r], ev, lanes):
             _exact_vjp_fill(rows[r], grows[r], out[r])
 
 

@@ -721,10 +721,10 @@ def fast_row(row: np.ndarray, g: np.ndarray | None = None) -> tuple[int, np.ndar
     """The fast path alone on one float32 row: (undecided count, output with NaN there)."""
     out = np.empty(row.size, np.float32)
     ev = np.empty(row.size)
-    lanes = [np.empty(softmax._LANES) for _ in range(3)]
     if g is None:
-        return softmax._fast_forward_row(row, out, ev, *lanes[:2]), out
-    return softmax._fast_vjp_row(row, g, out, ev, *lanes), out
+        acc, comp = np.empty(softmax._LANES), np.empty(softmax._LANES)
+        return softmax._fast_forward_row(row, out, ev, acc, comp), out
+    return softmax._fast_vjp_row(row, g, out, ev, np.empty((5, softmax._LANES))), out
 
 
 def test_undecided_forward_entry_falls_back_and_is_correctly_rounded():
