@@ -435,14 +435,16 @@ def _combine_compensated(acc, comp):
 @njit(cache=True, inline="always", error_model="numpy")
 def _shifted_exp(x, top):
     """``(E, bits)``: ``E = exp_bounded(fl(x - top))`` and, as int64 bits (ordered as the
-    nonnegative floats), the exact error of that shift (TwoSum; 0 below EXP_LOW)."""
+    nonnegative floats), the exact error of that shift (TwoSum; 0 below EXP_LOW). The row
+    is finite and ``top`` its maximum, so ``fl(x - top) <= 0`` and exp_bounded's own bound
+    is finite: it is not read (the bound used is ``rho``, see the module docstring)."""
     a = np.float64(x)
     t = a - top
     z = t - a
     tail = (a - (t - z)) + (-top - z)
-    v, e = exp_bounded(t, 0.0)
+    v = exp_bounded(t, 0.0)[0]
     tail = abs(tail) if t >= EXP_LOW else 0.0
-    return v, _reinterpret(tail + (e - e), np.int64)
+    return v, _reinterpret(tail, np.int64)
 
 
 @njit(cache=True, error_model="numpy")
