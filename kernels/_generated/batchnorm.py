@@ -242,22 +242,50 @@ def weight_std_f16s(s, epsilon, r):
     return t2
 
 
-@njit(cache=True, error_model="numpy", fastmath={"reassoc", "contract"})
+#: Rows per sweep of the float32 loops over a block of features (see column_statistics_wide).
+SWEEP = 4
+
+
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
+def _sums_step(sums, x_k, g_k, m, correction, gamma_k, r):
+    """The four sums of the VJP after one more batch value (x_k, g_k) of a feature."""
+    sum_a, sum_ad, sum_gz, sum_g = sums
+    dk = (np.float64(x_k) - m) - correction
+    gk = np.float64(g_k)
+    sum_a += summand_a_f64(gamma_k, gk)
+    sum_ad += summand_ad_f64(dk, gamma_k, gk)
+    sum_gz += summand_gz_f64(dk, r, gk)
+    return sum_a, sum_ad, sum_gz, sum_g + gk
+
+
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
 def _column_sums_wide(x, g, c0, c1, gammas, m, correction, r):
-    """The four per-feature sums of the VJP, in float64."""
-    width = c1 - c0
+    """The four per-feature sums of the VJP, in float64, each over the rows (a, p) in
+    order (SWEEP rows per sweep of the features)."""
+    rows = x.reshape((x.shape[0] * x.shape[1], x.shape[2]))
+    grows = g.reshape(rows.shape)
+    width, count = c1 - c0, rows.shape[0]
+    full = count - count % SWEEP
     sum_a, sum_ad = np.zeros(width), np.zeros(width)
     sum_gz, sum_g = np.zeros(width), np.zeros(width)
-    for a in range(x.shape[0]):
-        for p in range(x.shape[1]):
-            for c in range(c0, c1):
-                k = c - c0
-                dk = (np.float64(x[a, p, c]) - m[k]) - correction[k]
-                gk = np.float64(g[a, p, c])
-                sum_a[k] += summand_a_f64(gammas[k], gk)
-                sum_ad[k] += summand_ad_f64(dk, gammas[k], gk)
-                sum_gz[k] += summand_gz_f64(dk, r[k], gk)
-                sum_g[k] += gk
+    for q in range(0, full, SWEEP):
+        x0, x1, x2, x3 = rows[q, c0:c1], rows[q + 1, c0:c1], rows[q + 2, c0:c1], rows[q + 3, c0:c1]
+        g0, g1 = grows[q, c0:c1], grows[q + 1, c0:c1]
+        g2, g3 = grows[q + 2, c0:c1], grows[q + 3, c0:c1]
+        for k in range(width):
+            mk, ck, gamma_k, rk = m[k], correction[k], gammas[k], r[k]
+            s = (sum_a[k], sum_ad[k], sum_gz[k], sum_g[k])
+            s = _sums_step(s, x0[k], g0[k], mk, ck, gamma_k, rk)
+            s = _sums_step(s, x1[k], g1[k], mk, ck, gamma_k, rk)
+            s = _sums_step(s, x2[k], g2[k], mk, ck, gamma_k, rk)
+            s = _sums_step(s, x3[k], g3[k], mk, ck, gamma_k, rk)
+            sum_a[k], sum_ad[k], sum_gz[k], sum_g[k] = s
+    for q in range(full, count):
+        xs, gs = rows[q, c0:c1], grows[q, c0:c1]
+        for k in range(width):
+            s = (sum_a[k], sum_ad[k], sum_gz[k], sum_g[k])
+            s = _sums_step(s, xs[k], gs[k], m[k], correction[k], gammas[k], r[k])
+            sum_a[k], sum_ad[k], sum_gz[k], sum_g[k] = s
     return sum_a, sum_ad, sum_gz, sum_g
 
 
@@ -298,13 +326,14 @@ def forward_f64_sqrt(x, gamma, beta, epsilon, block, out):
         r = np.empty(c1 - c0)
         for k in range(c1 - c0):
             r[k] = scale_sqrt_f64(s[k], epsilon)
+        gammas, betas = gamma[c0:c1], beta[c0:c1]
         for a in range(A):
             for p in range(L):
-                for c in range(c0, c1):
-                    k = c - c0
-                    dk = (np.float64(x[a, p, c]) - mh[k]) - ml[k]
-                    gamma_k, beta_k = np.float64(gamma[c]), np.float64(beta[c])
-                    out[a, p, c] = output_f64(dk, r[k], gamma_k, beta_k)
+                xs, ys = x[a, p, c0:c1], out[a, p, c0:c1]
+                for k in range(c1 - c0):
+                    dk = (np.float64(xs[k]) - mh[k]) - ml[k]
+                    gamma_k, beta_k = np.float64(gammas[k]), np.float64(betas[k])
+                    ys[k] = output_f64(dk, r[k], gamma_k, beta_k)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -352,11 +381,11 @@ def vjp_f64_sqrt(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
             dbeta[c0 + k] = sum_g[k]
         for a in range(A):
             for p in range(L):
-                for c in range(c0, c1):
-                    k = c - c0
-                    dk = (np.float64(x[a, p, c]) - mh[k]) - ml[k]
-                    gk = np.float64(g[a, p, c])
-                    dx[a, p, c] = dx_f64(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k])
+                xs, gs, dxs = x[a, p, c0:c1], g[a, p, c0:c1], dx[a, p, c0:c1]
+                for k in range(width):
+                    dk = (np.float64(xs[k]) - mh[k]) - ml[k]
+                    gk = np.float64(gs[k])
+                    dxs[k] = dx_f64(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k])
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -427,13 +456,14 @@ def forward_f64_std(x, gamma, beta, epsilon, block, out):
         r = np.empty(c1 - c0)
         for k in range(c1 - c0):
             r[k] = scale_std_f64(s[k], epsilon)
+        gammas, betas = gamma[c0:c1], beta[c0:c1]
         for a in range(A):
             for p in range(L):
-                for c in range(c0, c1):
-                    k = c - c0
-                    dk = (np.float64(x[a, p, c]) - mh[k]) - ml[k]
-                    gamma_k, beta_k = np.float64(gamma[c]), np.float64(beta[c])
-                    out[a, p, c] = output_f64(dk, r[k], gamma_k, beta_k)
+                xs, ys = x[a, p, c0:c1], out[a, p, c0:c1]
+                for k in range(c1 - c0):
+                    dk = (np.float64(xs[k]) - mh[k]) - ml[k]
+                    gamma_k, beta_k = np.float64(gammas[k]), np.float64(betas[k])
+                    ys[k] = output_f64(dk, r[k], gamma_k, beta_k)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -481,11 +511,11 @@ def vjp_f64_std(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
             dbeta[c0 + k] = sum_g[k]
         for a in range(A):
             for p in range(L):
-                for c in range(c0, c1):
-                    k = c - c0
-                    dk = (np.float64(x[a, p, c]) - mh[k]) - ml[k]
-                    gk = np.float64(g[a, p, c])
-                    dx[a, p, c] = dx_f64(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k])
+                xs, gs, dxs = x[a, p, c0:c1], g[a, p, c0:c1], dx[a, p, c0:c1]
+                for k in range(width):
+                    dk = (np.float64(xs[k]) - mh[k]) - ml[k]
+                    gk = np.float64(gs[k])
+                    dxs[k] = dx_f64(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k])
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -545,25 +575,42 @@ def jacobian_f64_std(x, gamma_i, epsilon, out):
             out[k, j] = entry_f64(dk, dj, r, np.float64(gamma_i), n, w, kronecker)
 
 
-@njit(cache=True, error_model="numpy", fastmath={"reassoc", "contract"})
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
 def column_statistics_wide(x, c0, c1):
     """(mean, correction, biased variance) of features c0..c1 of x (A, L, C), float64,
-    corrected two-pass."""
-    width, count = c1 - c0, x.shape[0] * x.shape[1]
+    corrected two-pass. Each feature's sums run over the rows (a, p) in order; the loops
+    sweep the features of SWEEP rows at a time, the partial sums in registers."""
+    rows = x.reshape((x.shape[0] * x.shape[1], x.shape[2]))
+    width, count = c1 - c0, rows.shape[0]
+    full = count - count % SWEEP
     first = np.zeros(width)
-    for a in range(x.shape[0]):
-        for p in range(x.shape[1]):
-            for c in range(c0, c1):
-                first[c - c0] += np.float64(x[a, p, c])
+    for q in range(0, full, SWEEP):
+        x0, x1, x2, x3 = rows[q, c0:c1], rows[q + 1, c0:c1], rows[q + 2, c0:c1], rows[q + 3, c0:c1]
+        for k in range(width):
+            s = first[k] + np.float64(x0[k])
+            s += np.float64(x1[k])
+            s += np.float64(x2[k])
+            first[k] = s + np.float64(x3[k])
+    for q in range(full, count):
+        xs = rows[q, c0:c1]
+        for k in range(width):
+            first[k] += np.float64(xs[k])
     m = first / count
     first[:] = 0.0
     second = np.zeros(width)
-    for a in range(x.shape[0]):
-        for p in range(x.shape[1]):
-            for c in range(c0, c1):
-                d = np.float64(x[a, p, c]) - m[c - c0]
-                first[c - c0] += d
-                second[c - c0] += d * d
+    for q in range(0, full, SWEEP):
+        x0, x1, x2, x3 = rows[q, c0:c1], rows[q + 1, c0:c1], rows[q + 2, c0:c1], rows[q + 3, c0:c1]
+        for k in range(width):
+            d0, d1 = np.float64(x0[k]) - m[k], np.float64(x1[k]) - m[k]
+            d2, d3 = np.float64(x2[k]) - m[k], np.float64(x3[k]) - m[k]
+            first[k] = (((first[k] + d0) + d1) + d2) + d3
+            second[k] = (((second[k] + d0 * d0) + d1 * d1) + d2 * d2) + d3 * d3
+    for q in range(full, count):
+        xs = rows[q, c0:c1]
+        for k in range(width):
+            d = np.float64(xs[k]) - m[k]
+            first[k] += d
+            second[k] += d * d
     correction = first / count
     moment = second / count - correction * correction
     for k in range(width):
@@ -583,13 +630,14 @@ def forward_wide_sqrt(x, gamma, beta, epsilon, block, out):
         r = np.empty(c1 - c0)
         for k in range(c1 - c0):
             r[k] = scale_sqrt_f64(s[k], epsilon)
+        gammas, betas = gamma[c0:c1], beta[c0:c1]
         for a in range(A):
             for p in range(L):
-                for c in range(c0, c1):
-                    k = c - c0
-                    dk = (np.float64(x[a, p, c]) - mh[k]) - ml[k]
-                    gamma_k, beta_k = np.float64(gamma[c]), np.float64(beta[c])
-                    out[a, p, c] = output_f64(dk, r[k], gamma_k, beta_k)
+                xs, ys = x[a, p, c0:c1], out[a, p, c0:c1]
+                for k in range(c1 - c0):
+                    dk = (np.float64(xs[k]) - mh[k]) - ml[k]
+                    gamma_k, beta_k = np.float64(gammas[k]), np.float64(betas[k])
+                    ys[k] = output_f64(dk, r[k], gamma_k, beta_k)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -617,11 +665,11 @@ def vjp_wide_sqrt(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
             dbeta[c0 + k] = sum_g[k]
         for a in range(A):
             for p in range(L):
-                for c in range(c0, c1):
-                    k = c - c0
-                    dk = (np.float64(x[a, p, c]) - mh[k]) - ml[k]
-                    gk = np.float64(g[a, p, c])
-                    dx[a, p, c] = dx_f64(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k])
+                xs, gs, dxs = x[a, p, c0:c1], g[a, p, c0:c1], dx[a, p, c0:c1]
+                for k in range(width):
+                    dk = (np.float64(xs[k]) - mh[k]) - ml[k]
+                    gk = np.float64(gs[k])
+                    dxs[k] = dx_f64(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k])
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -692,13 +740,14 @@ def forward_wide_std(x, gamma, beta, epsilon, block, out):
         r = np.empty(c1 - c0)
         for k in range(c1 - c0):
             r[k] = scale_std_f64(s[k], epsilon)
+        gammas, betas = gamma[c0:c1], beta[c0:c1]
         for a in range(A):
             for p in range(L):
-                for c in range(c0, c1):
-                    k = c - c0
-                    dk = (np.float64(x[a, p, c]) - mh[k]) - ml[k]
-                    gamma_k, beta_k = np.float64(gamma[c]), np.float64(beta[c])
-                    out[a, p, c] = output_f64(dk, r[k], gamma_k, beta_k)
+                xs, ys = x[a, p, c0:c1], out[a, p, c0:c1]
+                for k in range(c1 - c0):
+                    dk = (np.float64(xs[k]) - mh[k]) - ml[k]
+                    gamma_k, beta_k = np.float64(gammas[k]), np.float64(betas[k])
+                    ys[k] = output_f64(dk, r[k], gamma_k, beta_k)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -726,11 +775,11 @@ def vjp_wide_std(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
             dbeta[c0 + k] = sum_g[k]
         for a in range(A):
             for p in range(L):
-                for c in range(c0, c1):
-                    k = c - c0
-                    dk = (np.float64(x[a, p, c]) - mh[k]) - ml[k]
-                    gk = np.float64(g[a, p, c])
-                    dx[a, p, c] = dx_f64(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k])
+                xs, gs, dxs = x[a, p, c0:c1], g[a, p, c0:c1], dx[a, p, c0:c1]
+                for k in range(width):
+                    dk = (np.float64(xs[k]) - mh[k]) - ml[k]
+                    gk = np.float64(gs[k])
+                    dxs[k] = dx_f64(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k])
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -826,13 +875,14 @@ def forward_f16s_sqrt(x, gamma, beta, epsilon, block, out):
         r = np.empty(c1 - c0)
         for k in range(c1 - c0):
             r[k] = scale_sqrt_f16s(s[k], epsilon)
+        gammas, betas = gamma[c0:c1], beta[c0:c1]
         for a in range(A):
             for p in range(L):
-                for c in range(c0, c1):
-                    k = c - c0
-                    dk = round_to_half((np.float64(x[a, p, c]) - mh[k]) - ml[k])
-                    gamma_k, beta_k = np.float64(gamma[c]), np.float64(beta[c])
-                    out[a, p, c] = output_f16s(dk, r[k], gamma_k, beta_k)
+                xs, ys = x[a, p, c0:c1], out[a, p, c0:c1]
+                for k in range(c1 - c0):
+                    dk = round_to_half((np.float64(xs[k]) - mh[k]) - ml[k])
+                    gamma_k, beta_k = np.float64(gammas[k]), np.float64(betas[k])
+                    ys[k] = output_f16s(dk, r[k], gamma_k, beta_k)
 
 
 @njit(cache=True, error_model="numpy")
@@ -871,11 +921,11 @@ def vjp_f16s_sqrt(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
             dbeta[c0 + k] = sum_g[k]
         for a in range(A):
             for p in range(L):
-                for c in range(c0, c1):
-                    k = c - c0
-                    dk = round_to_half((np.float64(x[a, p, c]) - mh[k]) - ml[k])
-                    gk = np.float64(g[a, p, c])
-                    dx[a, p, c] = dx_f16s(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k])
+                xs, gs, dxs = x[a, p, c0:c1], g[a, p, c0:c1], dx[a, p, c0:c1]
+                for k in range(width):
+                    dk = round_to_half((np.float64(xs[k]) - mh[k]) - ml[k])
+                    gk = np.float64(gs[k])
+                    dxs[k] = dx_f16s(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k])
 
 
 @njit(cache=True, error_model="numpy")
@@ -946,13 +996,14 @@ def forward_f16s_std(x, gamma, beta, epsilon, block, out):
         r = np.empty(c1 - c0)
         for k in range(c1 - c0):
             r[k] = scale_std_f16s(s[k], epsilon)
+        gammas, betas = gamma[c0:c1], beta[c0:c1]
         for a in range(A):
             for p in range(L):
-                for c in range(c0, c1):
-                    k = c - c0
-                    dk = round_to_half((np.float64(x[a, p, c]) - mh[k]) - ml[k])
-                    gamma_k, beta_k = np.float64(gamma[c]), np.float64(beta[c])
-                    out[a, p, c] = output_f16s(dk, r[k], gamma_k, beta_k)
+                xs, ys = x[a, p, c0:c1], out[a, p, c0:c1]
+                for k in range(c1 - c0):
+                    dk = round_to_half((np.float64(xs[k]) - mh[k]) - ml[k])
+                    gamma_k, beta_k = np.float64(gammas[k]), np.float64(betas[k])
+                    ys[k] = output_f16s(dk, r[k], gamma_k, beta_k)
 
 
 @njit(cache=True, error_model="numpy")
@@ -991,11 +1042,11 @@ def vjp_f16s_std(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
             dbeta[c0 + k] = sum_g[k]
         for a in range(A):
             for p in range(L):
-                for c in range(c0, c1):
-                    k = c - c0
-                    dk = round_to_half((np.float64(x[a, p, c]) - mh[k]) - ml[k])
-                    gk = np.float64(g[a, p, c])
-                    dx[a, p, c] = dx_f16s(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k])
+                xs, gs, dxs = x[a, p, c0:c1], g[a, p, c0:c1], dx[a, p, c0:c1]
+                for k in range(width):
+                    dk = round_to_half((np.float64(xs[k]) - mh[k]) - ml[k])
+                    gk = np.float64(gs[k])
+                    dxs[k] = dx_f16s(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k])
 
 
 @njit(cache=True, error_model="numpy")

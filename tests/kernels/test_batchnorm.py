@@ -90,6 +90,7 @@ from hypothesis import strategies as st
 from derive.reference import batchnorm as reference_batchnorm
 from derive.reference.core import round_to_dtype, ulp
 from kernels import batchnorm
+from kernels._generated import batchnorm as generated_batchnorm
 from tests.helpers.assertions import assert_same_bits
 from tests.helpers.norms import (
     ALTERNATING_THRESHOLDS,
@@ -1562,3 +1563,99 @@ def test_inference_jacobian_rounds_past_float32_max_without_a_warning():
     expected = round_to_dtype(exact, np.float32)
     assert J.dtype == np.float32
     assert_same_bits("J[1] diagonal", np.diagonal(J[1]), np.full(5, expected, np.float32))
+
+
+# --- the float32 loops sweep four rows at a time: same bits as one row at a time ----------
+
+
+@numba.njit(error_model="numpy", fastmath={"reassoc", "contract"})
+def _statistics_row_by_row(x, c0, c1):  # pragma: no cover - compiled
+    """``column_statistics_wide`` as it was before the loops swept several rows at once
+    (one row per sweep of the features), kept here to compare bits with."""
+    width, count = c1 - c0, x.shape[0] * x.shape[1]
+    first = np.zeros(width)
+    for a in range(x.shape[0]):
+        for p in range(x.shape[1]):
+            for c in range(c0, c1):
+                first[c - c0] += np.float64(x[a, p, c])
+    m = first / count
+    first[:] = 0.0
+    second = np.zeros(width)
+    for a in range(x.shape[0]):
+        for p in range(x.shape[1]):
+            for c in range(c0, c1):
+                d = np.float64(x[a, p, c]) - m[c - c0]
+                first[c - c0] += d
+                second[c - c0] += d * d
+    correction = first / count
+    moment = second / count - correction * correction
+    for k in range(width):
+        if moment[k] < 0.0:
+            moment[k] = 0.0
+    return m, correction, moment
+
+
+@numba.njit(error_model="numpy", fastmath={"reassoc", "contract"})
+def _sums_row_by_row(x, g, c0, c1, gammas, m, correction, r):  # pragma: no cover - compiled
+    """``_column_sums_wide`` before the sweeps of several rows, to compare bits with."""
+    summand_a_f64 = generated_batchnorm.summand_a_f64
+    summand_ad_f64 = generated_batchnorm.summand_ad_f64
+    summand_gz_f64 = generated_batchnorm.summand_gz_f64
+    width = c1 - c0
+    sum_a, sum_ad = np.zeros(width), np.zeros(width)
+    sum_gz, sum_g = np.zeros(width), np.zeros(width)
+    for a in range(x.shape[0]):
+        for p in range(x.shape[1]):
+            for c in range(c0, c1):
+                k = c - c0
+                dk = (np.float64(x[a, p, c]) - m[k]) - correction[k]
+                gk = np.float64(g[a, p, c])
+                sum_a[k] += summand_a_f64(gammas[k], gk)
+                sum_ad[k] += summand_ad_f64(dk, gammas[k], gk)
+                sum_gz[k] += summand_gz_f64(dk, r[k], gk)
+                sum_g[k] += gk
+    return sum_a, sum_ad, sum_gz, sum_g
+
+
+#: (A, L, C) layouts: (N, D) inputs as (N, 1, D), (N, C, H, W) as (N, H*W, C); row counts
+#: with every remainder modulo the sweep of four rows.
+SWEEP_LAYOUTS = [(1, 1, 1), (2, 1, 3), (3, 1, 17), (5, 1, 64), (7, 1, 129), (4, 9, 5), (3, 7, 33)]
+SWEEP_VALUES = ("normal", "offset", "wide", "constant", "non-finite")
+
+
+def _sweep_values(rng, shape, kind):
+    if kind == "offset":  # a large common offset: the centre's correction matters
+        return rng.standard_normal(shape) * 1e-3 + 1e4 * rng.standard_normal(shape[-1])
+    if kind == "wide":
+        return rng.standard_normal(shape) * 10.0 ** rng.integers(-20, 20, size=shape)
+    if kind == "constant":
+        return np.broadcast_to(rng.standard_normal(shape[-1]), shape).copy()
+    values = rng.standard_normal(shape)
+    if kind == "non-finite":
+        values.flat[rng.integers(0, values.size, 3)] = [np.nan, np.inf, -np.inf]
+    return values
+
+
+@pytest.mark.parametrize("layout", SWEEP_LAYOUTS, ids=str)
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["float32", "float16"])
+def test_float32_loops_sweeping_four_rows_give_the_bits_of_one_row_at_a_time(layout, dtype):
+    """The wide path's statistics and VJP sums (float64, one accumulator per feature, each
+    over the rows in order) are those of the one-row-at-a-time loops they replaced, bit for
+    bit, over every remainder of the rows modulo 4, blocks of features, and non-finite,
+    constant and widely spread values; so are forward and vjp, whose other loops are
+    elementwise."""
+    generated = generated_batchnorm
+    rng = np.random.default_rng(sum(layout) + 7 * (dtype == np.float16))
+    for kind in SWEEP_VALUES:
+        with np.errstate(over="ignore", invalid="ignore"):
+            x = _sweep_values(rng, layout, kind).astype(dtype).astype(np.float32)
+        g = rng.standard_normal(layout).astype(dtype).astype(np.float32)
+        features = layout[2]
+        for c0, c1 in {(0, features), (features // 3, features), (0, (features + 1) // 2)}:
+            width = c1 - c0
+            stats = generated.column_statistics_wide(x, c0, c1)
+            assert_same_bits("statistics", stats, _statistics_row_by_row(x, c0, c1))
+            gammas, r = rng.standard_normal(width), rng.random(width) + 0.5
+            sums = generated._column_sums_wide(x, g, c0, c1, gammas, stats[0], stats[1], r)
+            expected = _sums_row_by_row(x, g, c0, c1, gammas, stats[0], stats[1], r)
+            assert_same_bits("VJP sums", sums, expected)
