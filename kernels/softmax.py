@@ -142,7 +142,14 @@ from numba import njit, prange
 from numpy.typing import ArrayLike
 
 from kernels._dd import dd_add, dd_div, dd_exp, dd_mul, dd_sub, two_sum
-from kernels._f16 import _reinterpret, round_to_half
+from kernels._f16 import (
+    _reinterpret,
+    float64_to_half_bits,
+    half_bits_to_float64,
+    narrow_float32_to_half_array,
+    round_to_half,
+    widen_half_array_to_float32,
+)
 from kernels._threads import thread_safe
 from kernels._validate import float_array, strict_mode
 from kernels._vmath import EXP_ABS_ERROR, EXP_LOW, TINY, U, decided_float32, exp_bounded
@@ -535,15 +542,34 @@ def _decided_nonnegative_float32(v, e):
     return np.float32(v), same & (low == high)
 
 
+@njit(cache=True, inline="always", error_model="numpy")
+def _decided_half(v, e, nonnegative):
+    """The same decision for float16 output (float16 input, mixed mode): ``(h, ok)`` with
+    ``h`` the half value as a float32 (exact: every half is a float32)."""
+    w = 2.0 * e + U * abs(v)
+    low = v - w
+    low = 0.0 if nonnegative and not low > 0.0 else low
+    a, b = float64_to_half_bits(low), float64_to_half_bits(v + w)
+    return np.float32(half_bits_to_float64(b)), (a == b) & (w < np.inf)
+
+
 @njit(cache=True, error_model="numpy")
-def _fast_forward_row(row, out, ev, acc, comp):
-    """Decided outputs into ``out``, NaN at the undecided ones; returns how many."""
+def _fast_forward_row(row, out, ev, acc, comp, half):
+    """Decided outputs into ``out`` (float32; half values if ``half``), NaN at the undecided
+    ones; returns how many."""
     special, m = _scan_float32(row)
     if special:
         out[:] = np.nan
         return row.size
     inv, _, ke, alpha = _reciprocal(*_exponentials(row, m, ev, acc, comp))
     undecided = 0
+    if half:
+        for j in range(row.size):
+            y = ev[j] * inv
+            v, ok = _decided_half(y, ev[j] * ke + U * y + alpha, True)
+            out[j] = v if ok else np.float32(np.nan)
+            undecided += not ok
+        return undecided
     for j in range(row.size):
         e = ev[j]
         y = e * inv
@@ -553,8 +579,20 @@ def _fast_forward_row(row, out, ev, acc, comp):
     return undecided
 
 
+@njit(cache=True, inline="always", error_model="numpy")
+def _gradient_entry(e, gi, gm, inv, ke, alpha, c, ec):
+    """``(dx_i, bound)`` from ``E_i``, ``g_i`` and the row's quantities."""
+    y = e * inv
+    ey = e * ke + U * y + alpha
+    q = np.float64(gi) - gm
+    d = q + c
+    ed = U * abs(q) + ec + U * abs(d) + TINY
+    dx = y * d
+    return dx, y * ed + abs(d) * ey + ey * ed + U * abs(dx) + TINY
+
+
 @njit(cache=True, error_model="numpy")
-def _fast_vjp_row(row, grow, out, ev, lanes):
+def _fast_vjp_row(row, grow, out, ev, lanes, half):
     """The same for ``dx``."""
     special, m = _scan_float32(row)
     if special:
@@ -566,22 +604,23 @@ def _fast_vjp_row(row, grow, out, ev, lanes):
     ec = abs(big_c) * einv + inv * e_big_c + e_big_c * einv + U * abs(c) + TINY
     gm = np.float64(grow[m])
     undecided = 0
+    if half:
+        for i in range(row.size):
+            dx, edx = _gradient_entry(ev[i], grow[i], gm, inv, ke, alpha, c, ec)
+            v, ok = _decided_half(dx, edx, False)
+            out[i] = v if ok else np.float32(np.nan)
+            undecided += not ok
+        return undecided
     for i in range(row.size):
-        e = ev[i]
-        y = e * inv
-        ey = e * ke + U * y + alpha
-        q = np.float64(grow[i]) - gm
-        d = q + c
-        ed = U * abs(q) + ec + U * abs(d) + TINY
-        dx = y * d
-        v, ok = decided_float32(dx, y * ed + abs(d) * ey + ey * ed + U * abs(dx) + TINY)
+        dx, edx = _gradient_entry(ev[i], grow[i], gm, inv, ke, alpha, c, ec)
+        v, ok = decided_float32(dx, edx)
         out[i] = v if ok else np.float32(np.nan)
         undecided += not ok
     return undecided
 
 
 @njit(cache=True, error_model="numpy")
-def _exact_forward_fill(row32, out):
+def _exact_forward_fill(row32, out, half):
     """The double-double path for the NaN entries of ``out`` (the undecided ones)."""
     row = row32.astype(np.float64)
     y = np.empty(row.size)
@@ -591,11 +630,11 @@ def _exact_forward_fill(row32, out):
         _weights(row, m, y, yl)
     for j in range(row.size):
         if np.isnan(out[j]):
-            out[j] = np.float32(y[j])
+            out[j] = np.float32(round_to_half(y[j]) if half else y[j])
 
 
 @njit(cache=True, error_model="numpy")
-def _exact_vjp_fill(row32, grow32, out):
+def _exact_vjp_fill(row32, grow32, out, half):
     row, grow = row32.astype(np.float64), grow32.astype(np.float64)
     dx = np.empty(row.size)
     m, done = _special_row(row, dx)
@@ -605,35 +644,35 @@ def _exact_vjp_fill(row32, grow32, out):
         _vjp_row(row, grow, m, yh, yl, dx)
     for j in range(row.size):
         if np.isnan(out[j]):
-            out[j] = np.float32(dx[j])
+            out[j] = np.float32(round_to_half(dx[j]) if half else dx[j])
 
 
 @thread_safe
 @njit(cache=True, parallel=True, error_model="numpy")
-def _forward_rows_float32(rows, out):
+def _forward_rows_fast(rows, out, half):
     n, size = rows.shape
     for r in prange(n):
         ev, acc, comp = np.empty(size), np.empty(_LANES), np.empty(_LANES)
-        if _fast_forward_row(rows[r], out[r], ev, acc, comp):
-            _exact_forward_fill(rows[r], out[r])
+        if _fast_forward_row(rows[r], out[r], ev, acc, comp, half):
+            _exact_forward_fill(rows[r], out[r], half)
 
 
 @thread_safe
 @njit(cache=True, parallel=True, error_model="numpy")
-def _vjp_rows_float32(rows, grows, out):
+def _vjp_rows_fast(rows, grows, out, half):
     n, size = rows.shape
     for r in prange(n):
         ev, lanes = np.empty(size), np.empty((5, _LANES))
-        if _fast_vjp_row(rows[r], grows[r], out[r], ev, lanes):
-            _exact_vjp_fill(rows[r], grows[r], out[r])
+        if _fast_vjp_row(rows[r], grows[r], out[r], ev, lanes, half):
+            _exact_vjp_fill(rows[r], grows[r], out[r], half)
 
 
 # --- public API -----------------------------------------------------------------------------
 
 
 class _Prepared:
-    """Checked ``x`` as rows (D >= 1) and the arithmetic to use: ``fast`` (float32, mixed
-    mode) keeps the float32 rows, every other case gets float64 rows."""
+    """Checked ``x`` as rows (D >= 1) and the arithmetic to use: ``fast`` (float32 and
+    float16 in mixed mode) gets float32 rows, every other case float64 rows."""
 
     def __init__(self, x: ArrayLike, strict_fp16: object, exact: bool = False):
         x = float_array(x, "x")
@@ -642,9 +681,23 @@ class _Prepared:
         if x.shape[-1] == 0:
             raise ValueError("x: softmax needs D >= 1 on the last axis, got D = 0")
         self.x, self.strict = x, strict_mode(strict_fp16, x.dtype)
-        self.fast = not exact and x.dtype == np.float32 and x.shape[-1] <= _FAST_MAX_DIM
-        dtype = x.dtype if self.fast else np.float64
-        self.rows = np.ascontiguousarray(x, dtype=dtype).reshape(-1, x.shape[-1])
+        self.fast = (
+            not exact
+            and not self.strict
+            and x.dtype in (np.float32, np.float16)
+            and x.shape[-1] <= _FAST_MAX_DIM
+        )
+        self.half = self.fast and x.dtype == np.float16
+        self.rows = self._rows(x)
+
+    def _rows(self, a: np.ndarray) -> np.ndarray:
+        """``a`` (x or g) as contiguous rows: float32 for the fast path (float16 widened
+        exactly, by the vectorized conversion of ``kernels/_f16.py``), else float64."""
+        if self.half:
+            bits = np.ascontiguousarray(a).reshape(-1).view(np.uint16)
+            return widen_half_array_to_float32(bits).reshape(-1, a.shape[-1])
+        dtype = np.float32 if self.fast else np.float64
+        return np.ascontiguousarray(a, dtype=dtype).reshape(-1, a.shape[-1])
 
     def gradient(self, g: ArrayLike) -> np.ndarray:
         """Checked ``g`` as rows of the same kind."""
@@ -653,10 +706,14 @@ class _Prepared:
             raise ValueError(f"g: expected shape {self.x.shape} (the shape of x), got {g.shape}")
         if g.dtype != self.x.dtype:
             raise TypeError(f"g: expected dtype {self.x.dtype} (the dtype of x), got {g.dtype}")
-        return np.ascontiguousarray(g, dtype=self.rows.dtype).reshape(self.rows.shape)
+        return self._rows(g)
 
     def finish(self, values: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-        """Round once to x's dtype (exact in strict mode: the values are halves)."""
+        """Round once to x's dtype (exact in strict mode and on the float16 fast path: the
+        values are halves)."""
+        if self.half:
+            bits = narrow_float32_to_half_array(values.reshape(-1))
+            return bits.view(np.float16).reshape(shape)
         with np.errstate(over="ignore"):
             return values.astype(self.x.dtype, copy=False).reshape(shape)
 
@@ -664,7 +721,7 @@ class _Prepared:
 def _forward(p: _Prepared) -> np.ndarray:
     out = np.empty(p.rows.shape, p.rows.dtype)
     if p.fast:
-        _forward_rows_float32(p.rows, out)
+        _forward_rows_fast(p.rows, out, p.half)
     else:
         (_forward_rows_strict if p.strict else _forward_rows)(p.rows, out)
     return p.finish(out, p.x.shape)
@@ -674,7 +731,7 @@ def _vjp(p: _Prepared, g: ArrayLike) -> np.ndarray:
     grows = p.gradient(g)
     out = np.empty(p.rows.shape, p.rows.dtype)
     if p.fast:
-        _vjp_rows_float32(p.rows, grows, out)
+        _vjp_rows_fast(p.rows, grows, out, p.half)
     else:
         (_vjp_rows_strict if p.strict else _vjp_rows)(p.rows, grows, out)
     return p.finish(out, p.x.shape)

@@ -603,14 +603,21 @@ def bits(a: np.ndarray) -> np.ndarray:
     return np.asarray(a, np.float32).view(np.int32)
 
 
+def bits_of(a: np.ndarray) -> np.ndarray:
+    """The bits of a float32 or float16 array."""
+    return a.view(np.int32 if a.dtype == FLOAT32 else np.int16)
+
+
 def assert_fast_equals_exact(x: np.ndarray, g: np.ndarray) -> None:
-    """forward and vjp of float32 ``x`` (rows) give the double-double path's bits."""
+    """forward and vjp of float32 or float16 ``x`` (rows) give the double-double path's
+    bits."""
+    dtype = x.dtype
     for what, fast, exact in (
         ("forward", softmax.forward(x), softmax._forward_exact(x)),
         ("vjp", softmax.vjp(x, g), softmax._vjp_exact(x, g)),
     ):
-        assert fast.dtype == exact.dtype == FLOAT32
-        differ = np.argwhere(bits(fast) != bits(exact))
+        assert fast.dtype == exact.dtype == dtype
+        differ = np.argwhere(bits_of(fast) != bits_of(exact))
         for index in map(tuple, differ):
             r = index[:-1]
             reference_row = (
@@ -621,7 +628,7 @@ def assert_fast_equals_exact(x: np.ndarray, g: np.ndarray) -> None:
             value = reference_row[index[-1]]
             with mpmath.workdps(BOUND_DPS):
                 error = abs(mp(fast[index]) - value)
-                assert error <= ulp(value, FLOAT32) / 2, (
+                assert error <= ulp(value, dtype) / 2, (
                     f"{what} at {index}: fast {fast[index]!r}, double-double {exact[index]!r}, "
                     f"exact {mpmath.nstr(value, 20)}; row {x[r].tolist()}"
                 )
@@ -717,14 +724,16 @@ def test_fast_path_equals_the_double_double_path_on_drawn_rows(case):
         assert_fast_equals_exact(x, g)
 
 
-def fast_row(row: np.ndarray, g: np.ndarray | None = None) -> tuple[int, np.ndarray]:
+def fast_row(
+    row: np.ndarray, g: np.ndarray | None = None, half: bool = False
+) -> tuple[int, np.ndarray]:
     """The fast path alone on one float32 row: (undecided count, output with NaN there)."""
     out = np.empty(row.size, np.float32)
     ev = np.empty(row.size)
     if g is None:
         acc, comp = np.empty(softmax._LANES), np.empty(softmax._LANES)
-        return softmax._fast_forward_row(row, out, ev, acc, comp), out
-    return softmax._fast_vjp_row(row, g, out, ev, np.empty((5, softmax._LANES))), out
+        return softmax._fast_forward_row(row, out, ev, acc, comp, half), out
+    return softmax._fast_vjp_row(row, g, out, ev, np.empty((5, softmax._LANES)), half), out
 
 
 def test_undecided_forward_entry_falls_back_and_is_correctly_rounded():
@@ -857,3 +866,39 @@ def test_row_sums_are_the_stated_fixed_order():
             assert abs(mp(s) - exact) <= es
         values = rng.standard_normal(lanes) * 10.0 ** rng.integers(-20, 20, lanes)
         assert softmax._combine(values.copy()) == python_lane_sum(values.tolist(), False)
+
+
+# --- float16 (mixed mode) through the same fast path, decided for half output -------------
+
+
+@pytest.mark.parametrize("dim", [1, 2, 5, 64, 300])
+def test_float16_fast_path_equals_the_double_double_path(dim):
+    rng = np.random.default_rng(100 + dim)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # building the rows (and overflows)
+        x, g = hard_rows(rng, dim, 300 if dim < 100 else 60)
+        x, g = x.astype(HALF), np.clip(g, -65504, 65504).astype(HALF)
+    assert_fast_equals_exact(x, g)
+
+
+def test_float16_fast_path_at_the_extremes():
+    x = np.array([[65504.0, -65504.0], [65504.0, 65472.0], [0.0, -9.0], [2.0**-24, 0.0]], HALF)
+    g = np.array([[65504.0, -65504.0], [1.0, 0.0], [1.0, 0.0], [3.0, -1.0]], HALF)
+    assert_fast_equals_exact(x, g)
+    # decided for half where float32 would be undecided: the half interval is 2^13 wider
+    row = np.array([0.0, NEAR_MIDPOINT_T], np.float32)
+    assert fast_row(row)[0] == 1 and fast_row(row, half=True)[0] == 0
+    assert_same_values(
+        "half y", fast_row(row, half=True)[1], softmax._forward_exact(row.astype(HALF))
+    )
+
+
+def test_float16_exact_midpoint_gradient_ties_to_even():
+    """x = (0, 0), g = (1 + 2^-10, -2^-11): dx_0 = (g_0 - g_1) / 4 is a half midpoint."""
+    x = np.zeros(2, HALF)
+    g = np.array([1 + 2.0**-10, -(2.0**-11)], HALF)
+    undecided, _ = fast_row(x.astype(np.float32), g.astype(np.float32), half=True)
+    assert undecided == 2
+    even = np.float16((1 + 2.0**-9) / 4)
+    assert_same_values("dx", softmax.vjp(x, g), np.array([even, -even]))
+    assert np.array_equal(bits_of(softmax.vjp(x, g)), bits_of(softmax._vjp_exact(x, g)))
