@@ -30,21 +30,23 @@ If ``max|g| >= 2^1020`` (float64 only) g is scaled by 1/8 (exactly) and the resu
 so ``g_i - g_m`` cannot overflow. float32 and float16 ("mixed", the default) inputs are
 computed in float64 this way and rounded once.
 
-Fast path (float32 input, mixed mode). The double-double path costs a libm ``exp`` call
-and some forty dependent operations per entry, and does not vectorize. For float32 input
-each row is first evaluated in plain float64 by branch-free loops that LLVM vectorizes
-(``kernels/_vmath.exp_bounded``; no libm call, no fast-math flag), carrying a rigorous bound
-``e`` on the absolute error of every value ``v`` (running error analysis, the rules of
-``kernels/_vmath.py``); the output is ``float32(v)`` only where ``v -+ (2e + U|v|)`` round to
-the same float32 bits (``_vmath.decided_float32``; for ``y >= 0`` the lower end is cut at
-+0, so a ``y`` below the float32 range is decided as +0). Every real within ``e`` of ``v``
-then rounds to that float32, the exact value included: the output is correctly rounded.
-The undecided entries are taken from the double-double path: every entry of a row that
-holds a NaN or an inf of either sign (masked rows included), the exact zeros of ``dx``
-(their interval holds -0 and +0), and the rare entries within their bound of a float32
-midpoint. So the result is the double-double path's, bit for bit, except where that path
-(which rounds a float64 once more) is not correctly rounded. Rows longer than 2^20 and
-float16 and float64 input keep the double-double path.
+Fast path (float32 and float16 input, mixed mode). The double-double path costs a libm
+``exp`` call and some forty dependent operations per entry, and does not vectorize. For
+float32 input (and float16, widened exactly to float32) each row is first evaluated in plain
+float64 by branch-free loops that LLVM vectorizes (``kernels/_vmath.exp_bounded``; no libm
+call, no fast-math flag), carrying a rigorous bound ``e`` on the absolute error of every
+value ``v`` (running error analysis, the rules of ``kernels/_vmath.py``); the output is
+``float32(v)`` only where ``v -+ (2e + U|v|)`` round to the same float32 bits
+(``_vmath.decided_float32``; for ``y >= 0`` the lower end is cut at +0, so a ``y`` below the
+float32 range is decided as +0), or for float16 input to the same half bits
+(``_f16.float64_to_half_bits``, which rounds from float64 directly). Every real within ``e``
+of ``v`` then rounds to that value, the exact one included: the output is correctly rounded.
+The undecided entries are taken from the double-double path: every entry of a row that holds
+a NaN or an inf of either sign (masked rows included), the exact zeros of ``dx`` (their
+interval holds -0 and +0), and the rare entries within their bound of a float32 midpoint. So
+the result is the double-double path's, bit for bit, except where that path (which rounds a
+float64 once more) is not correctly rounded. Rows longer than 2^20, float64 input (whose
+correct rounding would need more than float64) and ``strict_fp16=True`` keep their paths.
 
 Error analysis of the fast path, row by row (u = 2^-53, U = 2u, TINY = 2^-1074; ``A = 2^-1073``
 is exp_bounded's absolute error below the normal range). The bounds are evaluated in
@@ -79,7 +81,7 @@ first-order ``1 + O(D u)`` factors dropped below are covered by the factor 2 tha
   ``q_j = fl(E_j fl(g_m - g_j))`` (0 at ``j = m``), ``C = sum_j q_j`` by the compensated
   lanes and ``B = sum_j |q_j|`` by plain ones (``B' = (1 + d U) B`` covers its rounding).
   By the product rule for each ``q_j`` (the difference errs by ``U |g_m - g_j|``, and
-  ``|g_m - g_j| < 2^129``), ``C`` is within
+  ``|g_m - g_j| < 2^129`` for float32 and float16 g), ``C`` is within
   ``eC = U |C| + (d2 U)^2 B' + (2U + rho)(B' + D TINY) + D (2^129 A + TINY)`` of
   ``sum_j exp(x_j - x_m)(g_m - g_j)``; ``c = fl(C inv)`` (product rule) is
   ``sum_{j != m} y_j (g_m - g_j)`` within ``ec``, and
