@@ -902,3 +902,37 @@ def test_float16_exact_midpoint_gradient_ties_to_even():
     even = np.float16((1 + 2.0**-9) / 4)
     assert_same_values("dx", softmax.vjp(x, g), np.array([even, -even]))
     assert np.array_equal(bits_of(softmax.vjp(x, g)), bits_of(softmax._vjp_exact(x, g)))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_fast_path_bounds_hold_against_the_reference(seed):
+    """The running bounds themselves, not only the decisions: every float64 value of the
+    fast path (y_j, c, dx_i) is within its bound of the mpmath value, on rows with wide
+    spreads and on gradients that nearly cancel."""
+    rng = np.random.default_rng(seed)
+    for _ in range(6):
+        dim = int(rng.integers(1, 24))
+        x = (rng.standard_normal(dim) * rng.choice([1.0, 30.0, 300.0])).astype(np.float32)
+        g = (rng.standard_normal(dim) * rng.choice([1e-3, 1.0, 1e20])).astype(np.float32)
+        if rng.random() < 0.5:  # nearly constant g: dx_i = y_i (g_i - <g, y>) cancels
+            g = (np.float32(3.0) + rng.standard_normal(dim) * 1e-6).astype(np.float32)
+        special, m = softmax._scan_float32(x)
+        assert not special and x[m] == x.max()
+        ev, lanes = np.empty(dim), np.empty((5, softmax._LANES))
+        s, es, rho, big_c, e_big_c = softmax._exponentials_and_gradient(x, g, m, ev, lanes)
+        inv, einv, ke, alpha = softmax._reciprocal(s, es, rho)
+        c = big_c * inv
+        ec = abs(big_c) * einv + inv * e_big_c + e_big_c * einv + softmax.U * abs(c) + softmax.TINY
+        exact_y = reference.softmax_forward(x)
+        exact_dx = reference.softmax_vjp(x, g)
+        with mpmath.workdps(BOUND_DPS):
+            gs = [mp(v) for v in g]
+            exact_c = mpmath.fsum(exact_y[j] * (gs[m] - gs[j]) for j in range(dim))
+            assert abs(mp(c) - exact_c) <= mp(ec), (x.tolist(), g.tolist())
+            for j in range(dim):
+                y = ev[j] * inv
+                assert abs(mp(y) - exact_y[j]) <= mp(ev[j] * ke + softmax.U * y + alpha)
+                dx, edx = softmax._gradient_entry(
+                    ev[j], g[j], np.float64(g[m]), inv, ke, alpha, c, ec
+                )
+                assert abs(mp(dx) - exact_dx[j]) <= mp(edx), (j, x.tolist(), g.tolist())
