@@ -18,6 +18,12 @@ values ``a +- ea`` and ``b +- eb`` returns ``v`` with the bound
 * ``1 / b``: ``q^2 eb RECIPROCAL_SLACK + U |q| + TINY`` while ``|q| eb <= RECIPROCAL_LIMIT``
   (``q`` the computed reciprocal; beyond that limit inf), and ``a / b`` as ``a (1 / b)``
 * ``exp(a)``: :func:`exp_bounded`, ``|v| (EXP_REL_ERROR + 1.002 ea) + EXP_ABS_ERROR``
+* ``erfc(a)``: :func:`erfc_bounded`, from ``exp(-z^2)`` and the proven polynomials of
+  ``erfc(z) exp(z^2)`` (``ERFC_REL_ERROR``); the argument's error ``ea`` moves the value
+  by at most ``ERFC_SLOPE ea`` (``sup |erfc'| = 2/sqrt(pi)``) and, for ``a >= 0``, by at
+  most the relative ``ea (2a + 1.5)`` (Abramowitz and Stegun 7.1.13 gives
+  ``|erfc'(z)/erfc(z)| < z + sqrt(z^2 + 2) <= 2z + sqrt(2)`` for z >= 0, and erfc >= 1
+  with ``|erfc'| <= 1.13`` for z < 0)
 
 with ``U = 2^-52 = 2u`` (twice the rounding error: the bound's own arithmetic, a dozen
 roundings of nonnegative values, is covered by the slack) and ``TINY = 2^-1074`` for the
@@ -41,9 +47,18 @@ from numba.core import types
 from numba.extending import intrinsic
 
 from kernels._f16 import _reinterpret
+from kernels._generated.erfc_table import (
+    ERFC_DEGREE,
+    ERFC_INTERVALS,
+    ERFC_TABLE,
+    ERFC_WIDTH,
+    ERFC_Z_MAX,
+)
 
 __all__ = [
     "BLOCK",
+    "ERFC_REL_ERROR",
+    "ERFC_SLOPE",
     "EXP_ABS_ERROR",
     "EXP_COEFFICIENTS",
     "EXP_DEGREE",
@@ -58,6 +73,7 @@ __all__ = [
     "TINY",
     "U",
     "decided_float32",
+    "erfc_bounded",
     "exp_bounded",
     "fma",
 ]
@@ -153,6 +169,52 @@ def exp_bounded(a, ea):
     e = v * (EXP_REL_ERROR + 1.002 * ea) + EXP_ABS_ERROR + (a - a)
     out_of_range = (a > EXP_HIGH) | (ea > _EXP_MAX_ARGUMENT_ERROR)
     return v, (np.inf if out_of_range else e)
+
+
+#: Proven (proofs/vmath.py): relative error of the polynomial value of erfc(z) exp(z^2),
+#: the reduction to t and Horner's rounding included.
+ERFC_REL_ERROR = 2.0**-47
+#: An upper bound on sup |erfc'| = 2/sqrt(pi) = 1.12837...
+ERFC_SLOPE = 1.1284
+_ERFC_CENTRE_SCALE = 2.0 / ERFC_WIDTH
+_ERFC_INDEX_SCALE = 1.0 / ERFC_WIDTH
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def erfc_bounded(a, ea):
+    """``(v, e)``: ``erfc`` of a value known as ``a`` with absolute error at most ``ea``.
+
+    ``erfc(z) = exp(-z^2) h(z)`` for ``z = |a|`` with ``h`` from the polynomial of z's
+    interval (``kernels/_generated/erfc_table.py``), ``z^2 = s + tail`` split exactly by a
+    fused multiply-add and ``exp(-z^2) = exp(-s) (1 - tail)`` to second order, and
+    ``erfc(a) = 2 - erfc(|a|)`` for ``a < 0`` (a result in (1, 2): no cancellation).
+    Beyond ``ERFC_Z_MAX`` the table's last point is used and ``exp(-z^2)`` is 0 within its
+    bound (``erfc(27.5) < 2^-1080``).
+    Branch-free; a NaN or inf ``a`` gives a NaN ``e``.
+    """
+    z = abs(a)
+    z = z if z < ERFC_Z_MAX else ERFC_Z_MAX  # NaN too: the index below stays in range
+    k = min(np.int64(z * _ERFC_INDEX_SCALE), ERFC_INTERVALS - 1)
+    t = (z - (k + 0.5) * ERFC_WIDTH) * _ERFC_CENTRE_SCALE
+    h = ERFC_TABLE[k, ERFC_DEGREE]
+    for j in range(ERFC_DEGREE - 1, -1, -1):
+        h = fma(h, t, ERFC_TABLE[k, j])
+    s = z * z
+    square_tail = fma(z, z, -s)  # z^2 = s + square_tail exactly
+    g0, g0_e = exp_bounded(-s, 0.0)
+    c = 1.0 - square_tail  # exp(-tail) within tail^2 of 1 - tail, |tail| <= 2^-43
+    c_e = square_tail * square_tail + U * c
+    g = g0 * c
+    g_e = g0 * c_e + c * g0_e + g0_e * c_e + U * g + TINY
+    y = g * h
+    h_e = h * ERFC_REL_ERROR
+    y_e = h * g_e + g * h_e + g_e * h_e + U * y + TINY
+    spread = ea * ERFC_SLOPE
+    relative = ea * (2.0 * z + 1.5)
+    shifted = (y + y_e) * 1.002 * relative if relative <= _EXP_MAX_ARGUMENT_ERROR else spread
+    v = y if a >= 0.0 else 2.0 - y
+    e = y_e + (shifted if a >= 0.0 else spread + U * v + TINY)
+    return v, e + (a - a)
 
 
 @njit(cache=True, inline="always", error_model="numpy")

@@ -28,15 +28,20 @@ Below the normal range the two scalings round once, by at most half the smallest
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
-from flint import arb
+import flint
+from flint import arb, arb_series
 
 from kernels import _vmath
+from kernels._generated import erfc_table
 from proofs.arb import DEFAULT_PREC, working_precision
 
 __all__ = [
     "EXP_LARGEST_K",
+    "erfc_bound_proven",
+    "erfc_interval_error",
     "exp_bound_proven",
     "exp_low_underflows",
     "exp_reduced_radius",
@@ -120,3 +125,94 @@ def exp_bound_proven(prec: int = DEFAULT_PREC) -> bool:
     with working_precision(prec):
         relative = exp_relative_error(prec) < _arb(_vmath.EXP_REL_ERROR)
     return ln2_hi_exact_products() and bool(relative) and exp_low_underflows(prec)
+
+
+def erfc_interval_error(k: int, prec: int = DEFAULT_PREC) -> arb:
+    """An upper bound on ``|fl(P_k(t)) / h(z) - 1|`` over interval ``k`` of the erfc table,
+    ``h(z) = erfc(z) exp(z^2)``, for the t that ``erfc_bounded`` computes.
+
+    Taylor models: the interval is cut into ``S = max(16, 4 z r)`` pieces of radius ``d``
+    (so that the power series of ``erfc`` and ``exp(z^2)``, whose product cancels like
+    ``e^(4 z d)``, stay tight, and the interpolation error, which oscillates across the
+    interval, is seen piece by piece rather than through far-apart Taylor coefficients). On
+    the piece centred at ``z_i`` the difference
+    ``E(s) = h(z_i + d s) - P((z_i - m)/r + (d/r) s)`` has the power series coefficients
+    ``e_j`` at ``s = 0`` (arb, exact points), and its coefficient of order ``N + 1`` is
+    enclosed at every point of the piece at once (the series at the ball
+    ``[z_i - d, z_i + d]``; P has degree < N + 1), so that for ``|s| <= T``
+
+        ``|E(s)| <= sum_(j <= N) |e_j| T^j + |c_(N+1)(ball)| T^(N+1)``
+
+    with ``N = 2 DEGREE`` and ``T = 1 + 2^-50`` (the computed t is within u of the exact
+    ``(z - m)/r``: ``z - m`` rounds once, the scaling by 2/W is exact). Horner's rounding
+    adds ``gamma_2n sum_j |p_j| T^j``, the error of t at most ``u sum_j j |p_j| T^(j-1)``;
+    everything relative to the smallest ``h`` on the piece, bounded below by its own
+    series: ``c_0 - sum_(j >= 1) |c_j| T^j - rest``.
+    """
+    with working_precision(prec):
+        u = _arb(_U)
+        width = Fraction(erfc_table.ERFC_WIDTH)
+        radius = width / 2
+        centre = (k + Fraction(1, 2)) * width
+        pieces = max(16, math.ceil(4 * float(centre + radius) * float(radius)))
+        step = radius / pieces  # the pieces' radius d
+        order = 2 * erfc_table.ERFC_DEGREE
+        coefficients = [_arb(float(c)) for c in erfc_table.ERFC_TABLE[k]]
+        t_max = 1 + _arb(Fraction(1, 2**50))
+        n = erfc_table.ERFC_DEGREE
+        gamma = 2 * n * u / (1 - 2 * n * u)
+        horner = gamma * sum((abs(p) * t_max**j for j, p in enumerate(coefficients)), arb(0))
+        slope = sum(
+            (j * abs(p) * t_max ** (j - 1) for j, p in enumerate(coefficients) if j), arb(0)
+        )
+        worst = arb(0)
+        for i in range(pieces):
+            z_i = centre - radius + (2 * i + 1) * step
+            h_point = _h_series(_arb(z_i), _arb(step), order)
+            h_ball = _h_series(arb(float(z_i), float(step)), _arb(step), order)
+            if not _arb(z_i) - _arb(step) >= arb(float(z_i), float(step)).lower() or not (
+                _arb(z_i) + _arb(step) <= arb(float(z_i), float(step)).upper()
+            ):
+                raise ArithmeticError("the ball does not cover the piece")
+            t_series = arb_series(
+                [_arb((z_i - centre) / radius), _arb(step / radius)], prec=order + 2
+            )
+            p_series = arb_series([coefficients[-1]], prec=order + 2)
+            for c in reversed(coefficients[:-1]):
+                p_series = p_series * t_series + c
+            p_coeffs = p_series.coeffs() + [arb(0)] * (order + 2)
+            rest = abs(h_ball[order + 1]) * t_max ** (order + 1)
+            gap = sum((abs(h_point[j] - p_coeffs[j]) * t_max**j for j in range(order + 1)), arb(0))
+            lowest = (
+                h_point[0]
+                - sum((abs(c) * t_max**j for j, c in enumerate(h_point) if j), arb(0))
+                - rest
+            )
+            if not lowest > 0:
+                raise ArithmeticError(f"erfc interval {k}: no positive lower bound for h")
+            worst = arb.max(worst, (gap + rest + horner + u * slope) / lowest)
+        return worst
+
+
+def _h_series(point: arb, radius: arb, order: int) -> list[arb]:
+    """The power series coefficients (to order ``order + 1``) of ``h(point + radius s)``."""
+    cap = flint.ctx.cap  # python-flint truncates series at this global length
+    flint.ctx.cap = order + 2
+    try:
+        z = arb_series([point, radius], prec=order + 2)
+        h = z.erfc() * (z * z).exp()
+        return [h.coeffs()[j] for j in range(order + 2)]
+    finally:
+        flint.ctx.cap = cap
+
+
+def erfc_bound_proven(prec: int = DEFAULT_PREC) -> bool:
+    """``kernels._vmath.ERFC_REL_ERROR`` bounds every interval's error, and beyond the table
+    ``erfc(ERFC_Z_MAX) < 2^-1080``, so that 0 is within ``EXP_ABS_ERROR`` there."""
+    with working_precision(prec):
+        bound = _arb(_vmath.ERFC_REL_ERROR)
+        intervals = all(
+            erfc_interval_error(k, prec) < bound for k in range(erfc_table.ERFC_INTERVALS)
+        )
+        tail = _arb(erfc_table.ERFC_Z_MAX).erfc() < _arb(Fraction(1, 2**1080))
+        return intervals and bool(tail)

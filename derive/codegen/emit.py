@@ -377,7 +377,7 @@ def expression_function(
 
 
 #: Functions the bounded mode evaluates with a proven error bound (``kernels/_vmath.py``).
-BOUNDED_FUNCTIONS: dict[type, str] = {sp.exp: "exp_bounded"}
+BOUNDED_FUNCTIONS: dict[type, str] = {sp.exp: "exp_bounded", sp.erfc: "erfc_bounded"}
 
 #: The nonnegative |x| that the bounded mode's branches are written in.
 MAGNITUDE = sp.Symbol("a", nonnegative=True)
@@ -405,9 +405,10 @@ class BoundedLowering(Lowering):
     Values are named ``tN``; their bounds are ``tN_e``.
     """
 
-    def __init__(self, constants: Constants, indent: str):
-        super().__init__(MODES["f64"], constants, indent, arguments={MAGNITUDE: "a"})
-        self.exact: set[str] = {"a"}
+    def __init__(self, constants: Constants, indent: str, argument: sp.Symbol):
+        name = "a" if argument == MAGNITUDE else "x"
+        super().__init__(MODES["f64"], constants, indent, arguments={argument: name})
+        self.exact: set[str] = {name}
         self.reciprocals: dict[str, str] = {}
 
     def bound(self, name: str) -> str:
@@ -516,21 +517,23 @@ def bounded_function(name: str, expr: sp.Expr, constants: Constants, doc: str) -
 
     A Piecewise split at 0 is written in ``a = |x|`` (``x = a`` on the first branch,
     ``x = -a`` on the second), so both branches share their subexpressions (``exp(-a)``),
-    are both evaluated, and the sign of x selects one: no branch for the vectorizer.
+    are both evaluated, and the sign of x selects one: no branch for the vectorizer. Any
+    other expression is evaluated in x as it is.
     """
     if not bounded_supported(expr):
         raise EmitError(f"{name}: not supported by the bounded mode: {expr}")
     if isinstance(expr, sp.Piecewise):
         first, second = (branch for branch, _ in expr.args)
         condition = f"x {RELATIONS[type(expr.args[0][1])]} 0.0"
-        parts = (first.subs(x, MAGNITUDE), second.subs(x, -MAGNITUDE))
-    else:
-        # a lone expression: one branch per sign, identical up to x = +-a
-        condition = "x >= 0.0"
-        parts = (expr.subs(x, MAGNITUDE), expr.subs(x, -MAGNITUDE))
-    lowering = BoundedLowering(constants, "    ")
-    results = [lowering.value(part) for part in parts]
-    positive, negative = results
+        lowering = BoundedLowering(constants, "    ", MAGNITUDE)
+        positive = lowering.value(first.subs(x, MAGNITUDE))
+        negative = lowering.value(second.subs(x, -MAGNITUDE))
+        prologue = ["    a = abs(x)"]
+    else:  # one expression in x itself
+        lowering = BoundedLowering(constants, "    ", x)
+        positive = negative = lowering.value(expr)
+        condition = ""
+        prologue = []
     doc_lines = textwrap.wrap(doc, width=88)
     head = [
         '@njit(cache=True, inline="always", error_model="numpy")',
@@ -538,7 +541,7 @@ def bounded_function(name: str, expr: sp.Expr, constants: Constants, doc: str) -
         f'    """{doc_lines[0]}' + ('"""' if len(doc_lines) == 1 else ""),
         *(f"    {line}" for line in doc_lines[1:]),
         *(['    """'] if len(doc_lines) > 1 else []),
-        "    a = abs(x)",
+        *prologue,
     ]
     if positive == negative:
         tail = [f"    return {positive}, {lowering.bound(positive)}"]

@@ -19,12 +19,14 @@ import sympy as sp
 from derive.codegen.activations import SATURATION, StableForm, module_forms, proves
 from derive.codegen.batchnorm import batchnorm_source
 from derive.codegen.emit import (
+    BOUNDED_FUNCTIONS,
     MODES,
     Constants,
     bounded_function,
     bounded_supported,
     scalar_function,
 )
+from derive.codegen.erfc import table_source as erfc_table_source
 from derive.codegen.norms import generated_files as norm_files
 from derive.definitions.activations import ELEMENTWISE, Elementwise, x
 
@@ -62,18 +64,6 @@ float16 loops run blocks of ``BLOCK`` elements vectorized on them and keep the r
 ``v`` where the whole interval ``[v - e, v + e]`` rounds to it: that is the correctly
 rounded value. The undecided elements of a block (rare; NaN, inf and out-of-range inputs
 among them) are recomputed with the ``_f64`` function, as every element was before."""
-
-VMATH_IMPORT = """\
-from kernels._vmath import (
-    BLOCK,
-    RECIPROCAL_LIMIT,
-    RECIPROCAL_SLACK,
-    TINY,
-    U,
-    decided_float32,
-    exp_bounded,
-)
-"""
 
 BOUNDED_UNARY_F32 = """\
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -259,6 +249,17 @@ def _replace_loop(loops: str, name: str, text: str) -> str:
     return "\n\n\n".join(blocks)
 
 
+def _vmath_import(functions: list[str]) -> str:
+    """The import of ``kernels._vmath``: the loops' names and what the functions use."""
+    text = "\n".join(functions)
+    names = ["BLOCK", "TINY", "U", "decided_float32"]
+    if "RECIPROCAL_" in text:
+        names += ["RECIPROCAL_LIMIT", "RECIPROCAL_SLACK"]
+    names += [name for name in BOUNDED_FUNCTIONS.values() if f"{name}(" in text]
+    ordered = sorted(names, key=lambda name: (not name.isupper(), name))
+    return "from kernels._vmath import (\n" + "".join(f"    {n},\n" for n in ordered) + ")\n"
+
+
 def _bounded_loops(loops: str, quantity: str) -> str:
     """The unary loops of ``quantity`` with the float32 and mixed float16 ones bounded."""
     loops = _replace_loop(loops, f"{quantity}_f32_loop", BOUNDED_UNARY_F32.format(q=quantity))
@@ -309,7 +310,7 @@ def generate_source(module: Elementwise) -> str:
             if fast
             else "float64_to_half_bits, half_bits_to_float64, round_to_half"
         ),
-        vmath_import=VMATH_IMPORT if fast else "",
+        vmath_import=_vmath_import(functions) if fast else "",
     )
     forward, derivative = module_forms(module)
     loops = [
@@ -336,6 +337,7 @@ def generated_files() -> dict[Path, str]:
     files = {GENERATED_DIR / f"{m.key}.py": generate_source(m) for m in ELEMENTWISE}
     files |= {GENERATED_DIR / name: text for name, text in norm_files().items()}
     files[GENERATED_DIR / "batchnorm.py"] = batchnorm_source()
+    files[GENERATED_DIR / "erfc_table.py"] = erfc_table_source()
     return files
 
 

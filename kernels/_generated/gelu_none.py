@@ -11,6 +11,13 @@ arrays are widened to it and rounded once; float64 arrays too, unless the form m
 ``_dd`` (double-double, for float64 arrays where a sum of the form may cancel) and
 ``_f16s`` (strict half precision: every intermediate rounded to binary16).
 NaN gives NaN; +-inf gives the limit of the expression.
+
+``_fe`` functions evaluate the same form branch-free in float64 and return ``(v, e)`` with
+a proven bound ``e`` on the error of ``v`` (``kernels/_vmath.py``). The float32 and mixed
+float16 loops run blocks of ``BLOCK`` elements vectorized on them and keep the rounded
+``v`` where the whole interval ``[v - e, v + e]`` rounds to it: that is the correctly
+rounded value. The undecided elements of a block (rare; NaN, inf and out-of-range inputs
+among them) are recomputed with the ``_f64`` function, as every element was before.
 """
 
 import math
@@ -19,7 +26,15 @@ import numpy as np
 from numba import njit, prange
 
 from kernels._dd import dd_add, dd_erfc, dd_exp, dd_mul
-from kernels._f16 import float64_to_half_bits, half_bits_to_float64, round_to_half
+from kernels._f16 import decided_half, float64_to_half_bits, half_bits_to_float64, round_to_half
+from kernels._vmath import (
+    BLOCK,
+    TINY,
+    U,
+    decided_float32,
+    erfc_bounded,
+    exp_bounded,
+)
 
 _F64_0 = np.float64(0.0)  # 0
 _F64_1 = np.float64(np.inf)  # oo
@@ -77,6 +92,24 @@ def forward_f16s(x):
     t3 = round_to_half(math.erfc(t2))
     t4 = round_to_half(t0 * t3)
     return t4
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def forward_fe(x):
+    """gelu_none forward, bounded f64: ``(v, e)`` with ``|v - forward(x)| <= e``; erfc keeps
+    full relative accuracy in the left tail where 1 + erf cancels.
+    """
+    t0 = _F64_2 * x
+    t0_e = U * abs(t0) + TINY
+    _F64_3_e = U * abs(_F64_3)
+    t1 = _F64_3 * x
+    t1_e = abs(x) * _F64_3_e + U * abs(t1) + TINY
+    t2 = -t1
+    t2_e = t1_e
+    t3, t3_e = erfc_bounded(t2, t2_e)
+    t4 = t0 * t3
+    t4_e = abs(t0) * t3_e + abs(t3) * t0_e + t0_e * t3_e + U * abs(t4) + TINY
+    return t4, t4_e
 
 
 @njit(cache=True)
@@ -143,22 +176,78 @@ def derivative_f16s(x):
     return t10
 
 
+@njit(cache=True, inline="always", error_model="numpy")
+def derivative_fe(x):
+    """gelu_none derivative, bounded f64: ``(v, e)`` with ``|v - derivative(x)| <= e``; Phi(x)
+    + x phi(x) with Phi via erfc.
+    """
+    _F64_9_e = U * abs(_F64_9)
+    t0 = _F64_9 * x
+    t0_e = abs(x) * _F64_9_e + U * abs(t0) + TINY
+    t1 = x * x
+    t1_e = U * abs(t1) + TINY
+    t2 = _F64_2 * t1
+    t2_e = abs(_F64_2) * t1_e + U * abs(t2) + TINY
+    t3 = -t2
+    t3_e = t2_e
+    t4, t4_e = exp_bounded(t3, t3_e)
+    t5 = t0 * t4
+    t5_e = abs(t0) * t4_e + abs(t4) * t0_e + t0_e * t4_e + U * abs(t5) + TINY
+    _F64_3_e = U * abs(_F64_3)
+    t6 = _F64_3 * x
+    t6_e = abs(x) * _F64_3_e + U * abs(t6) + TINY
+    t7 = -t6
+    t7_e = t6_e
+    t8, t8_e = erfc_bounded(t7, t7_e)
+    t9 = _F64_2 * t8
+    t9_e = abs(_F64_2) * t8_e + U * abs(t9) + TINY
+    t10 = t5 + t9
+    t10_e = t5_e + t9_e + U * abs(t10) + TINY
+    return t10, t10_e
+
+
 @njit(cache=True, parallel=True)
 def forward_f64_loop(x, out):
     for i in prange(x.size):
         out[i] = forward_f64(x[i])
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def forward_f32_loop(x, out):
-    for i in prange(x.size):
-        out[i] = forward_f64(np.float64(x[i]))
+    n = x.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        xs = x[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        undecided = 0
+        for i in range(xs.size):
+            v, e = forward_fe(np.float64(xs[i]))
+            y, ok = decided_float32(v, e)
+            ys[i] = y
+            undecided += 0 if ok else 1
+        if undecided:
+            for i in range(xs.size):
+                v, e = forward_fe(np.float64(xs[i]))
+                if not decided_float32(v, e)[1]:
+                    ys[i] = forward_f64(np.float64(xs[i]))
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def forward_f16_loop(bits, out):
-    for i in prange(bits.size):
-        out[i] = float64_to_half_bits(forward_f64(half_bits_to_float64(bits[i])))
+    n = bits.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        xs = bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        undecided = 0
+        for i in range(xs.size):
+            v, e = forward_fe(half_bits_to_float64(xs[i]))
+            y, ok = decided_half(v, e)
+            ys[i] = y
+            undecided += 0 if ok else 1
+        if undecided:
+            for i in range(xs.size):
+                v, e = forward_fe(half_bits_to_float64(xs[i]))
+                if not decided_half(v, e)[1]:
+                    ys[i] = float64_to_half_bits(forward_f64(half_bits_to_float64(xs[i])))
 
 
 @njit(cache=True)
@@ -173,16 +262,42 @@ def derivative_f64_loop(x, out):
         out[i] = derivative_dd(x[i])
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def derivative_f32_loop(x, out):
-    for i in prange(x.size):
-        out[i] = derivative_f64(np.float64(x[i]))
+    n = x.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        xs = x[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        undecided = 0
+        for i in range(xs.size):
+            v, e = derivative_fe(np.float64(xs[i]))
+            y, ok = decided_float32(v, e)
+            ys[i] = y
+            undecided += 0 if ok else 1
+        if undecided:
+            for i in range(xs.size):
+                v, e = derivative_fe(np.float64(xs[i]))
+                if not decided_float32(v, e)[1]:
+                    ys[i] = derivative_f64(np.float64(xs[i]))
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def derivative_f16_loop(bits, out):
-    for i in prange(bits.size):
-        out[i] = float64_to_half_bits(derivative_f64(half_bits_to_float64(bits[i])))
+    n = bits.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        xs = bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        undecided = 0
+        for i in range(xs.size):
+            v, e = derivative_fe(half_bits_to_float64(xs[i]))
+            y, ok = decided_half(v, e)
+            ys[i] = y
+            undecided += 0 if ok else 1
+        if undecided:
+            for i in range(xs.size):
+                v, e = derivative_fe(half_bits_to_float64(xs[i]))
+                if not decided_half(v, e)[1]:
+                    ys[i] = float64_to_half_bits(derivative_f64(half_bits_to_float64(xs[i])))
 
 
 @njit(cache=True)
@@ -197,17 +312,53 @@ def vjp_f64_loop(x, g, out):
         out[i] = g[i] * derivative_dd(x[i])
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def vjp_f32_loop(x, g, out):
-    for i in prange(x.size):
-        out[i] = np.float64(g[i]) * derivative_f64(np.float64(x[i]))
+    n = x.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        xs = x[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        gs = g[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        undecided = 0
+        for i in range(xs.size):
+            d, d_e = derivative_fe(np.float64(xs[i]))
+            dy = np.float64(gs[i])
+            v = dy * d
+            y, ok = decided_float32(v, abs(dy) * d_e + U * abs(v) + TINY)
+            ys[i] = y
+            undecided += 0 if ok else 1
+        if undecided:
+            for i in range(xs.size):
+                d, d_e = derivative_fe(np.float64(xs[i]))
+                dy = np.float64(gs[i])
+                v = dy * d
+                if not decided_float32(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
+                    ys[i] = dy * derivative_f64(np.float64(xs[i]))
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def vjp_f16_loop(bits, g_bits, out):
-    for i in prange(bits.size):
-        dy = half_bits_to_float64(g_bits[i])
-        out[i] = float64_to_half_bits(dy * derivative_f64(half_bits_to_float64(bits[i])))
+    n = bits.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        xs = bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        gs = g_bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        undecided = 0
+        for i in range(xs.size):
+            d, d_e = derivative_fe(half_bits_to_float64(xs[i]))
+            dy = half_bits_to_float64(gs[i])
+            v = dy * d
+            y, ok = decided_half(v, abs(dy) * d_e + U * abs(v) + TINY)
+            ys[i] = y
+            undecided += 0 if ok else 1
+        if undecided:
+            for i in range(xs.size):
+                d, d_e = derivative_fe(half_bits_to_float64(xs[i]))
+                dy = half_bits_to_float64(gs[i])
+                v = dy * d
+                if not decided_half(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
+                    dx = dy * derivative_f64(half_bits_to_float64(xs[i]))
+                    ys[i] = float64_to_half_bits(dx)
 
 
 @njit(cache=True)

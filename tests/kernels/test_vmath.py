@@ -2,7 +2,8 @@
 built on it.
 
 * the constants against their proofs (``proofs/vmath.py``, arb);
-* ``exp_bounded`` against mpmath: the bound ``e`` holds for every argument within ``ea``;
+* ``exp_bounded`` and ``erfc_bounded`` against mpmath: the bound ``e`` holds for every
+  argument within ``ea``;
 * ``fma`` rounds once;
 * ``decided_float32`` accepts only intervals that round to one float32 (never NaN, inf or
   an interval across zero);
@@ -22,6 +23,7 @@ from fractions import Fraction
 import mpmath
 import numpy as np
 import pytest
+from flint import arb
 from hypothesis import example, given
 from hypothesis import strategies as st
 from numba import njit
@@ -31,13 +33,13 @@ from derive.definitions.activations import ELEMENTWISE, elementwise
 from derive.reference.core import evaluate, round_to_dtype
 from kernels import _vmath
 from kernels._f16 import float64_to_half_bits, half_bits_to_float64
-from kernels._vmath import decided_float32, exp_bounded, fma
+from kernels._vmath import decided_float32, erfc_bounded, exp_bounded, fma
 from proofs import vmath as proof
 
 BOUNDED = [m.key for m in ELEMENTWISE if generate.bounded(m)]
 
 
-@njit(cache=True)
+@njit
 def _exp_pairs(a, ea):
     v = np.empty(a.size)
     e = np.empty(a.size)
@@ -46,12 +48,12 @@ def _exp_pairs(a, ea):
     return v, e
 
 
-@njit(cache=True)
+@njit
 def _fma(a, b, c):
     return fma(a, b, c)
 
 
-@njit(cache=True)
+@njit
 def _decided(v, e):
     return decided_float32(v, e)
 
@@ -62,6 +64,19 @@ def test_constants_are_proven():
     for i, c in enumerate(_vmath.EXP_COEFFICIENTS):
         with mpmath.workprec(53):
             assert c == float(+(1 / mpmath.factorial(mpmath.mpf(i))))
+
+
+def test_erfc_polynomials_are_proven():
+    assert proof.erfc_bound_proven()
+
+
+def test_erfc_proof_would_catch_a_bad_coefficient(monkeypatch):
+    """The Taylor-model proof is not vacuous: a coefficient off by 2^-40 breaks it."""
+    table = _vmath.ERFC_TABLE.copy()
+    table[20, 3] += 2.0**-40
+    monkeypatch.setattr(proof.erfc_table, "ERFC_TABLE", table)
+    assert not proof.erfc_interval_error(20) < arb(_vmath.ERFC_REL_ERROR)
+    assert proof.erfc_interval_error(21) < arb(_vmath.ERFC_REL_ERROR)
 
 
 def test_exp_relative_error_would_catch_a_bad_polynomial(monkeypatch):
@@ -119,6 +134,65 @@ def test_exp_bounded_encloses_exp(pairs):
             for shift in (-eai, 0.0, eai):  # exp is monotone: the ends are the extremes
                 exact = mpmath.exp(mpmath.mpf(ai) + mpmath.mpf(shift))
                 assert abs(mpmath.mpf(vi) - exact) <= ei, (ai, eai, vi, ei)
+
+
+@njit
+def _erfc_pairs(a, ea):
+    v = np.empty(a.size)
+    e = np.empty(a.size)
+    for i in range(a.size):
+        v[i], e[i] = erfc_bounded(a[i], ea[i])
+    return v, e
+
+
+ERFC_EDGES = [
+    0.0,
+    -0.0,
+    0.25,
+    0.5,
+    -0.5,
+    1.0,
+    3.0,
+    -3.0,
+    5.9,
+    10.0,
+    26.5,
+    27.25,
+    27.5,
+    27.6,
+    40.0,
+    -40.0,
+    1e4,
+    -1e4,
+]
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.floats(-30, 30, allow_nan=False),
+            st.sampled_from([0.0, 2.0**-60, 2.0**-45, 2.0**-20, 2.0**-12]),
+        ),
+        min_size=1,
+        max_size=20,
+    )
+)
+@example([(a, 0.0) for a in ERFC_EDGES] + [(a, 2.0**-30) for a in ERFC_EDGES])
+def test_erfc_bounded_encloses_erfc(pairs):
+    a = np.array([p[0] for p in pairs])
+    ea = np.array([p[1] for p in pairs])
+    v, e = _erfc_pairs(a, ea)
+    for ai, eai, vi, ei in zip(a.tolist(), ea.tolist(), v.tolist(), e.tolist(), strict=True):
+        assert ei >= 0
+        with mpmath.workdps(60):
+            for shift in (-eai, 0.0, eai):  # erfc is monotone: the ends are the extremes
+                exact = mpmath.erfc(mpmath.mpf(ai) + mpmath.mpf(shift))
+                assert abs(mpmath.mpf(vi) - exact) <= ei, (ai, eai, vi, ei)
+            exact = mpmath.erfc(mpmath.mpf(ai))
+            if eai == 0 and exact > 1e-300:  # and the bound is useful
+                assert ei <= 2.0**-44 * exact, (ai, ei / exact)
+    _, e = _erfc_pairs(np.array([np.nan, np.inf, -np.inf]), np.zeros(3))
+    assert not np.any(e < np.inf)
 
 
 def test_exp_bounded_refuses_what_it_cannot_bound():
