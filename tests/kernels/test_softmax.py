@@ -936,3 +936,15 @@ def test_fast_path_bounds_hold_against_the_reference(seed):
                     ev[j], g[j], np.float64(g[m]), inv, ke, alpha, c, ec
                 )
                 assert abs(mp(dx) - exact_dx[j]) <= mp(edx), (j, x.tolist(), g.tolist())
+
+
+def test_long_rows_and_the_length_limit_of_the_fast_path():
+    """A row of 100,003 (many lanes, a tail) equals the double-double path; past 2^20 the
+    double-double path takes the row (the depth factors of the bounds are stated to there)."""
+    rng = np.random.default_rng(21)
+    x = (rng.standard_normal((1, 100_003)) * 4).astype(np.float32)
+    g = rng.standard_normal((1, 100_003)).astype(np.float32)
+    assert_fast_equals_exact(x, g)
+    assert softmax._Prepared(np.zeros(softmax._FAST_MAX_DIM, np.float32), False).fast
+    assert not softmax._Prepared(np.zeros(softmax._FAST_MAX_DIM + 1, np.float32), False).fast
+    assert not softmax._Prepared(np.zeros(4, np.float16), True).fast  # strict: its own path
