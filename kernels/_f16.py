@@ -278,22 +278,26 @@ def round_to_half(v: float) -> float:
     return half_bits_to_float64(float64_to_half_bits(v))
 
 
+#: decided_half's widening of the interval, relative to |v|: twice float64's unit roundoff.
+_ROUNDING_SLACK = 2.0**-52
+
+
 @njit(cache=True)
 def decided_half(v: float, e: float) -> tuple[np.uint16, bool]:
-    """``(bits, ok)``: ``bits = float64_to_half_bits(v)``; ``ok`` when the ends ``v - 2e``
-    and ``v + 2e`` (computed in float64) round to the same half bits, so that every real
-    within ``e`` of ``v`` rounds to ``bits`` (which is then the correctly rounded half).
+    """``(bits, ok)``: ``bits = float64_to_half_bits(v)``; ``ok`` when the ends ``v -+ w``,
+    ``w = 2e + 2^-52 |v|``, round to the same half bits, so that every real within ``e`` of
+    ``v`` rounds to ``bits`` (which is then the correctly rounded half). The widening by
+    ``2^-52 |v|`` keeps the rounding of the ends themselves from moving them inwards.
 
     The half counterpart of ``kernels._vmath.decided_float32``. The ends are compared as
     bits, so an interval that straddles 0 (``-0`` and ``+0``) is undecided; a NaN or
-    infinite ``e`` is never ok. A NaN ``v`` with a finite ``e`` gives NaN ends of the same
-    bits, hence ok. Branch-free.
+    infinite ``e`` or ``v`` is never ok. Branch-free.
     """
     v = np.float64(v)
-    e = np.float64(e)
-    low = float64_to_half_bits(v - 2.0 * e)
-    high = float64_to_half_bits(v + 2.0 * e)
-    return float64_to_half_bits(v), (low == high) & (abs(e) < np.inf)
+    w = 2.0 * np.float64(e) + _ROUNDING_SLACK * abs(v)
+    low = float64_to_half_bits(v - w)
+    high = float64_to_half_bits(v + w)
+    return float64_to_half_bits(v), (low == high) & (w < np.inf)
 
 
 # --- arrays: contiguous 1-D, one Numba loop each ----------------------------------------

@@ -309,8 +309,9 @@ def apply_decided_half(values: np.ndarray, errors: np.ndarray):
 def decided_half_by_definition(values: np.ndarray, errors: np.ndarray):
     """decided_half's specification, computed with NumPy."""
     with np.errstate(over="ignore", invalid="ignore"):
-        low, high = values - 2.0 * errors, values + 2.0 * errors
-    ok = (numpy_to_half(low) == numpy_to_half(high)) & np.isfinite(errors)
+        widening = 2.0 * errors + 2.0**-52 * np.abs(values)
+        low, high = values - widening, values + widening
+    ok = (numpy_to_half(low) == numpy_to_half(high)) & np.isfinite(widening)
     return numpy_to_half(values), ok
 
 
@@ -618,10 +619,11 @@ def test_round_to_half_on_structured_and_random_inputs():
 
 INF, NAN = float("inf"), float("nan")
 
-# Hand-derived: the ends are v - 2e and v + 2e.
+# Hand-derived: the ends are v -+ (2e + 2^-52 |v|).
 DECIDED_CASES = (
     # v, e, half bits, ok, why
-    (1.0, 0.0, 0x3C00, True, "no error: both ends are v"),
+    (1.0, 0.0, 0x3C00, True, "no error: both ends round to v"),
+    (1.0 + 2.0**-11, 0.0, 0x3C00, False, "on the tie, even with no error: the widening"),
     (1.0, 2.0**-30, 0x3C00, True, "far from a tie"),
     (1.0 + 2.0**-11, 2.0**-30, 0x3C00, False, "on the tie 1 + 2^-11: the ends round apart"),
     (1.0 + 2.0**-11 + 2.0**-20, 2.0**-22, 0x3C01, True, "ends 2^-21 away, above the tie"),
@@ -633,9 +635,9 @@ DECIDED_CASES = (
     (1e6, 1.0, 0x7C00, True, "both ends overflow to inf"),
     (1.0, INF, 0x3C00, False, "infinite error: never ok"),
     (1.0, NAN, 0x3C00, False, "NaN error: never ok, though both ends are the same NaN"),
-    (INF, 1.0, 0x7C00, True, "inf +- 2 is inf"),
+    (INF, 1.0, 0x7C00, False, "infinite v: never ok"),
     (INF, INF, 0x7C00, False, "infinite error: never ok"),
-    (NAN, 1.0, 0x7E00, True, "NaN v, finite e: the ends are the same NaN"),
+    (NAN, 1.0, 0x7E00, False, "NaN v: never ok, though both ends are the same NaN"),
 )
 
 
