@@ -141,11 +141,12 @@ import math
 
 import numpy as np
 from numba import njit, prange
+from numba.core import types
+from numba.extending import intrinsic
 from numpy.typing import ArrayLike
 
 from kernels._dd import dd_add, dd_div, dd_exp, dd_mul, dd_sub, two_sum
 from kernels._f16 import (
-    _reinterpret,
     float64_to_half_bits,
     half_bits_to_float64,
     narrow_float32_to_half_array,
@@ -358,21 +359,35 @@ def _jacobian_row_strict(row, out):
                 out[i, i] = round_to_half(y[i] * round_to_half(1.0 - y[i]))
 
 
-# --- float32: the bounded fast path ---------------------------------------------------------
+# --- float32 and float16 (mixed mode): the bounded fast path -----------------------------------
 
 #: Lanes of the fixed-order row sums (a power of two), and log2 of it.
 _LANES, _LANE_LEVELS = 64, 6
 #: Longest row the fast path takes (its depth-times-U factors stay below 2^-30).
 _FAST_MAX_DIM = 2**20
-#: Argument error handed to exp_bounded when the shift is below EXP_LOW (see the docstring).
-_FAR_ARGUMENT_ERROR = 2.0**-11
 #: exp_bounded's relative error on normal results, as proven in proofs/softmax_bounds.py
 #: (sharper than _vmath.EXP_REL_ERROR, which charges every coefficient 2n roundings).
 _EXP_REL_ERROR = 2.0**-50
-#: A bound on |g_m - g_j| for float32 g (|g| < 2^128).
+#: A bound on |g_m - g_j| for float32 and float16 g (|g| < 2^128).
 _G_DIFF = 2.0**129
 #: float32 bits: the magnitude mask, the exponent field of inf and NaN.
 _F32_MAGNITUDE, _F32_SPECIAL = 0x7FFFFFFF, 0x7F800000
+
+
+@intrinsic
+def _bits(typingctx, value, target):
+    """The bits of scalar ``value`` as the same-width type ``target`` (a bitcast, as
+    ``kernels/_f16.py``'s private ``_reinterpret``; written here to keep that one private)."""
+    to = getattr(target, "instance_type", None)
+    if not (isinstance(value, types.Number) and isinstance(to, types.Number)):
+        return None
+    if value.bitwidth != to.bitwidth:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(to))
+
+    return to(value, target), codegen
 
 
 @njit(cache=True, error_model="numpy")
@@ -383,7 +398,7 @@ def _scan_float32(row):
     best = np.int64(-(2**63))  # below every (key << 32) | index
     special = np.int64(0)
     for j in range(size):
-        bits = np.int64(_reinterpret(row[j], np.int32))
+        bits = np.int64(_bits(row[j], np.int32))
         special |= np.int64((bits & _F32_MAGNITUDE) >= _F32_SPECIAL)
         key = bits ^ ((bits >> 31) & _F32_MAGNITUDE)  # ordered as the floats (-0 < +0)
         best = max(best, (key << 32) | (size - 1 - j))  # ties: the largest size - 1 - j
@@ -453,7 +468,7 @@ def _shifted_exp(x, top):
     tail = (a - (t - z)) + (-top - z)
     v = exp_bounded(t, 0.0)[0]
     tail = abs(tail) if t >= EXP_LOW else 0.0
-    return v, _reinterpret(tail, np.int64)
+    return v, _bits(tail, np.int64)
 
 
 @njit(cache=True, error_model="numpy")
@@ -479,7 +494,7 @@ def _exponentials(row, m, ev, acc, comp):
         _add_compensated(acc, comp, j - full, v)
         far = max(far, bits)
     s = _combine_compensated(acc, comp)
-    rho = _EXP_REL_ERROR + 1.002 * _reinterpret(far, np.float64)
+    rho = _EXP_REL_ERROR + 1.002 * _bits(far, np.float64)
     square = _sum_bounds(size)[1]
     return s, (U + square + rho) * s + size * EXP_ABS_ERROR, rho
 
@@ -516,7 +531,7 @@ def _exponentials_and_gradient(row, grow, m, ev, lanes):
     big_c = _combine_compensated(cacc, ccomp)
     grow_, square = _sum_bounds(size)
     total = _combine(babs) * grow_  # >= sum_j |q_j|
-    rho = _EXP_REL_ERROR + 1.002 * _reinterpret(far, np.float64)
+    rho = _EXP_REL_ERROR + 1.002 * _bits(far, np.float64)
     es = (U + square + rho) * s + size * EXP_ABS_ERROR
     terms = (2.0 * U + rho) * (total + size * TINY) + size * (EXP_ABS_ERROR * _G_DIFF + TINY)
     return s, es, rho, big_c, U * abs(big_c) + square * total + terms
@@ -540,7 +555,7 @@ def _decided_nonnegative_float32(v, e):
     low = v - w
     low = np.float32(low if low > 0.0 else 0.0)
     high = np.float32(v + w)
-    same = _reinterpret(low, np.int32) == _reinterpret(high, np.int32)
+    same = _bits(low, np.int32) == _bits(high, np.int32)
     return np.float32(v), same & (low == high)
 
 
