@@ -94,9 +94,7 @@ class _Prepared:
             mean, var = _running_statistics(running_mean, running_var, features)
             self.mean, self.var = self._statistic(mean), self._statistic(var)
         self.columns = self.layout(x)
-        # Features per parallel block: one block per thread, so that each block's inner
-        # loops run over long contiguous runs of features; results do not depend on it.
-        self.block = max(1, -(-features // numba.get_num_threads()))
+        self.block = _block(features, numba.get_num_threads())
 
     def layout(self, array: np.ndarray) -> np.ndarray:
         """``array`` as (N, L, C), features last, in the compute dtype: an (N, D) input is
@@ -162,6 +160,21 @@ class _Prepared:
             return values.reshape(self.x.shape)
         n, c, h, w = self.x.shape
         return np.ascontiguousarray(np.moveaxis(values.reshape(n, h, w, c), -1, 1))
+
+
+#: The widest block of features: the loops pass over a block's batch values several times,
+#: and at this width a block of a short batch (x and g) stays in a core's L2 cache between
+#: the passes, while its inner loops still run over long contiguous runs of features.
+MAX_BLOCK = 512
+
+
+def _block(features: int, threads: int) -> int:
+    """Features per parallel block: at most :data:`MAX_BLOCK`, and the same number of blocks
+    for every thread (one each if that is enough). Results do not depend on it (each feature
+    is computed by one thread, in the same order)."""
+    blocks = max(1, -(-features // MAX_BLOCK))
+    blocks = -(-blocks // threads) * threads
+    return max(1, -(-features // blocks))
 
 
 def _features_last(array: np.ndarray, dtype) -> np.ndarray:

@@ -1659,3 +1659,19 @@ def test_float32_loops_sweeping_four_rows_give_the_bits_of_one_row_at_a_time(lay
             sums = generated._column_sums_wide(x, g, c0, c1, gammas, stats[0], stats[1], r)
             expected = _sums_row_by_row(x, g, c0, c1, gammas, stats[0], stats[1], r)
             assert_same_bits("VJP sums", sums, expected)
+
+
+@pytest.mark.parametrize("features", [1, 3, 513, 1100])
+def test_blocks_of_at_most_max_block_features_per_thread(features):
+    """The features are split into blocks of at most MAX_BLOCK, the same number per thread;
+    the results do not depend on the split (1 thread against 2, wide inputs)."""
+    for threads in (1, 2, 3):
+        assert 1 <= batchnorm._block(features, threads) <= batchnorm.MAX_BLOCK
+    rng = np.random.default_rng(features)
+    x = rng.standard_normal((6, features)).astype(np.float32)
+    g = rng.standard_normal((6, features)).astype(np.float32)
+    gamma, beta = rng.standard_normal((2, features)).astype(np.float32)
+    assert_same_bits_on_1_and_2_threads(
+        f"batchnorm D = {features}",
+        lambda: [batchnorm.forward(x, gamma, beta), *batchnorm.vjp(x, g, gamma, beta)],
+    )
