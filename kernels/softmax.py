@@ -556,7 +556,7 @@ def _decided_nonnegative_float32(v, e):
     low = np.float32(low if low > 0.0 else 0.0)
     high = np.float32(v + w)
     same = _bits(low, np.int32) == _bits(high, np.int32)
-    return np.float32(v), same & (low == high)
+    return high, same & (low == high)  # when decided, high is float32(v)
 
 
 @njit(cache=True, inline="always", error_model="numpy")
