@@ -169,6 +169,24 @@ def _scan_columns(line, kw, sw, row, best, where):
                     best[k], where[k] = v, row * kw + j
 
 
+@njit(cache=True, error_model="numpy")
+def _max_columns(line, kw, sw, best):
+    """:func:`_scan_columns` without the argmax: the running maxima only."""
+    if kw == 2 and sw == 2:  # constant strides: LLVM vectorizes the pairs
+        for k in range(best.size):
+            b = best[k]
+            v = line[2 * k]
+            b = v if (v > b) | (v != v) else b
+            v = line[2 * k + 1]
+            best[k] = v if (v > b) | (v != v) else b
+    else:
+        for j in range(kw):
+            for k in range(best.size):
+                v = line[k * sw + j]
+                if (v > best[k]) | (v != v):
+                    best[k] = v
+
+
 @thread_safe
 @njit(cache=True, parallel=True, error_model="numpy")
 def _forward2d_native(planes, kh, kw, sh, sw, ph, pw, out):
@@ -180,13 +198,11 @@ def _forward2d_native(planes, kh, kw, sh, sw, ph, pw, out):
     lo, hi = inner_columns(width, kw, sw, pw, out_w)
     for p in prange(n):
         best = np.empty(hi - lo, planes.dtype)
-        where = np.empty(hi - lo, np.int64)
         for oh in range(out_h):
             h0 = oh * sh - ph
             best[:] = -np.inf
-            where[:] = 0
             for i in range(max(h0, 0), min(h0 + kh, height)):
-                _scan_columns(planes[p, i, lo * sw - pw :], kw, sw, i - h0, best, where)
+                _max_columns(planes[p, i, lo * sw - pw :], kw, sw, best)
             for ow in range(out_w):
                 if lo <= ow < hi:
                     out[p, oh, ow] = best[ow - lo]
@@ -219,7 +235,7 @@ def _vjp2d_disjoint(planes, g, kh, kw, sh, sw, ph, pw, covers, dx):
     lo, hi = inner_columns(width, kw, sw, pw, out_w)
     for p in prange(n):
         best = np.empty(hi - lo, planes.dtype)
-        where = np.empty(hi - lo, np.int64)
+        where = np.empty(hi - lo, np.int32)
         shares = np.empty(out_w, dx.dtype)
         if not covers:
             dx[p] = 0.0
