@@ -27,7 +27,7 @@ stays a NaN. The sign is kept. This is NumPy's software conversion (``npy_halfbi
 passed on unquieted, as NumPy does on builds without hardware float16 conversion.
 
 The conversions are branch-free: integer shifts, masks and adds on the bit patterns (read
-and written with ``_reinterpret``), one floating-point addition that rounds the half
+and written with ``reinterpret``), one floating-point addition that rounds the half
 subnormal range, and selects between the cases, all computed. LLVM therefore vectorizes a
 Numba loop that calls them (and has no other obstacle); the earlier branchy versions were
 if-converted in a simple loop, but not in a chain of strict-mode ``round_to_half`` calls,
@@ -70,6 +70,7 @@ __all__ = [
     "half_bits_to_float64",
     "narrow_float32_to_half_array",
     "narrow_to_half_array",
+    "reinterpret",
     "round_to_half",
     "widen_half_array",
     "widen_half_array_to_float32",
@@ -109,7 +110,7 @@ FLOAT32_MAGNITUDE_MASK = (1 << 31) - 1
 
 
 @intrinsic
-def _reinterpret(typingctx, value, target):
+def reinterpret(typingctx, value, target):
     """Reinterpret the bits of scalar ``value`` as type ``target`` (same width), like a
     C union or ``ndarray.view``; NaN payloads pass through untouched."""
     to = getattr(target, "instance_type", None)  # target is a type such as np.int64
@@ -161,12 +162,12 @@ def half_bits_to_float64(h: int) -> float:
     normal = (magnitude << _F64_WIDEN_SHIFT) + _F64_WIDEN_REBIAS
     special = normal + _F64_WIDEN_REBIAS  # exponent 31 + 2 (1023 - 15) = 2047
     # Exponent field 0 read as 1: 2^-14 (1 + f/1024), minus 2^-14 leaves f 2^-24 exactly.
-    as_normal = _reinterpret(normal + (1 << FLOAT64_FRACTION_BITS), np.float64)
-    subnormal = _reinterpret(as_normal - HALF_SMALLEST_NORMAL, np.int64)
+    as_normal = reinterpret(normal + (1 << FLOAT64_FRACTION_BITS), np.float64)
+    subnormal = reinterpret(as_normal - HALF_SMALLEST_NORMAL, np.int64)
     wide = special if magnitude >= HALF_INF_BITS else normal
     wide = subnormal if magnitude < (1 << HALF_FRACTION_BITS) else wide
     sign = (h & HALF_SIGN_MASK) << (63 - 15)
-    return _reinterpret(wide | sign, np.float64)
+    return reinterpret(wide | sign, np.float64)
 
 
 @njit(cache=True)
@@ -182,12 +183,12 @@ def half_bits_to_float32(h: int) -> np.float32:
     magnitude = h & ~HALF_SIGN_MASK
     normal = (magnitude << _F32_WIDEN_SHIFT) + _F32_WIDEN_REBIAS
     special = normal + _F32_WIDEN_REBIAS  # exponent 31 + 2 (127 - 15) = 255
-    as_normal = _reinterpret(np.int32(normal + (1 << FLOAT32_FRACTION_BITS)), np.float32)
-    subnormal = np.int64(_reinterpret(as_normal - _HALF_SMALLEST_NORMAL_F32, np.int32))
+    as_normal = reinterpret(np.int32(normal + (1 << FLOAT32_FRACTION_BITS)), np.float32)
+    subnormal = np.int64(reinterpret(as_normal - _HALF_SMALLEST_NORMAL_F32, np.int32))
     wide = special if magnitude >= HALF_INF_BITS else normal
     wide = subnormal if magnitude < (1 << HALF_FRACTION_BITS) else wide
     sign = (h & HALF_SIGN_MASK) << (31 - 15)
-    return _reinterpret(np.int32(wide | sign), np.float32)
+    return reinterpret(np.int32(wide | sign), np.float32)
 
 
 # --- narrowing: float64 / float32 -> half bits (round to nearest, ties to even) ---------
@@ -241,9 +242,9 @@ def float64_to_half_bits(v: float) -> np.uint16:
     Branch-free, so loops calling it vectorize.
     """
     v = np.float64(v)
-    bits = _reinterpret(v, np.int64)
+    bits = reinterpret(v, np.int64)
     magnitude = bits & FLOAT64_MAGNITUDE_MASK
-    subnormal = _reinterpret(abs(v) + _F64_SUBNORMAL_MAGIC, np.int64) - _F64_SUBNORMAL_MAGIC_BITS
+    subnormal = reinterpret(abs(v) + _F64_SUBNORMAL_MAGIC, np.int64) - _F64_SUBNORMAL_MAGIC_BITS
     half = _narrow_magnitude(
         magnitude, subnormal, FLOAT64_FRACTION_BITS, FLOAT64_EXPONENT_BIAS, FLOAT64_EXPONENT_SPECIAL
     )
@@ -256,10 +257,10 @@ def float32_to_half_bits(v: np.float32) -> np.uint16:
     :func:`float64_to_half_bits`. ``v`` must be a float32 (a float64 argument is a
     typing error, not a silent second rounding); from Python pass ``np.float32(x)``.
     """
-    bits = np.int64(_reinterpret(v, np.int32))
+    bits = np.int64(reinterpret(v, np.int32))
     magnitude = bits & FLOAT32_MAGNITUDE_MASK
     subnormal = (
-        np.int64(_reinterpret(abs(v) + _F32_SUBNORMAL_MAGIC, np.int32)) - _F32_SUBNORMAL_MAGIC_BITS
+        np.int64(reinterpret(abs(v) + _F32_SUBNORMAL_MAGIC, np.int32)) - _F32_SUBNORMAL_MAGIC_BITS
     )
     half = _narrow_magnitude(
         magnitude, subnormal, FLOAT32_FRACTION_BITS, FLOAT32_EXPONENT_BIAS, FLOAT32_EXPONENT_SPECIAL

@@ -46,7 +46,7 @@ from numba import njit
 from numba.core import types
 from numba.extending import intrinsic
 
-from kernels._f16 import _reinterpret
+from kernels._f16 import reinterpret
 from kernels._generated.erfc_table import (
     ERFC_DEGREE,
     ERFC_INTERVALS,
@@ -163,8 +163,8 @@ def exp_bounded(a, ea):
     p = fma(p, r, _C0)
     ki = np.int64(k)
     half = ki >> 1  # 2^k as 2^half 2^(k - half): both normal for k down to -1076
-    v = p * _reinterpret((half + 1023) << 52, np.float64)
-    v = v * _reinterpret((ki - half + 1023) << 52, np.float64)
+    v = p * reinterpret((half + 1023) << 52, np.float64)
+    v = v * reinterpret((ki - half + 1023) << 52, np.float64)
     v = 0.0 if a < EXP_LOW else v
     e = v * (EXP_REL_ERROR + 1.002 * ea) + EXP_ABS_ERROR + (a - a)
     out_of_range = (a > EXP_HIGH) | (ea > _EXP_MAX_ARGUMENT_ERROR)
@@ -226,5 +226,5 @@ def decided_float32(v, e):
     w = 2.0 * e + U * abs(v)  # wide enough that rounding v -+ w cannot move an end inwards
     low = np.float32(v - w)
     high = np.float32(v + w)
-    same = _reinterpret(low, np.int32) == _reinterpret(high, np.int32)
+    same = reinterpret(low, np.int32) == reinterpret(high, np.int32)
     return np.float32(v), same & (low == high)  # the float comparison is False for NaN

@@ -47,7 +47,6 @@ from kernels._f16 import (
     HALF_OVERFLOW_THRESHOLD,
     HALF_SMALLEST_NORMAL,
     HALF_SMALLEST_SUBNORMAL,
-    _reinterpret,
     decided_half,
     float32_to_half_bits,
     float64_to_half_bits,
@@ -55,6 +54,7 @@ from kernels._f16 import (
     half_bits_to_float64,
     narrow_float32_to_half_array,
     narrow_to_half_array,
+    reinterpret,
     round_to_half,
     widen_half_array,
     widen_half_array_to_float32,
@@ -253,7 +253,7 @@ def _reference_fields_to_half_bits(
 
 @njit
 def reference_float64_to_half_bits(v):
-    bits = _reinterpret(np.float64(v), np.int64)
+    bits = reinterpret(np.float64(v), np.int64)
     half = _reference_fields_to_half_bits(
         bits < 0, (bits >> 52) & 0x7FF, bits & ((1 << 52) - 1), 52, 1023, 0x7FF
     )
@@ -262,7 +262,7 @@ def reference_float64_to_half_bits(v):
 
 @njit
 def reference_float32_to_half_bits(v):
-    bits = np.int64(_reinterpret(v, np.int32))
+    bits = np.int64(reinterpret(v, np.int32))
     half = _reference_fields_to_half_bits(
         bits < 0, (bits >> 23) & 0xFF, bits & ((1 << 23) - 1), 23, 127, 0xFF
     )
@@ -278,7 +278,7 @@ def _float32_sweep(first, count):
     mismatches = 0
     lowest = -1
     for pattern in range(first, first + count):
-        v = _reinterpret(np.int32(pattern), np.float32)
+        v = reinterpret(np.int32(pattern), np.float32)
         wide = np.float64(v)
         differs = (float32_to_half_bits(v) != reference_float32_to_half_bits(v)) | (
             float64_to_half_bits(wide) != reference_float64_to_half_bits(wide)
