@@ -13,6 +13,17 @@ bandwidth, measured in the same run by a STREAM-like triad ``a = b + s c`` over 
 larger than the caches; the traffic of a module is the bytes its API calls must read and
 write at least (forward: inputs and output; VJP: inputs, upstream gradient and
 gradients), so the fraction is a lower bound on what the kernel moves.
+
+For the GEMM-bound modules (linear, weightnorm, conv2d, the attentions, the residual
+blocks) it prints the achieved fraction of this machine's float64 matrix-product rate,
+measured in the same run (:func:`dgemm_rate`: NumPy's float64 matmul of 4096 x 1024 by
+1024 x 1024, best of a few). A module's flops are those of the matrix products its two API
+calls must compute at least, ``2 m k n`` for an (m, k) by (k, n) product, counted by
+:func:`_gemm` in each family's builder: the forward's products, and the VJP's backward
+products plus the forward products it needs again (the VJP gets ``x``, not the forward's
+intermediates). The attentions' ``N^2 d`` loops (L2's distances and weighted differences)
+count as the products they replace. Elementwise work is not counted, so the fraction is a
+lower bound on how busy the kernel keeps the multipliers.
 """
 
 from __future__ import annotations
@@ -39,6 +50,8 @@ from kernels import compose
 ROW_SHAPES: tuple[tuple[int, int], ...] = ((4096, 1024), (256, 4096))
 #: Families whose kernels are bound by memory traffic, not arithmetic.
 MEMORY_BOUND = ("elementwise", "rows", "pool")
+#: The float64 matrix product timed for the GEMM rate: (m, k) by (k, n).
+DGEMM_SHAPE = (4096, 1024, 1024)
 
 
 @dataclass(frozen=True)
@@ -55,6 +68,8 @@ class Problem:
     options: dict = field(default_factory=dict)
     windowed: bool = False
     memory_bound: bool = False
+    #: Flops of the matrix products forward + VJP must compute at least (0: not GEMM-bound).
+    flops: int = 0
 
     def run(self, x: np.ndarray | None = None, g: np.ndarray | None = None) -> tuple[Any, Any]:
         x = self.x if x is None else x
@@ -91,6 +106,11 @@ class Problem:
         return 2 * inputs + size(self.g) + size(outputs[0]) + size(outputs[1])
 
 
+def _gemm(m: int, k: int, n: int) -> int:
+    """Flops of an (m, k) by (k, n) matrix product: m n dot products of length k."""
+    return 2 * m * k * n
+
+
 def _rng_array(rng: np.random.Generator, shape, dtype, scale: float = 1.0) -> np.ndarray:
     return (rng.normal(size=shape) * scale).astype(dtype)
 
@@ -115,7 +135,8 @@ def _rows(m: Module, rng, dtype, shape) -> Iterator[Problem]:
         out = 1024
         v, gam = _rng_array(rng, (out, size), dtype), _rng_array(rng, out, dtype)
         gy = _rng_array(rng, (rows, out), dtype)
-        yield Problem(m.key, f"{shape} -> {out}", module, x, gy, (v, gam))
+        flops = 3 * _gemm(rows, size, out)  # y = x W^T, dx = g W, dW = g^T x
+        yield Problem(m.key, f"{shape} -> {out}", module, x, gy, (v, gam), flops=flops)
     else:
         yield Problem(m.key, str(shape), module, x, g, (gamma, beta), memory_bound=True)
 
@@ -123,14 +144,17 @@ def _rows(m: Module, rng, dtype, shape) -> Iterator[Problem]:
 def _linear(m: Module, rng, dtype, shape) -> Iterator[Problem]:
     x, g = _rng_array(rng, (4096, 1024), dtype), _rng_array(rng, (4096, 1024), dtype)
     W, b = _rng_array(rng, (1024, 1024), dtype, 1 / 32), _rng_array(rng, 1024, dtype)
-    yield Problem(m.key, "(4096, 1024) -> 1024", kernels.linear, x, g, (W, b))
+    flops = 3 * _gemm(4096, 1024, 1024)  # y = x W^T, dx = g W, dW = g^T x
+    yield Problem(m.key, "(4096, 1024) -> 1024", kernels.linear, x, g, (W, b), flops=flops)
 
 
 def _conv2d(m: Module, rng, dtype, shape) -> Iterator[Problem]:
     x, g = _rng_array(rng, (8, 64, 56, 56), dtype), _rng_array(rng, (8, 64, 56, 56), dtype)
     W, b = _rng_array(rng, (64, 64, 3, 3), dtype, 1 / 24), _rng_array(rng, 64, dtype)
     text = "(8, 64, 56, 56), 64 3x3 filters, padding 1"
-    yield Problem(m.key, text, kernels.conv2d, x, g, (W, b, 1, 1))
+    # y, dW and dx: each an (O, C Kh Kw) by (C Kh Kw, N Ho Wo) product (Ho = Wo = 56)
+    flops = 3 * _gemm(64, 64 * 3 * 3, 8 * 56 * 56)
+    yield Problem(m.key, text, kernels.conv2d, x, g, (W, b, 1, 1), flops=flops)
 
 
 def _pool(m: Module, rng, dtype, shape) -> Iterator[Problem]:
@@ -149,7 +173,31 @@ def _attention(m: Module, rng, dtype, shape) -> Iterator[Problem]:
         "l2_attention": (Wq, Wv),
         "scs_attention": (Wq, Wk, Wv, 1.0, 1.0, 1e-6),
     }[m.key]
-    yield Problem(m.key, f"N = {n}, D = {width}", getattr(kernels, m.key), X, G, params)
+    flops = _attention_flops(m.key, n, width, width, width)
+    text = f"N = {n}, D = {width}"
+    yield Problem(m.key, text, getattr(kernels, m.key), X, G, params, flops=flops)
+
+
+def _attention_flops(key: str, n: int, D: int, d: int, dv: int) -> int:
+    """Matrix-product flops of an attention's forward + VJP (X (n, D), d = rows of Wq,
+    dv = rows of Wv); the VJP recomputes the forward products it needs."""
+    if key == "l2_attention":
+        # Q = X Wq^T, S from the distances, A = Wq^T Wq, B = A Wv^T, M = X B
+        needed = _gemm(n, D, d) + _gemm(n, d, n) + _gemm(D, d, D) + _gemm(D, D, dv)
+        needed += _gemm(n, D, dv)
+        forward = needed + _gemm(n, n, dv)  # Y = P M
+        # dM = P^T G, dP = G M^T, dQ (weighted differences), dX = dQ Wq + dM B^T,
+        # dB = X^T dM, F = Wv^T dB^T, dWq = dQ^T X + Wq (F + F^T), dWv = dB^T A
+        backward = 2 * _gemm(n, n, dv) + _gemm(n, n, d) + _gemm(n, d, D) + _gemm(n, dv, D)
+        backward += _gemm(D, n, dv) + _gemm(D, dv, D) + _gemm(d, n, D) + _gemm(d, D, D)
+        backward += _gemm(dv, D, D)
+        return forward + needed + backward
+    # dp and scs: Q, K, V = X W^T, S = Q K^T (P needs it), Y = P V
+    needed = _gemm(n, D, 2 * d + dv) + _gemm(n, d, n)
+    forward = needed + _gemm(n, n, dv)
+    # dV = P^T G, dP = G V^T, dQ = dS K, dK = dS^T Q, dX = sum dQ W, dW = dQ^T X (x3)
+    backward = 2 * _gemm(n, n, dv) + 2 * _gemm(n, n, d) + 2 * _gemm(n, D, 2 * d + dv)
+    return forward + needed + backward
 
 
 def _residual(m: Module, rng, dtype, shape) -> Iterator[Problem]:
@@ -162,7 +210,13 @@ def _residual(m: Module, rng, dtype, shape) -> Iterator[Problem]:
     branch = compose.ffn(W1, np.zeros(hidden, dtype), W2, np.zeros(size, dtype))
     extra = (np.full(size, 0.5, dtype),) if m.key == "weighted_residual" else ()
     text = f"({rows}, {size}), FFN hidden {hidden}"
-    yield Problem(m.key, text, getattr(kernels, m.key), x, g, (branch, *extra))
+    # forward: two products; VJP: the first again (for the ReLU's mask), then dx and dW of
+    # each Linear; the weighted block's dnu = sum g f(x) needs the second product again too
+    flops = 7 * _gemm(rows, size, hidden)
+    if m.key == "weighted_residual":
+        flops += _gemm(rows, hidden, size)
+    module = getattr(kernels, m.key)
+    yield Problem(m.key, text, module, x, g, (branch, *extra), flops=flops)
 
 
 #: How each benchmark family (``Module.bench``) builds its problems.
@@ -350,6 +404,18 @@ def dram_bandwidth(n: int = 1 << 25, passes: int = 7) -> float:
     return 3 * 8 * n / best
 
 
+def dgemm_rate(shape: tuple[int, int, int] = DGEMM_SHAPE, passes: int = 5) -> float:
+    """Flops per second of NumPy's float64 matmul of an (m, k) by (k, n) product
+    (:data:`DGEMM_SHAPE` by default), best of ``passes`` after one warm-up call."""
+    m, k, n = shape
+    rng = np.random.default_rng(0)
+    a, b = rng.random((m, k)), rng.random((k, n))
+    out = np.empty((m, n))
+    np.matmul(a, b, out=out)
+    best = min(_timed(lambda: np.matmul(a, b, out=out)) for _ in range(passes))
+    return _gemm(m, k, n) / best
+
+
 def _timed(run: Callable[[], object]) -> float:
     start = time.perf_counter()
     run()
@@ -403,6 +469,9 @@ def main(
         print(f"PyTorch {torch.__version__}, {torch.get_num_threads()} threads")
     bandwidth = dram_bandwidth()
     print(f"DRAM bandwidth (triad a = b + s c, float64): {bandwidth / 1e9:.1f} GB/s")
+    rate = dgemm_rate()
+    m, k, n = DGEMM_SHAPE
+    print(f"float64 GEMM rate (NumPy matmul, {m}x{k} by {k}x{n}): {rate / 1e9:.1f} GFLOP/s")
     ratios = {}
     for dtype in dtypes:
         print(
@@ -411,7 +480,7 @@ def main(
         )
         print(
             f"{'module':<18}{'shape':<42}{'liptable ms':>12}{against + ' ms':>11}"
-            f"{'ratio':>8}{'DRAM':>7}"
+            f"{'ratio':>8}{'DRAM':>7}{'dgemm':>7}"
         )
         for p in problems(dtype):
             _progress(f"{dtype} {p.name} {p.shape}")
@@ -421,16 +490,18 @@ def main(
             if theirs is not None:
                 theirs()
             mine, base = _interleaved(p.run, theirs, passes)
-            share = ""
+            share = busy = ""
             if p.memory_bound:
                 share = f"{p.traffic(outputs) / mine / bandwidth:>6.0%}"
+            if p.flops:
+                busy = f"{p.flops / mine / rate:>6.0%}"
             if base is None:
                 line = f"{'-':>11}{'':>8}"
             else:
                 ratios.setdefault(dtype, []).append((p, base / mine))
                 line = f"{base * 1e3:>11.1f}{base / mine:>8.2f}"
             _progress("")
-            print(f"{p.name:<18}{p.shape:<42}{mine * 1e3:>12.1f}{line}{share:>7}")
+            print(f"{p.name:<18}{p.shape:<42}{mine * 1e3:>12.1f}{line}{share:>7}{busy:>7}")
         if ratios.get(dtype):
             values = [r for _, r in ratios[dtype]]
             memory = [r for q, r in ratios[dtype] if q.memory_bound]

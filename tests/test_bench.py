@@ -1,0 +1,47 @@
+"""``liptable bench``'s GEMM column: the float64 GEMM rate and the flops it is divided into."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from derive import bench
+from derive.catalog import CATALOG
+
+GEMM_BOUND = ("linear", "conv2d", "attention", "residual")
+
+
+def _problems() -> dict[str, bench.Problem]:
+    """The first problem of each name (the row families run at each of ROW_SHAPES)."""
+    first: dict[str, bench.Problem] = {}
+    for p in bench.problems(np.float32):
+        first.setdefault(p.name, p)
+    return first
+
+
+def test_gemm_bound_modules_count_flops_and_the_others_do_not():
+    problems = _problems()
+    for m in CATALOG:
+        counted = [p for name, p in problems.items() if name.split(" ")[0] == m.key]
+        for p in counted:
+            gemm_bound = m.bench in GEMM_BOUND or m.key == "weightnorm"
+            assert (p.flops > 0) == gemm_bound, p.name
+            assert not (p.flops and p.memory_bound), p.name
+
+
+def test_flop_counts_are_the_products_of_forward_and_vjp():
+    problems = _problems()
+    assert problems["linear"].flops == 3 * 2 * 4096 * 1024 * 1024
+    assert problems["weightnorm"].flops == 3 * 2 * 4096 * 1024 * 1024
+    assert problems["conv2d"].flops == 3 * 2 * 8 * 64 * (64 * 3 * 3) * 56 * 56
+    n, d = 512, 64
+    # Q, K, V twice, S twice, then P V, P^T G, G V^T, dS K, dS^T Q, and the 6 projections
+    products = 12 * (2 * n * d * d) + 7 * (2 * n * n * d)
+    assert problems["dp_attention"].flops == problems["scs_attention"].flops == products
+    ffn = 2 * 4096 * 256 * 1024
+    assert problems["residual"].flops == 7 * ffn
+    assert problems["weighted_residual"].flops == 8 * ffn
+
+
+def test_dgemm_rate_is_a_rate():
+    rate = bench.dgemm_rate((64, 32, 16), passes=2)
+    assert np.isfinite(rate) and rate > 0
