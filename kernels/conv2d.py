@@ -33,20 +33,26 @@ the 2-norm; the paper's ``sigma_max(W^O_D)`` is the 2-norm of a different matrix
 operator (``matvec``: the convolution without bias, ``rmatvec``: its adjoint, the
 transposed convolution) for inputs too large for a dense matrix.
 
-Arithmetic. float64, float32 and float16 ("mixed") inputs: an im2col gather (Numba, one
-(n, c) plane after another, a block of samples at a time) widens the input exactly to
-float64 columns; BLAS float64 matrix products (one per sample, batched by NumPy's matmul)
-form every sum (a product of two float32 or float16 values is exact in float64); ``dx`` is
-scattered back by a Numba col2im, plane by plane (wrapped circular padding is folded back
-onto the pixels it copies); and the float64 results are rounded once to the input
-dtype. With ``S`` the sum of the magnitudes of an output's terms and ``n`` their
-number, ``|result - exact| <= gamma_n S`` before that rounding (``gamma_n = n u / (1 - n u)``,
-``u = 2^-53``, any summation order; Higham, Accuracy and Stability, Eq. 3.5): float64 is
-not compensated, float16 results are inf exactly when the exact value rounds to inf (up to
-that error). ``strict_fp16=True`` (float16 only; small inputs: plain loops): every product
-and every partial sum is rounded to half, starting from +0 in a fixed order -- ``y`` over
-``(c, p, q)`` then ``+ b``; ``dW`` and ``db`` over ``(n, i, j)``; ``dx`` over
-``(o, p, i, q, j)``; the Jacobian over ``(p, q)`` -- each lexicographic, ascending.
+Arithmetic. float64, float32 and float16 ("mixed") inputs: an im2col gather (Numba, one (n,
+c) plane after another, a block of samples at a time) widens the input exactly to float64
+columns; BLAS float64 matrix products (one per sample, batched by NumPy's matmul) form
+every sum (a product of two float32 or float16 values is exact in float64); and the float64
+results are rounded once to the input dtype. The backward pass, with stride 1, zero padding
+``ph <= Kh - 1``, ``pw <= Kw - 1`` and finite x, W and g (the common case), is a
+convolution of ``g``: one im2col of ``g`` padded by ``(Kh - 1 - ph, Kw - 1 - pw)`` feeds
+both ``dx = W_flipped gcols`` and ``dW = x gcols^T`` (BLAS); otherwise ``dW`` comes from
+the im2col of ``x`` and ``dx`` is scattered back by a Numba col2im, plane by plane (wrapped
+circular padding is folded back onto the pixels it copies). Both are sums of the same
+nonzero terms; they differ only in which padded zeros they add, which matters only for a
+non-finite value (``0 * inf``), hence the finiteness condition. With ``S`` the sum of the
+magnitudes of an output's terms and ``n`` their number, ``|result - exact| <= gamma_n S``
+before that rounding (``gamma_n = n u / (1 - n u)``, ``u = 2^-53``, any summation order;
+Higham, Accuracy and Stability, Eq. 3.5): float64 is not compensated, float16 results are
+inf exactly when the exact value rounds to inf (up to that error). ``strict_fp16=True``
+(float16 only; small inputs: plain loops): every product and every partial sum is rounded
+to half, starting from +0 in a fixed order -- ``y`` over ``(c, p, q)`` then ``+ b``; ``dW``
+and ``db`` over ``(n, i, j)``; ``dx`` over ``(o, p, i, q, j)``; the Jacobian over ``(p,
+q)`` -- each lexicographic, ascending.
 
 NaN and inf propagate as IEEE arithmetic says. Nothing is written into the inputs; any
 strides work.
@@ -111,28 +117,33 @@ def _im2col(x, row_source, col_source, stride_h, stride_w, taps_h, taps_w, out):
     """out[n, (c, p, q), (i, j)] = xp[n, c, i sh + p, j sw + q], widened to float64.
 
     Each (n, c) plane is padded once into a scratch plane, then copied tap by tap without
-    branches (contiguous rows for stride 1). Serial on purpose: with ``prange`` over the
-    planes the loop alone runs about twice as fast on two cores, but forward + vjp as a
-    whole ran slower (x (8, 64, 56, 56), W (64, 64, 3, 3): best 0.166 s against 0.127 s,
-    median 0.18 s against 0.155 s), because the Numba and BLAS thread pools hand the cores
-    back and forth (each spins for a while after its region) four times per call.
+    branches (with stride 1, contiguous runs that LLVM vectorizes). Serial on purpose: with
+    ``prange`` over the planes the loop alone runs about twice as fast on two cores, but
+    forward + vjp as a whole ran slower (x (8, 64, 56, 56), W (64, 64, 3, 3): best 0.166 s
+    against 0.127 s, median 0.18 s against 0.155 s), because the Numba and BLAS thread pools
+    hand the cores back and forth (each spins for a while after its region).
     """
     samples, channels = x.shape[0], x.shape[1]
     out_w = (col_source.size - taps_w) // stride_w + 1
     out_h = out.shape[2] // out_w
+    padded = np.empty((row_source.size, col_source.size))
     for plane in range(samples * channels):
         n = plane // channels
         c = plane % channels
-        padded = np.empty((row_source.size, col_source.size))
         _padded_plane(x, n, c, row_source, col_source, padded)
         for p in range(taps_h):
             for q in range(taps_w):
                 tap = (c * taps_h + p) * taps_w + q
+                target = out[n, tap]
                 for i in range(out_h):
                     source = padded[i * stride_h + p]
                     base = i * out_w
-                    for j in range(out_w):
-                        out[n, tap, base + j] = source[j * stride_w + q]
+                    if stride_w == 1:
+                        for j in range(out_w):
+                            target[base + j] = source[j + q]
+                    else:
+                        for j in range(out_w):
+                            target[base + j] = source[j * stride_w + q]
 
 
 @njit(cache=True)
@@ -167,6 +178,16 @@ def _col2im(dcols, row_source, col_source, stride_h, stride_w, taps_h, taps_w, o
                 s = col_source[Q]
                 if s >= 0:
                     out[n, c, r, s] += padded[P, Q]
+
+
+@njit(cache=True, fastmath={"reassoc"})
+def _all_finite(flat):
+    """Whether every entry of the 1-d array ``flat`` is finite (``v * 0`` is 0 for a finite
+    ``v`` and NaN for inf or NaN; the sum is NaN as soon as one term is)."""
+    total = 0.0
+    for k in range(flat.size):
+        total += np.float64(flat[k]) * 0.0
+    return total == 0.0
 
 
 @thread_safe
@@ -472,14 +493,42 @@ def _forward_values(geometry: _Geometry, x, W, b, strict: bool) -> np.ndarray:
     return y.reshape(geometry.output_shape(samples))
 
 
+def _finite(array: np.ndarray) -> bool:
+    """Whether every entry of the float32 or float64 ``array`` is finite (one pass, no
+    temporaries)."""
+    return bool(_all_finite(np.ascontiguousarray(array).reshape(-1)))
+
+
+def _transposed_geometry(geometry: _Geometry) -> _Geometry | None:
+    """The geometry of ``dx`` as a convolution of ``g``, or None where it is not one.
+
+    With stride 1 and zero padding ``ph <= Kh - 1``, ``pw <= Kw - 1``, the transposed
+    convolution is a convolution: ``dx[n, c, r, s] = sum_{o, p', q'} W[o, c, Kh-1-p',
+    Kw-1-q'] gp[n, o, r + p', s + q']`` with ``gp`` the upstream gradient padded by
+    ``(Kh - 1 - ph, Kw - 1 - pw)`` zeros: the taps of ``g``'s im2col are the (output pixel,
+    kernel tap) pairs that read pixel (r, s), plus padded zeros.
+    """
+    (_, _, kh, kw), (ph, pw) = geometry.weight_shape, geometry.padding
+    if geometry.circular or geometry.stride != (1, 1) or ph > kh - 1 or pw > kw - 1:
+        return None
+    outputs, channels = geometry.weight_shape[:2]
+    try:
+        return _geometry(
+            (outputs, *geometry.output_hw), (channels, outputs, kh, kw), 1,
+            (kh - 1 - ph, kw - 1 - pw), "zeros",
+        )  # fmt: skip
+    except ValueError:  # a padded plane of g past MAX_EXTENT: the general path
+        return None
+
+
 @_IEEE
 def _backward_values(geometry: _Geometry, x, g, W, strict: bool, parameters: bool):
     """float64 (dx, dW, db); dW and db only if ``parameters`` (x is then needed)."""
     samples = g.shape[0]
     outputs = geometry.weight_shape[0]
-    dx = np.zeros((samples, *geometry.input_shape))
-    dw = db = None
     if strict:
+        dx = np.zeros((samples, *geometry.input_shape))
+        dw = db = None
         g = _wide(g)
         _input_gradient_f16s(g, _wide(W), geometry.rows, geometry.cols, dx)
         if parameters:
@@ -487,17 +536,84 @@ def _backward_values(geometry: _Geometry, x, g, W, strict: bool, parameters: boo
             db = np.empty(outputs)
             _parameter_gradients_f16s(_wide(x), g, geometry.rows, geometry.cols, dw, db)
         return dx, dw, db
+    db = None
+    if parameters:
+        db = g.reshape(samples, outputs, geometry.pixels).sum(axis=(0, 2), dtype=np.float64)
+        x = _wide(x)
+    g = _wide(g)
+    transposed = _transposed_geometry(geometry)
+    if (
+        transposed is not None
+        and np.isfinite(W).all()
+        and _finite(g)
+        and (not parameters or _finite(x))
+    ):
+        dx, dw = _backward_by_convolution(geometry, transposed, x, g, W, parameters)
+    else:
+        dx, dw = _backward_by_scatter(geometry, x, g, W, parameters)
+    return dx, dw, db
+
+
+def _backward_by_convolution(geometry: _Geometry, transposed: _Geometry, x, g, W, parameters):
+    """float64 (dx, dW or None) from one im2col of ``g`` per block (see
+    :func:`_transposed_geometry`): ``dx = Wt gcols`` and ``dW^T = x gcols^T``, two BLAS
+    products and no scatter.
+
+    Finite inputs only: the padded zeros of ``g`` are terms here where the general path
+    has the padded zeros of ``x`` (``0 * inf`` would be NaN in different places); with
+    finite values both are sums of the same nonzero terms.
+    """
+    samples = g.shape[0]
+    outputs, channels, kh, kw = geometry.weight_shape
+    pixels = transposed.pixels  # H Wd
+    taps = transposed.taps  # O Kh Kw
+    # flipped[c, (o, p', q')] = W[o, c, Kh-1-p', Kw-1-q']
+    wide_w = np.asarray(W, dtype=np.float64)[:, :, ::-1, ::-1].transpose(1, 0, 2, 3)
+    flipped = np.ascontiguousarray(wide_w).reshape(channels, taps)
+    dx = np.empty((samples, channels, pixels))
+    step = _chunk_size(samples, transposed)
+    columns = np.empty((step, taps, pixels))
+    if parameters:
+        rows = x.reshape(samples, channels, pixels)
+        widened = None if x.dtype == np.float64 else np.empty((step, channels, pixels))
+        products = np.empty((step, channels, taps))
+        dwt = np.zeros((channels, taps))
+    for start in range(0, samples, step):
+        stop = min(start + step, samples)
+        size = stop - start
+        block = columns[:size]
+        _im2col(g[start:stop], *transposed.scatter_arguments(), block)
+        np.matmul(flipped, block, out=dx[start:stop])
+        if parameters:
+            if widened is None:
+                x_block = rows[start:stop]
+            else:
+                x_block = widened[:size]
+                x_block[...] = rows[start:stop]  # widened exactly to float64
+            np.matmul(x_block, block.transpose(0, 2, 1), out=products[:size])
+            dwt += products[:size].sum(axis=0)
+    dx = dx.reshape(samples, *geometry.input_shape)
+    if not parameters:
+        return dx, None
+    dw = dwt.reshape(channels, outputs, kh, kw)[:, :, ::-1, ::-1].transpose(1, 0, 2, 3)
+    return dx, np.ascontiguousarray(dw)
+
+
+def _backward_by_scatter(geometry: _Geometry, x, g, W, parameters):
+    """float64 (dx, dW or None): the columns of ``dx`` by BLAS, scattered back by col2im."""
+    samples = g.shape[0]
+    outputs = geometry.weight_shape[0]
+    dx = np.zeros((samples, *geometry.input_shape))
+    dw = None
     weights_t = np.ascontiguousarray(W, dtype=np.float64).reshape(outputs, geometry.taps).T
     grad = g.reshape(samples, outputs, geometry.pixels)
     step = _chunk_size(samples, geometry)
     grad_block = np.empty((step, outputs, geometry.pixels))
     dcols = np.empty((step, geometry.taps, geometry.pixels))
     if parameters:
-        x = _wide(x)
         columns = np.empty_like(dcols)
         products = np.empty((step, outputs, geometry.taps))
         dw = np.zeros((outputs, geometry.taps))
-        db = grad.sum(axis=(0, 2), dtype=np.float64)
     for start in range(0, samples, step):
         stop = min(start + step, samples)
         size = stop - start
@@ -511,7 +627,7 @@ def _backward_values(geometry: _Geometry, x, g, W, strict: bool, parameters: boo
         _col2im(dcols[:size], *geometry.scatter_arguments(), dx[start:stop])
     if parameters:
         dw = dw.reshape(geometry.weight_shape)
-    return dx, dw, db
+    return dx, dw
 
 
 def _jacobian_values(geometry: _Geometry, W, strict: bool) -> np.ndarray:

@@ -569,20 +569,27 @@ def test_medium_sizes_match_numpy_im2col_in_any_chunking(
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("mode", PADDING_MODES)
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
-def test_non_finite_values_propagate_as_ieee_says(dtype, mode, bad):
+@pytest.mark.parametrize("stride", [(1, 2), 1])
+@pytest.mark.parametrize("spoiled", ["xWg", "x", "W", "g"])
+def test_non_finite_values_propagate_as_ieee_says(dtype, mode, bad, stride, spoiled):
     """A non-finite pixel spoils exactly the outputs whose windows read it (all of them
-    with circular padding reaching round); an infinite weight times a padded zero is NaN."""
+    with circular padding reaching round); an infinite weight times a padded zero is NaN.
+    Stride 1 with zero padding is the geometry whose backward pass is a convolution of g
+    (``_transposed_geometry``): a non-finite x, W or g must take the general path there."""
     rng = np.random.default_rng(12)
     x = rng.uniform(-2, 2, (1, 2, 4, 5)).astype(dtype)
     W = rng.uniform(-2, 2, (2, 2, 3, 2)).astype(dtype)
     b = rng.uniform(-2, 2, 2).astype(dtype)
-    x[0, 1, 0, 4] = bad
-    W[1, 0, 2, 1] = bad
-    args = {"stride": (1, 2), "padding": 1, "padding_mode": mode}
+    if "x" in spoiled:
+        x[0, 1, 0, 4] = bad
+    if "W" in spoiled:
+        W[1, 0, 2, 1] = bad
+    args = {"stride": stride, "padding": 1, "padding_mode": mode}
     y = conv2d.forward(x, W, b, **args)
     g = rng.uniform(-2, 2, y.shape).astype(dtype)
-    g[0, 0, 1, 1] = bad
-    ref = ((1, 2), 1, mode)
+    if "g" in spoiled:
+        g[0, 0, 1, 1] = bad
+    ref = (stride, 1, mode)
     scale = reference_linear.conv2d_forward(*map(np.abs, (x, W, b)), *ref)
     assert_within("y", y, reference_linear.conv2d_forward(x, W, b, *ref), scale, 13, dtype)
     exact = reference_linear.conv2d_vjp(x, g, W, b, *ref)
