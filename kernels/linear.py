@@ -119,7 +119,8 @@ class _Prepared:
         if self.b is None:
             return y
         with _ieee():
-            return y + self.b
+            y += self.b  # y is the product's fresh array
+            return y
 
     def finish(self, values: np.ndarray) -> np.ndarray:
         """Round once to x's dtype; an overflow to inf is a result, not a warning."""

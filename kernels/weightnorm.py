@@ -87,13 +87,19 @@ class _Prepared:
         return out
 
     def product_nt(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """a b^T in float64, or in rounded half steps in strict mode."""
-        a = np.ascontiguousarray(a, dtype=np.float64)
-        b = np.ascontiguousarray(b, dtype=np.float64)
+        """a b^T in float64, or in rounded half steps in strict mode.
+
+        BLAS reads transposed views as they are (a transpose flag), so only a dtype other
+        than float64 is converted, in the array's own memory order: no transposing copy.
+        """
         if self.strict:
+            a = np.ascontiguousarray(a, dtype=np.float64)
+            b = np.ascontiguousarray(b, dtype=np.float64)
             out = np.empty((a.shape[0], b.shape[0]))
             _generated.matmul_nt_f16s(a, b, out)
             return out
+        a = np.asarray(a, dtype=np.float64)
+        b = np.asarray(b, dtype=np.float64)
         with np.errstate(invalid="ignore", over="ignore"):  # inf - inf, 0 * inf: IEEE results
             return a @ b.T
 
@@ -131,7 +137,7 @@ def vjp(
         raise TypeError(f"g: expected dtype {p.x.dtype} (the dtype of x), got {g.dtype}")
     grows = np.ascontiguousarray(g, dtype=np.float64).reshape(p.count, p.v.shape[0])
     w = p.weights()
-    dx = p.product_nt(grows, w.T)
+    dx = p.product_nt(grows, np.ascontiguousarray(w.T))  # parameter-sized: as before
     dw = p.product_nt(grows.T, p.rows.T)
     dv = np.empty(p.v.shape)
     dgamma = np.empty(p.v.shape[0])
