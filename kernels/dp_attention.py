@@ -88,14 +88,17 @@ class _Prepared:
         self.root = ar.scalar(math.sqrt(Wq.shape[0]))
         self.n, self.dv = X.shape[0], Wv.shape[0]
 
-    def forward(self) -> np.ndarray:
-        """Y, keeping what the backward pass needs."""
+    def forward(self, output: bool = True) -> np.ndarray | None:
+        """Y, keeping what the backward pass needs (only that, without ``output``: the
+        VJP and the Jacobian do not need Y's own product)."""
         ar = self.ar
         self.Q = ar.mm(self.X, self.Wq.T)
         self.K = ar.mm(self.X, self.Wk.T)
         self.V = ar.mm(self.X, self.Wv.T)
         S = ar.div(ar.mm(self.Q, self.K.T), self.root)
         self.P, self.argmax = ar.softmax(S)
+        if not output:
+            return None
         return ar.mm(self.P, self.V)
 
     def backward(self, G: np.ndarray, parameters: bool = True) -> tuple:
@@ -131,7 +134,7 @@ def vjp(
     """``(dX, dWq, dWk, dWv)`` for the upstream gradient ``G`` of shape (N, dv)."""
     p = _Prepared(X, Wq, Wk, Wv, strict_fp16)
     G = p.ar.wide(_a.check_gradient(G, p.n, p.dv, p.dtype))
-    p.forward()
+    p.forward(output=False)
     return tuple(_a.finish(v, p.dtype) for v in p.backward(G))
 
 
@@ -140,6 +143,6 @@ def jacobian(
 ) -> np.ndarray:
     """``d vec(Y) / d vec(X)``: (N dv, N D), C-order flattening, numerator layout."""
     p = _Prepared(X, Wq, Wk, Wv, strict_fp16)
-    p.forward()
+    p.forward(output=False)
     J = _a.jacobian_from_vjp(lambda G: p.backward(G, parameters=False)[0], p.n, p.dv)
     return _a.finish(J, p.dtype)

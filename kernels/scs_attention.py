@@ -105,13 +105,16 @@ class _Prepared:
         ar = self.ar
         return ar.div(ar.sub(du, ar.mul(u, ar.rowdot(u, du))), r)
 
-    def forward(self) -> np.ndarray:
-        """Y, keeping what the backward pass needs."""
+    def forward(self, output: bool = True) -> np.ndarray | None:
+        """Y, keeping what the backward pass needs (only that, without ``output``: the
+        VJP and the Jacobian do not need Y's own product)."""
         ar = self.ar
         self.Qn, self.rq = self._normalize(self.Wq)
         self.Kn, self.rk = self._normalize(self.Wk)
         self.Vn, self.rv = self._normalize(self.Wv)
         self.P, self.argmax = ar.softmax(ar.mul(ar.mm(self.Qn, self.Kn.T), self.tau))
+        if not output:
+            return None
         return ar.mul(ar.mm(self.P, self.Vn), self.nu)
 
     def backward(self, G: np.ndarray, parameters: bool = True) -> tuple:
@@ -162,7 +165,7 @@ def vjp(
     """``(dX, dWq, dWk, dWv)`` for the upstream gradient ``G`` of shape (N, dv)."""
     p = _Prepared(X, Wq, Wk, Wv, nu, tau, eps, strict_fp16)
     G = p.ar.wide(_a.check_gradient(G, p.n, p.dv, p.dtype))
-    p.forward()
+    p.forward(output=False)
     return tuple(_a.finish(v, p.dtype) for v in p.backward(G))
 
 
@@ -179,6 +182,6 @@ def jacobian(
 ) -> np.ndarray:
     """``d vec(Y) / d vec(X)``: (N dv, N D), C-order flattening, numerator layout."""
     p = _Prepared(X, Wq, Wk, Wv, nu, tau, eps, strict_fp16)
-    p.forward()
+    p.forward(output=False)
     J = _a.jacobian_from_vjp(lambda G: p.backward(G, parameters=False)[0], p.n, p.dv)
     return _a.finish(J, p.dtype)
