@@ -7,9 +7,12 @@ the loop for the dtype and float16 mode, and restores the shape. The loops live 
 - float64 arrays run the ``_f64`` loops (compensated row sums);
 - float32 arrays run the ``_wide`` loops (float64 arithmetic) and store into float32, a
   single rounding;
-- float16 arrays ("mixed" mode, the default) are widened exactly to float32, run the
-  ``_wide`` loops into float64 and are rounded once to float16; a half result is inf only
-  when the exact result rounds to inf;
+- float16 arrays ("mixed" mode, the default) run the same ``_wide`` loops, x and g as
+  their bit patterns (``uint16``): :func:`widen` takes each entry exactly to float64 as it
+  is read, and :func:`narrow` rounds each result once, from float64 to half, as it is
+  stored (no widened copies of x and g, no float64 result buffers; gamma and beta are
+  widened exactly to float32 in advance); a half result is inf only when the exact result
+  rounds to inf. The Jacobian widens to float32 and rounds its float64 result once;
 - float16 with ``strict_fp16=True`` run the ``_f16s`` loops, every operation rounded to
   half (eps too, before use), serially.
 """
@@ -19,11 +22,51 @@ from __future__ import annotations
 from types import ModuleType
 
 import numpy as np
+from numba import types
+from numba.extending import overload
 from numpy.typing import ArrayLike
 
-from kernels._f16 import round_to_half
+from kernels._f16 import float64_to_half_bits, half_bits_to_float64, round_to_half
 from kernels._threads import thread_safe
 from kernels._validate import eps_value, float_array, strict_mode
+
+
+def widen(value):
+    """The float64 value of an array entry: a float, or the bits of a half (``uint16``).
+
+    Exact either way; the generated loops read every entry through it, so one loop serves
+    float arrays and the bit patterns of float16 arrays (``x.view(np.uint16)``).
+    """
+    if isinstance(value, np.uint16):
+        return float(half_bits_to_float64(int(value)))
+    return float(value)
+
+
+def narrow(value, out):
+    """``value`` (a float64) as stored into ``out``: unchanged for a float array (the
+    store rounds it once), its half bits, rounded to nearest even, for a ``uint16`` array.
+    """
+    if out.dtype == np.uint16:
+        return float64_to_half_bits(value)
+    return value
+
+
+@overload(widen)
+def _widen(value):
+    if isinstance(value, types.Float):
+        return lambda value: np.float64(value)
+    if value == types.uint16:
+        return lambda value: half_bits_to_float64(value)
+    return None
+
+
+@overload(narrow)
+def _narrow(value, out):
+    if isinstance(out, types.Array) and out.dtype == types.uint16:
+        return lambda value, out: float64_to_half_bits(value)
+    if isinstance(out, types.Array) and isinstance(out.dtype, types.Float):
+        return lambda value, out: value
+    return None
 
 
 def parameter(value: ArrayLike, name: str, x: np.ndarray, size: int) -> np.ndarray:
@@ -92,6 +135,27 @@ class Prepared:
         """float16 results are computed into float64 and rounded once afterwards."""
         return np.empty(shape, np.float64 if self.x.dtype == np.float16 else self.x.dtype)
 
+    @property
+    def mixed_half(self) -> bool:
+        return self.x.dtype == np.float16 and not self.strict
+
+    def loop_input(self, array: np.ndarray) -> np.ndarray:
+        """What the row loops read of x and g: the bits of a mixed-mode half array (read
+        through ``widen``), otherwise :meth:`widen`. (The parameters, D values each, are
+        widened once in advance, so the loops do not convert them again on every row.)"""
+        if self.mixed_half:
+            return np.ascontiguousarray(array).view(np.uint16)
+        return self.widen(array)
+
+    def loop_output(self, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """``(result, what the row loops store into)``: a mixed-mode half result takes the
+        halves' bits (``narrow`` rounds each value once), otherwise :meth:`result_buffer`."""
+        if self.mixed_half:
+            result = np.empty(shape, np.float16)
+            return result, result.view(np.uint16)
+        result = self.result_buffer(shape)
+        return result, result
+
     def finish(self, values: np.ndarray) -> np.ndarray:
         """Round once to x's dtype; an overflow to inf is a result, not a warning."""
         with np.errstate(over="ignore"):
@@ -101,9 +165,9 @@ class Prepared:
 def forward(generated: ModuleType, prepared: Prepared) -> np.ndarray:
     """y for every row, in x's shape and dtype."""
     p = prepared
-    out = p.result_buffer(p.rows.shape)
+    out, stored = p.loop_output(p.rows.shape)
     loop = thread_safe(getattr(generated, f"forward_{p.path}"))
-    loop(p.widen(p.rows), p.widen(p.gamma), p.widen(p.beta), p.loop_eps(), out)
+    loop(p.loop_input(p.rows), p.widen(p.gamma), p.widen(p.beta), p.loop_eps(), stored)
     return p.finish(out).reshape(p.x.shape)
 
 
@@ -119,17 +183,19 @@ def vjp(
         raise TypeError(f"g: expected dtype {p.x.dtype} (the dtype of x), got {g.dtype}")
     rows = p.rows.shape[0]
     blocks = -(-rows // generated.BLOCK_ROWS)
-    dgamma_blocks = np.zeros((blocks, 2, p.size))
-    dbeta_blocks = np.zeros((blocks, 2, p.size))
-    dx = p.result_buffer(p.rows.shape)
+    # per block: the partial sums, and their compensations (read by the f64 path only)
+    parts = 2 if p.path == "f64" else 1
+    dgamma_blocks = np.zeros((blocks, parts, p.size))
+    dbeta_blocks = np.zeros((blocks, parts, p.size))
+    dx, stored = p.loop_output(p.rows.shape)
     loop = thread_safe(getattr(generated, f"vjp_{p.path}"))
     grows = np.ascontiguousarray(g).reshape(-1, p.size)
     loop(
-        p.widen(p.rows),
-        p.widen(grows),
+        p.loop_input(p.rows),
+        p.loop_input(grows),
         p.widen(p.gamma),
         p.loop_eps(),
-        dx,
+        stored,
         dgamma_blocks,
         dbeta_blocks,
     )

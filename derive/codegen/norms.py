@@ -15,6 +15,10 @@ by the second moment or by a constant). Three arithmetic paths:
           (``fastmath`` reassociation, IEEE NaN/inf kept), and the mean is corrected by a
           second pass (the corrected two-pass algorithm), so D = 8192 rows of large or
           nearly constant values keep their accuracy. Results are rounded once.
+          The loops read every entry through ``kernels._rownorm.widen`` and store every
+          result through ``narrow``: for float32 arrays a plain conversion, for float16
+          arrays (passed as their ``uint16`` bits) the exact widening of a half and the
+          single rounding of the float64 result to half, in the loop itself.
 ``f16s``  strict half precision: every operation, each step of every sum included,
           rounded to binary16, as naive half arithmetic would do.
 
@@ -59,7 +63,7 @@ def statistics_f64(row):
 def _sum_wide(row):
     total = 0.0
     for j in range(row.size):
-        total += np.float64(row[j])
+        total += widen(row[j])
     return total
 
 
@@ -67,7 +71,7 @@ def _sum_wide(row):
 def _moments_wide(row, m):
     first, second = 0.0, 0.0
     for j in range(row.size):
-        dj = np.float64(row[j]) - m
+        dj = widen(row[j]) - m
         first += dj
         second += dj * dj
     return first, second
@@ -133,7 +137,8 @@ def forward_{path}(x, gamma, beta, epsilon, out):
         r = scale_{mode}(s, epsilon, n)
         for j in range(size):
             dj = {dev_ij}
-            out[i, j] = output_{mode}(dj, r, np.float64(gamma[j]), np.float64(beta[j]))
+            y = output_{mode}(dj, r, widen(gamma[j]), widen(beta[j]))
+            out[i, j] = narrow(y, out)
 
 
 @njit({jit})
@@ -148,8 +153,8 @@ def vjp_{path}(x, g, gamma, epsilon, dx, dgamma_blocks, dbeta_blocks):
 {means}
             for j in range(size):
                 dj = {dev_ij}
-                gj = np.float64(g[i, j])
-                dx[i, j] = dx_{mode}(dj, r, np.float64(gamma[j]), gj, ma, maz)
+                gj = widen(g[i, j])
+                dx[i, j] = narrow(dx_{mode}(dj, r, widen(gamma[j]), gj, ma, maz), dx)
 {accumulate}
 
 @njit(cache=True, error_model="numpy")
@@ -218,8 +223,8 @@ WIDE_VJP_SUMS = """\
 def _vjp_sums_wide(row, grow, gamma, m, correction, r):
     sum_a, sum_az = 0.0, 0.0
     for j in range(row.size):
-        dj = (np.float64(row[j]) - m) - correction
-        gamma_j, g_j = np.float64(gamma[j]), np.float64(grow[j])
+        dj = (widen(row[j]) - m) - correction
+        gamma_j, g_j = widen(gamma[j]), widen(grow[j])
         sum_a += summand_a_f64(gamma_j, g_j)
         sum_az += summand_az_f64(dj, r, gamma_j, g_j)
     return sum_a, sum_az
@@ -312,7 +317,7 @@ def row_norm_source(module: RowNorm) -> str:
             range=path.range,
             jit=path.jit,
             size_n=path.rounded("np.float64(size)"),
-            dev_ij=path.rounded("(np.float64(x[i, j]) - mh) - ml"),
+            dev_ij=path.rounded("(widen(x[i, j]) - mh) - ml"),
             dev_i=path.rounded("(np.float64(x[i]) - mh) - ml"),
             dev_j=path.rounded("(np.float64(x[j]) - mh) - ml"),
             means=MEANS[path.name],
@@ -335,6 +340,7 @@ def row_norm_source(module: RowNorm) -> str:
         summary=summary,
         source=module.source,
         sections=sections,
+        extra_imports=("from kernels._rownorm import narrow, widen",),
         preamble=BLOCK_ROWS_DEFINITION.format(block=BLOCK_ROWS),
     )
 

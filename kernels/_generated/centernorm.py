@@ -17,6 +17,7 @@ from numba import njit, prange
 
 from kernels._dd import dd_div, two_sum
 from kernels._f16 import round_to_half
+from kernels._rownorm import narrow, widen
 
 #: Rows per block of the parameter-gradient sums (fixed: results do not depend on threads).
 BLOCK_ROWS = 32
@@ -175,7 +176,7 @@ def statistics_f64(row):
 def _sum_wide(row):
     total = 0.0
     for j in range(row.size):
-        total += np.float64(row[j])
+        total += widen(row[j])
     return total
 
 
@@ -183,7 +184,7 @@ def _sum_wide(row):
 def _moments_wide(row, m):
     first, second = 0.0, 0.0
     for j in range(row.size):
-        dj = np.float64(row[j]) - m
+        dj = widen(row[j]) - m
         first += dj
         second += dj * dj
     return first, second
@@ -228,8 +229,8 @@ def statistics_f16s(row):
 def _vjp_sums_wide(row, grow, gamma, m, correction, r):
     sum_a, sum_az = 0.0, 0.0
     for j in range(row.size):
-        dj = (np.float64(row[j]) - m) - correction
-        gamma_j, g_j = np.float64(gamma[j]), np.float64(grow[j])
+        dj = (widen(row[j]) - m) - correction
+        gamma_j, g_j = widen(gamma[j]), widen(grow[j])
         sum_a += summand_a_f64(gamma_j, g_j)
         sum_az += summand_az_f64(dj, r, gamma_j, g_j)
     return sum_a, sum_az
@@ -244,8 +245,9 @@ def forward_f64(x, gamma, beta, epsilon, out):
         mh, ml, s = statistics_f64(x[i])
         r = scale_f64(s, epsilon, n)
         for j in range(size):
-            dj = (np.float64(x[i, j]) - mh) - ml
-            out[i, j] = output_f64(dj, r, np.float64(gamma[j]), np.float64(beta[j]))
+            dj = (widen(x[i, j]) - mh) - ml
+            y = output_f64(dj, r, widen(gamma[j]), widen(beta[j]))
+            out[i, j] = narrow(y, out)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -267,9 +269,9 @@ def vjp_f64(x, g, gamma, epsilon, dx, dgamma_blocks, dbeta_blocks):
             ma = (ah + al) / n
             maz = (zh + zl) / n
             for j in range(size):
-                dj = (np.float64(x[i, j]) - mh) - ml
-                gj = np.float64(g[i, j])
-                dx[i, j] = dx_f64(dj, r, np.float64(gamma[j]), gj, ma, maz)
+                dj = (widen(x[i, j]) - mh) - ml
+                gj = widen(g[i, j])
+                dx[i, j] = narrow(dx_f64(dj, r, widen(gamma[j]), gj, ma, maz), dx)
                 hi, e = two_sum(dgamma_blocks[b, 0, j], summand_gz_f64(dj, r, gj))
                 dgamma_blocks[b, 0, j] = hi
                 dgamma_blocks[b, 1, j] += e
@@ -302,8 +304,9 @@ def forward_wide(x, gamma, beta, epsilon, out):
         mh, ml, s = statistics_wide(x[i])
         r = scale_f64(s, epsilon, n)
         for j in range(size):
-            dj = (np.float64(x[i, j]) - mh) - ml
-            out[i, j] = output_f64(dj, r, np.float64(gamma[j]), np.float64(beta[j]))
+            dj = (widen(x[i, j]) - mh) - ml
+            y = output_f64(dj, r, widen(gamma[j]), widen(beta[j]))
+            out[i, j] = narrow(y, out)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -319,9 +322,9 @@ def vjp_wide(x, g, gamma, epsilon, dx, dgamma_blocks, dbeta_blocks):
             ma /= n
             maz /= n
             for j in range(size):
-                dj = (np.float64(x[i, j]) - mh) - ml
-                gj = np.float64(g[i, j])
-                dx[i, j] = dx_f64(dj, r, np.float64(gamma[j]), gj, ma, maz)
+                dj = (widen(x[i, j]) - mh) - ml
+                gj = widen(g[i, j])
+                dx[i, j] = narrow(dx_f64(dj, r, widen(gamma[j]), gj, ma, maz), dx)
                 dgamma_blocks[b, 0, j] += summand_gz_f64(dj, r, gj)
                 dbeta_blocks[b, 0, j] += gj
 
@@ -350,8 +353,9 @@ def forward_f16s(x, gamma, beta, epsilon, out):
         mh, ml, s = statistics_f16s(x[i])
         r = scale_f16s(s, epsilon, n)
         for j in range(size):
-            dj = round_to_half((np.float64(x[i, j]) - mh) - ml)
-            out[i, j] = output_f16s(dj, r, np.float64(gamma[j]), np.float64(beta[j]))
+            dj = round_to_half((widen(x[i, j]) - mh) - ml)
+            y = output_f16s(dj, r, widen(gamma[j]), widen(beta[j]))
+            out[i, j] = narrow(y, out)
 
 
 @njit(cache=True, error_model="numpy")
@@ -371,9 +375,9 @@ def vjp_f16s(x, g, gamma, epsilon, dx, dgamma_blocks, dbeta_blocks):
             ma = round_to_half(ma / n)
             maz = round_to_half(maz / n)
             for j in range(size):
-                dj = round_to_half((np.float64(x[i, j]) - mh) - ml)
-                gj = np.float64(g[i, j])
-                dx[i, j] = dx_f16s(dj, r, np.float64(gamma[j]), gj, ma, maz)
+                dj = round_to_half((widen(x[i, j]) - mh) - ml)
+                gj = widen(g[i, j])
+                dx[i, j] = narrow(dx_f16s(dj, r, widen(gamma[j]), gj, ma, maz), dx)
                 dgamma_blocks[b, 0, j] = round_to_half(
                     dgamma_blocks[b, 0, j] + summand_gz_f16s(dj, r, gj)
                 )
