@@ -112,7 +112,7 @@ EXP_LOW = -745.2
 EXP_HIGH = 709.0
 #: Proven bounds (proofs/vmath.py): relative error on normal results, absolute error of a
 #: result in (or rounded into) the subnormal range.
-EXP_REL_ERROR = 2.0**-47
+EXP_REL_ERROR = 2.0**-50
 EXP_ABS_ERROR = 2.0**-1073
 #: Largest argument error exp_bounded accepts: e^ea - 1 <= 1.002 ea below it.
 _EXP_MAX_ARGUMENT_ERROR = 2.0**-10

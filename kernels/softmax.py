@@ -60,9 +60,8 @@ first-order ``1 + O(D u)`` factors dropped below are covered by the factor 2 tha
   ``T = max |tau_j|`` over ``t_j >= EXP_LOW``; 0 for the usual rows, whose float32
   differences are exact in float64.
 * ``E_j = exp_bounded(t_j)`` is within ``rho E_j + A`` of ``exp(x_j - x_m)``, where
-  ``rho = 2^-50 + 1.002 T``: ``2^-50`` is proven in ``proofs/softmax_bounds.py`` (the
-  argument of ``proofs/vmath.py``, with Horner's rounding charged per coefficient, Higham
-  Eq. 5.2, instead of ``gamma_2n`` for all), ``1.002 T >= e^T - 1``. For
+  ``rho = EXP_REL_ERROR + 1.002 T``: ``EXP_REL_ERROR = 2^-50`` is proven in
+  ``proofs/vmath.py``, ``1.002 T >= e^T - 1``. For
   ``t_j < EXP_LOW``, ``E_j = 0`` and the exact exponential is below 2^-1075 (its argument is
   below ``EXP_LOW (1 - u)``).
 * ``s = sum_j E_j`` in a fixed order (no reassociation): 64 lanes, lane k adding entries
@@ -141,8 +140,6 @@ import math
 
 import numpy as np
 from numba import njit, prange
-from numba.core import types
-from numba.extending import intrinsic
 from numpy.typing import ArrayLike
 
 from kernels._dd import dd_add, dd_div, dd_exp, dd_mul, dd_sub, two_sum
@@ -150,12 +147,21 @@ from kernels._f16 import (
     float64_to_half_bits,
     half_bits_to_float64,
     narrow_float32_to_half_array,
+    reinterpret,
     round_to_half,
     widen_half_array_to_float32,
 )
 from kernels._threads import thread_safe
 from kernels._validate import float_array, strict_mode
-from kernels._vmath import EXP_ABS_ERROR, EXP_LOW, TINY, U, decided_float32, exp_bounded
+from kernels._vmath import (
+    EXP_ABS_ERROR,
+    EXP_LOW,
+    EXP_REL_ERROR,
+    TINY,
+    U,
+    decided_float32,
+    exp_bounded,
+)
 
 __all__ = ["forward", "jacobian", "vjp"]
 
@@ -365,29 +371,10 @@ def _jacobian_row_strict(row, out):
 _LANES, _LANE_LEVELS = 64, 6
 #: Longest row the fast path takes (its depth-times-U factors stay below 2^-30).
 _FAST_MAX_DIM = 2**20
-#: exp_bounded's relative error on normal results, as proven in proofs/softmax_bounds.py
-#: (sharper than _vmath.EXP_REL_ERROR, which charges every coefficient 2n roundings).
-_EXP_REL_ERROR = 2.0**-50
 #: A bound on |g_m - g_j| for float32 and float16 g (|g| < 2^128).
 _G_DIFF = 2.0**129
 #: float32 bits: the magnitude mask, the exponent field of inf and NaN.
 _F32_MAGNITUDE, _F32_SPECIAL = 0x7FFFFFFF, 0x7F800000
-
-
-@intrinsic
-def _bits(typingctx, value, target):
-    """The bits of scalar ``value`` as the same-width type ``target`` (a bitcast, as
-    ``kernels/_f16.py``'s private ``_reinterpret``; written here to keep that one private)."""
-    to = getattr(target, "instance_type", None)
-    if not (isinstance(value, types.Number) and isinstance(to, types.Number)):
-        return None
-    if value.bitwidth != to.bitwidth:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(to))
-
-    return to(value, target), codegen
 
 
 @njit(cache=True, error_model="numpy")
@@ -398,7 +385,7 @@ def _scan_float32(row):
     best = np.int64(-(2**63))  # below every (key << 32) | index
     special = np.int64(0)
     for j in range(size):
-        bits = np.int64(_bits(row[j], np.int32))
+        bits = np.int64(reinterpret(row[j], np.int32))
         special |= np.int64((bits & _F32_MAGNITUDE) >= _F32_SPECIAL)
         key = bits ^ ((bits >> 31) & _F32_MAGNITUDE)  # ordered as the floats (-0 < +0)
         best = max(best, (key << 32) | (size - 1 - j))  # ties: the largest size - 1 - j
@@ -468,7 +455,7 @@ def _shifted_exp(x, top):
     tail = (a - (t - z)) + (-top - z)
     v = exp_bounded(t, 0.0)[0]
     tail = abs(tail) if t >= EXP_LOW else 0.0
-    return v, _bits(tail, np.int64)
+    return v, reinterpret(tail, np.int64)
 
 
 @njit(cache=True, error_model="numpy")
@@ -494,7 +481,7 @@ def _exponentials(row, m, ev, acc, comp):
         _add_compensated(acc, comp, j - full, v)
         far = max(far, bits)
     s = _combine_compensated(acc, comp)
-    rho = _EXP_REL_ERROR + 1.002 * _bits(far, np.float64)
+    rho = EXP_REL_ERROR + 1.002 * reinterpret(far, np.float64)
     square = _sum_bounds(size)[1]
     return s, (U + square + rho) * s + size * EXP_ABS_ERROR, rho
 
@@ -531,7 +518,7 @@ def _exponentials_and_gradient(row, grow, m, ev, lanes):
     big_c = _combine_compensated(cacc, ccomp)
     grow_, square = _sum_bounds(size)
     total = _combine(babs) * grow_  # >= sum_j |q_j|
-    rho = _EXP_REL_ERROR + 1.002 * _bits(far, np.float64)
+    rho = EXP_REL_ERROR + 1.002 * reinterpret(far, np.float64)
     es = (U + square + rho) * s + size * EXP_ABS_ERROR
     terms = (2.0 * U + rho) * (total + size * TINY) + size * (EXP_ABS_ERROR * _G_DIFF + TINY)
     return s, es, rho, big_c, U * abs(big_c) + square * total + terms
@@ -555,7 +542,7 @@ def _decided_nonnegative_float32(v, e):
     low = v - w
     low = np.float32(low if low > 0.0 else 0.0)
     high = np.float32(v + w)
-    same = _bits(low, np.int32) == _bits(high, np.int32)
+    same = reinterpret(low, np.int32) == reinterpret(high, np.int32)
     return high, same & (low == high)  # when decided, high is float32(v)
 
 

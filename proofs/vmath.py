@@ -16,9 +16,11 @@
   ``delta <= u (|r| + |k LN2_LO|) + u |r| + |k| |ln2 - LN2_HI - LN2_LO|``;
 * the polynomial: ``|P(r) - e^r| <= e^R R^(n+1)/(n+1)! + sum_i |c_i - 1/i!| R^i`` (Taylor
   with Lagrange's remainder, plus the rounding of the coefficients);
-* Horner's rounding: ``|fl(P(r)) - P(r)| <= gamma_2n sum_i |c_i| |r|^i`` (Higham, Accuracy
-  and Stability of Numerical Algorithms, 2nd ed., Eq. 5.3; with fused multiply-adds the
-  bound only shrinks), ``gamma_m = m u / (1 - m u)``;
+* Horner's rounding: coefficient ``c_i`` enters at step i and then passes i products and
+  i sums, the leading one n of each, so (Higham, Accuracy and Stability of Numerical
+  Algorithms, 2nd ed., section 5.1; with fused multiply-adds the bound only shrinks)
+  ``|fl(P(r)) - P(r)| <= sum_(i<n) gamma_(2i+1) |c_i| |r|^i + gamma_2n |c_n| |r|^n``,
+  ``gamma_m = m u / (1 - m u)``: dominated by ``gamma_1 c_0 = u``;
 * relative to ``e^r >= e^-R``, and ``e^delta - 1`` for the argument's error.
 
 Below the normal range the two scalings round once, by at most half the smallest subnormal
@@ -97,15 +99,15 @@ def exp_relative_error(prec: int = DEFAULT_PREC) -> arb:
         n = _vmath.EXP_DEGREE
         factorial = arb(1)
         taylor_gap = arb(0)
-        horner_terms = arb(0)
+        horner = arb(0)
         for i, c in enumerate(_vmath.EXP_COEFFICIENTS):
             if i:
                 factorial *= i
             taylor_gap += abs(_arb(c) - 1 / factorial) * r_max**i
-            horner_terms += abs(_arb(c)) * r_max**i
+            roundings = 2 * i + 1 if i < n else 2 * n
+            horner += roundings * u / (1 - roundings * u) * abs(_arb(c)) * r_max**i
         remainder = r_max.exp() * r_max ** (n + 1) / (factorial * (n + 1))
-        gamma = 2 * n * u / (1 - 2 * n * u)
-        absolute = remainder + taylor_gap + gamma * horner_terms
+        absolute = remainder + taylor_gap + horner
         relative = absolute * r_max.exp()  # divided by e^r >= e^-R
         return (1 + relative) * (1 + 2 * delta) - 1  # e^delta - 1 <= 2 delta for tiny delta
 

@@ -61,6 +61,7 @@ from hypothesis import strategies as st
 import kernels.softmax as softmax
 from derive.reference import softmax_pool as reference
 from derive.reference.core import ulp
+from kernels import _vmath
 from tests.helpers.norms import assert_same_values, mp
 
 DTYPES = (np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.float16))
@@ -860,7 +861,7 @@ def test_row_sums_are_the_stated_fixed_order():
         ev, acc, comp = np.empty(size), np.empty(lanes), np.empty(lanes)
         s, es, rho = softmax._exponentials(row, m, ev, acc, comp)
         assert s == python_lane_sum(ev.tolist(), compensated=True), size
-        assert softmax._EXP_REL_ERROR <= rho < 2 * softmax._EXP_REL_ERROR
+        assert _vmath.EXP_REL_ERROR <= rho < 2 * _vmath.EXP_REL_ERROR
         with mpmath.workdps(BOUND_DPS):
             exact = mpmath.fsum(mpmath.exp(mp(v) - mp(row[m])) for v in row)
             assert abs(mp(s) - exact) <= es
