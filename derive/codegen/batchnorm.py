@@ -8,7 +8,10 @@ The statistics are LayerNorm's, per column (compensated for float64, corrected t
 float64 for float32/float16, rounded half steps in strict mode); the one-feature Jacobian
 uses LayerNorm's row statistics (``kernels/_generated/layernorm.py``). The per-element
 stages are emitted here for both denominators, and the loops are the templates below.
-Paths and arithmetic are those of :mod:`derive.codegen.norms`.
+Paths and arithmetic are those of :mod:`derive.codegen.norms`. The float32/float16 path's
+feature sums sweep four rows per pass over a block's features, the partial sums in
+registers: each feature's sum still runs over (a, p) in order, so the bits are those of
+one row at a time (tests/kernels/test_batchnorm.py compares them).
 """
 
 from __future__ import annotations
