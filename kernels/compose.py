@@ -25,6 +25,9 @@ grads ``(dgamma, dbeta)``) and :class:`Sequential`, itself a stage. For
               returns (g_0, grads_1 + ... + grads_n)    (one flat tuple, stage order)
     jacobian: J_n(x_{n-1}) ... J_2(x_1) J_1(x_0)
 
+(``Sequential.forward_and_vjp`` returns ``(x_n, g_0, grads)`` from one forward pass:
+``kernels.weighted_residual`` needs both.)
+
 :func:`ffn` builds the feed-forward network of Eq. 26 (001_76ce3a8a4b6079c3.txt,
 section 3.1.7), ``FFN(x) = W2 max(0, W1 x + b1) + b2``; with rows as samples it computes
 ``relu(x W1^T + b1) W2^T + b2``. Its Jacobian at one sample is
@@ -310,7 +313,27 @@ class Sequential:
             raise ValueError(
                 f"g: expected shape {expected} (the shape of the output), got {g.shape}"
             )
-        inputs = self._inputs(x, strict_fp16, len(self.stages))
+        return self._backward(self._inputs(x, strict_fp16, len(self.stages)), g, strict_fp16)
+
+    def forward_and_vjp(
+        self, x: ArrayLike, g: ArrayLike, *, strict_fp16: bool = False
+    ) -> tuple[np.ndarray, np.ndarray, Grads]:
+        """``(forward(x), *vjp(x, g))`` with each stage's forward run once: the stage
+        inputs the VJP needs and the output come from the same pass (the same values)."""
+        x = float_array(x, "x")
+        g = float_array(g, "g")
+        expected = self.output_shape(x.shape)
+        if g.shape != expected:
+            raise ValueError(
+                f"g: expected shape {expected} (the shape of the output), got {g.shape}"
+            )
+        inputs = self._inputs(x, strict_fp16, len(self.stages) + 1)
+        return (inputs[-1], *self._backward(inputs, g, strict_fp16))
+
+    def _backward(
+        self, inputs: list[np.ndarray], g: np.ndarray, strict_fp16: bool
+    ) -> tuple[np.ndarray, Grads]:
+        """The chain rule from the last stage to the first, given the stage inputs."""
         grads: list[Grads] = []
         for index in reversed(range(len(self.stages))):
             g, stage_grads = checked_vjp(
@@ -378,7 +401,31 @@ def checked_vjp(
 ) -> tuple[np.ndarray, Grads]:
     """``stage.vjp(x, g)``, checked: ``(dx, grads)`` with dx of x's shape and dtype and one
     gradient per parameter, of that parameter's shape and dtype."""
-    result = stage.vjp(x, g, strict_fp16=strict_fp16)
+    return _checked_vjp_result(stage, x, stage.vjp(x, g, strict_fp16=strict_fp16), name)
+
+
+def checked_forward_and_vjp(
+    stage: Any, x: np.ndarray, g: np.ndarray, strict_fp16: Any, name: str
+) -> tuple[np.ndarray, np.ndarray, Grads]:
+    """``(stage.forward(x), *stage.vjp(x, g))``, checked as :func:`checked_forward` and
+    :func:`checked_vjp` check them; one pass through the stages when the stage has a
+    ``forward_and_vjp`` method (:class:`Sequential`)."""
+    method = getattr(stage, "forward_and_vjp", None)
+    if method is None:  # the VJP first, then the forward (its errors come in that order)
+        dx, grads = checked_vjp(stage, x, g, strict_fp16, name)
+        return checked_forward(stage, x, strict_fp16, name), dx, grads
+    expected = tuple(stage.output_shape(x.shape))
+    result = method(x, g, strict_fp16=strict_fp16)
+    if not isinstance(result, tuple) or len(result) != 3:
+        raise TypeError(
+            f"{name}: its forward_and_vjp must return (y, dx, grads), got {result!r:.80}"
+        )
+    output = _check_result(result[0], name, "forward output", expected, x.dtype)
+    return (output, *_checked_vjp_result(stage, x, result[1:], name))
+
+
+def _checked_vjp_result(stage: Any, x: np.ndarray, result: Any, name: str):
+    """``result``, a stage's ``(dx, grads)`` for input ``x``, checked (see checked_vjp)."""
     if not isinstance(result, tuple) or len(result) != 2:
         raise TypeError(f"{name}: its vjp must return a pair (dx, grads), got {result!r:.80}")
     dx, grads = result

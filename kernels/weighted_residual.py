@@ -95,9 +95,8 @@ def vjp(
     with np.errstate(invalid="ignore", over="ignore"):  # IEEE: 0 * inf is NaN, no warning
         # exact for float16 and float32 (and so the single rounding of strict mode)
         weighted_g = compose.finish(nu64 * g.astype(np.float64), x.dtype)
-    branch_dx, grads = compose.checked_vjp(branch, x, weighted_g, strict, "branch")
+    f, branch_dx, grads = compose.checked_forward_and_vjp(branch, x, weighted_g, strict, "branch")
     dx = compose.scaled_sum(g, branch_dx, np.ones(x.shape[-1]), strict)
-    f = compose.checked_forward(branch, x, strict, "branch")
     width = x.shape[-1] if value.ndim else 1
     dnu = compose.column_dots(g, f, width, strict).reshape(value.shape)
     return compose.finish(dx, x.dtype), grads, compose.finish(dnu, x.dtype)

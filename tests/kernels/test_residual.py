@@ -1264,3 +1264,17 @@ def test_crash_reproductions_end_in_a_clean_error(case):
         f"signal)\n{done.stderr[-2000:]}"
     )
     assert re.search(CRASH_ERRORS[case], done.stdout.strip()), done.stdout
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_sequential_forward_and_vjp_is_forward_and_vjp_from_one_pass(dtype):
+    """``weighted_residual.vjp`` takes ``f(x)`` and the branch's VJP from one pass through
+    the stages: the same values, bit for bit, as the two calls."""
+    rng = np.random.default_rng(21)
+    x, g = (rng.normal(size=(7, 5)).astype(dtype) for _ in range(2))
+    W1, W2 = rng.normal(size=(9, 5)).astype(dtype), rng.normal(size=(5, 9)).astype(dtype)
+    branch = compose.ffn(W1, rng.normal(size=9).astype(dtype), W2, None)
+    y, dx, grads = branch.forward_and_vjp(x, g)
+    want_dx, want_grads = branch.vjp(x, g)
+    for got, want in zip((y, dx, *grads), (branch.forward(x), want_dx, *want_grads), strict=True):
+        assert got.dtype == want.dtype and np.array_equal(got, want, equal_nan=True)
