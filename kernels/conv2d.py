@@ -117,33 +117,28 @@ def _im2col(x, row_source, col_source, stride_h, stride_w, taps_h, taps_w, out):
     """out[n, (c, p, q), (i, j)] = xp[n, c, i sh + p, j sw + q], widened to float64.
 
     Each (n, c) plane is padded once into a scratch plane, then copied tap by tap without
-    branches (with stride 1, contiguous runs that LLVM vectorizes). Serial on purpose: with
-    ``prange`` over the planes the loop alone runs about twice as fast on two cores, but
-    forward + vjp as a whole ran slower (x (8, 64, 56, 56), W (64, 64, 3, 3): best 0.166 s
-    against 0.127 s, median 0.18 s against 0.155 s), because the Numba and BLAS thread pools
-    hand the cores back and forth (each spins for a while after its region).
+    branches (contiguous rows for stride 1). Serial on purpose: with ``prange`` over the
+    planes the loop alone runs about twice as fast on two cores, but forward + vjp as a
+    whole ran slower (x (8, 64, 56, 56), W (64, 64, 3, 3): best 0.166 s against 0.127 s,
+    median 0.18 s against 0.155 s), because the Numba and BLAS thread pools hand the cores
+    back and forth (each spins for a while after its region) four times per call.
     """
     samples, channels = x.shape[0], x.shape[1]
     out_w = (col_source.size - taps_w) // stride_w + 1
     out_h = out.shape[2] // out_w
-    padded = np.empty((row_source.size, col_source.size))
     for plane in range(samples * channels):
         n = plane // channels
         c = plane % channels
+        padded = np.empty((row_source.size, col_source.size))
         _padded_plane(x, n, c, row_source, col_source, padded)
         for p in range(taps_h):
             for q in range(taps_w):
                 tap = (c * taps_h + p) * taps_w + q
-                target = out[n, tap]
                 for i in range(out_h):
                     source = padded[i * stride_h + p]
                     base = i * out_w
-                    if stride_w == 1:
-                        for j in range(out_w):
-                            target[base + j] = source[j + q]
-                    else:
-                        for j in range(out_w):
-                            target[base + j] = source[j * stride_w + q]
+                    for j in range(out_w):
+                        out[n, tap, base + j] = source[j * stride_w + q]
 
 
 @njit(cache=True)
