@@ -10,9 +10,10 @@ the loop for the dtype and float16 mode, and restores the shape. The loops live 
 - float16 arrays ("mixed" mode, the default) run the same ``_wide`` loops, x and g as
   their bit patterns (``uint16``): :func:`widen` takes each entry exactly to float64 as it
   is read, and :func:`narrow` rounds each result once, from float64 to half, as it is
-  stored (no widened copies of x and g, no float64 result buffers; gamma and beta are
-  widened exactly to float32 in advance); a half result is inf only when the exact result
-  rounds to inf. The Jacobian widens to float32 and rounds its float64 result once;
+  stored (no widened copies of x and g, no float64 result buffers); a half result is inf
+  only when the exact result rounds to inf. The Jacobian widens to float32 and rounds its
+  float64 result once. The ``wide`` loops get gamma and beta (D values each) widened
+  exactly to float64 in advance, so no row converts them again;
 - float16 with ``strict_fp16=True`` run the ``_f16s`` loops, every operation rounded to
   half (eps too, before use), serially.
 """
@@ -26,7 +27,12 @@ from numba import types
 from numba.extending import overload
 from numpy.typing import ArrayLike
 
-from kernels._f16 import float64_to_half_bits, half_bits_to_float64, round_to_half
+from kernels._f16 import (
+    float64_to_half_bits,
+    half_bits_to_float32,
+    half_bits_to_float64,
+    round_to_half,
+)
 from kernels._threads import thread_safe
 from kernels._validate import eps_value, float_array, strict_mode
 
@@ -67,6 +73,45 @@ def _narrow(value, out):
     if isinstance(out, types.Array) and isinstance(out.dtype, types.Float):
         return lambda value, out: value
     return None
+
+
+def row_buffer(rows):
+    """Scratch for :func:`read_row` (one per parallel iteration): a float32 row for the bits
+    of halves; float rows need none (the first row stands in, never written)."""
+    if rows.dtype == np.uint16:
+        return np.empty(rows.shape[1], np.float32)
+    return rows[0]
+
+
+def read_row(row, buffer):
+    """A row the loops can read repeatedly at float speed: a float row itself; the bits of
+    halves widened exactly into ``buffer`` (float32), once, where every later pass over the
+    row would otherwise convert each half again."""
+    if row.dtype == np.uint16:
+        for j in range(row.size):
+            buffer[j] = half_bits_to_float32(int(row[j]))
+        return buffer
+    return row
+
+
+@overload(row_buffer)
+def _row_buffer(rows):
+    if rows.dtype == types.uint16:
+        return lambda rows: np.empty(rows.shape[1], np.float32)
+    return lambda rows: rows[0]
+
+
+@overload(read_row)
+def _read_row(row, buffer):
+    if row.dtype == types.uint16:
+
+        def widened(row, buffer):
+            for j in range(row.size):
+                buffer[j] = half_bits_to_float32(row[j])
+            return buffer
+
+        return widened
+    return lambda row, buffer: row
 
 
 def parameter(value: ArrayLike, name: str, x: np.ndarray, size: int) -> np.ndarray:
@@ -141,10 +186,16 @@ class Prepared:
 
     def loop_input(self, array: np.ndarray) -> np.ndarray:
         """What the row loops read of x and g: the bits of a mixed-mode half array (read
-        through ``widen``), otherwise :meth:`widen`. (The parameters, D values each, are
-        widened once in advance, so the loops do not convert them again on every row.)"""
+        through ``widen``), otherwise :meth:`widen`."""
         if self.mixed_half:
             return np.ascontiguousarray(array).view(np.uint16)
+        return self.widen(array)
+
+    def loop_parameter(self, array: np.ndarray) -> np.ndarray:
+        """A parameter as the row loops read it: in float64 (exact) for the float64
+        arithmetic of the ``wide`` path, so no row converts it again; else :meth:`widen`."""
+        if self.path == "wide":
+            return np.ascontiguousarray(array, dtype=np.float64)
         return self.widen(array)
 
     def loop_output(self, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
@@ -167,7 +218,8 @@ def forward(generated: ModuleType, prepared: Prepared) -> np.ndarray:
     p = prepared
     out, stored = p.loop_output(p.rows.shape)
     loop = thread_safe(getattr(generated, f"forward_{p.path}"))
-    loop(p.loop_input(p.rows), p.widen(p.gamma), p.widen(p.beta), p.loop_eps(), stored)
+    gamma, beta = p.loop_parameter(p.gamma), p.loop_parameter(p.beta)
+    loop(p.loop_input(p.rows), gamma, beta, p.loop_eps(), stored)
     return p.finish(out).reshape(p.x.shape)
 
 
@@ -193,7 +245,7 @@ def vjp(
     loop(
         p.loop_input(p.rows),
         p.loop_input(grows),
-        p.widen(p.gamma),
+        p.loop_parameter(p.gamma),
         p.loop_eps(),
         stored,
         dgamma_blocks,

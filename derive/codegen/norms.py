@@ -18,7 +18,9 @@ by the second moment or by a constant). Three arithmetic paths:
           The loops read every entry through ``kernels._rownorm.widen`` and store every
           result through ``narrow``: for float32 arrays a plain conversion, for float16
           arrays (passed as their ``uint16`` bits) the exact widening of a half and the
-          single rounding of the float64 result to half, in the loop itself.
+          single rounding of the float64 result to half, in the loop itself. Rows of
+          halves are first widened, exactly and once, into a float32 scratch row
+          (``read_row``); float rows are read in place.
 ``f16s``  strict half precision: every operation, each step of every sum included,
           rounded to binary16, as naive half arithmetic would do.
 
@@ -133,7 +135,8 @@ def forward_{path}(x, gamma, beta, epsilon, out):
     rows, size = x.shape
     n = {size_n}
     for i in {range}(rows):
-        mh, ml, s = statistics_{path}(x[i])
+        xi = read_row(x[i], row_buffer(x))
+        mh, ml, s = statistics_{path}(xi)
         r = scale_{mode}(s, epsilon, n)
         for j in range(size):
             dj = {dev_ij}
@@ -147,13 +150,15 @@ def vjp_{path}(x, g, gamma, epsilon, dx, dgamma_blocks, dbeta_blocks):
     rows, size = x.shape
     n = {size_n}
     for b in {range}(dgamma_blocks.shape[0]):
+        x_buffer, g_buffer = row_buffer(x), row_buffer(g)
         for i in range(b * BLOCK_ROWS, min(rows, (b + 1) * BLOCK_ROWS)):
-            mh, ml, s = statistics_{path}(x[i])
+            xi, gi = read_row(x[i], x_buffer), read_row(g[i], g_buffer)
+            mh, ml, s = statistics_{path}(xi)
             r = scale_{mode}(s, epsilon, n)
 {means}
             for j in range(size):
                 dj = {dev_ij}
-                gj = widen(g[i, j])
+                gj = widen(gi[j])
                 dx[i, j] = narrow(dx_{mode}(dj, r, widen(gamma[j]), gj, ma, maz), dx)
 {accumulate}
 
@@ -184,7 +189,7 @@ MEANS = {
             ma = (ah + al) / n
             maz = (zh + zl) / n""",
     "wide": """\
-            ma, maz = _vjp_sums_wide(x[i], g[i], gamma, mh, ml, r)
+            ma, maz = _vjp_sums_wide(xi, gi, gamma, mh, ml, r)
             ma /= n
             maz /= n""",
     "f16s": """\
@@ -317,7 +322,7 @@ def row_norm_source(module: RowNorm) -> str:
             range=path.range,
             jit=path.jit,
             size_n=path.rounded("np.float64(size)"),
-            dev_ij=path.rounded("(widen(x[i, j]) - mh) - ml"),
+            dev_ij=path.rounded("(widen(xi[j]) - mh) - ml"),
             dev_i=path.rounded("(np.float64(x[i]) - mh) - ml"),
             dev_j=path.rounded("(np.float64(x[j]) - mh) - ml"),
             means=MEANS[path.name],
@@ -340,7 +345,7 @@ def row_norm_source(module: RowNorm) -> str:
         summary=summary,
         source=module.source,
         sections=sections,
-        extra_imports=("from kernels._rownorm import narrow, widen",),
+        extra_imports=("from kernels._rownorm import narrow, read_row, row_buffer, widen",),
         preamble=BLOCK_ROWS_DEFINITION.format(block=BLOCK_ROWS),
     )
 

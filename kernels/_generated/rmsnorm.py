@@ -19,7 +19,7 @@ from numba import njit, prange
 
 from kernels._dd import two_sum
 from kernels._f16 import round_to_half
-from kernels._rownorm import narrow, widen
+from kernels._rownorm import narrow, read_row, row_buffer, widen
 
 #: Rows per block of the parameter-gradient sums (fixed: results do not depend on threads).
 BLOCK_ROWS = 32
@@ -246,10 +246,11 @@ def forward_f64(x, gamma, beta, epsilon, out):
     rows, size = x.shape
     n = np.float64(size)
     for i in prange(rows):
-        mh, ml, s = statistics_f64(x[i])
+        xi = read_row(x[i], row_buffer(x))
+        mh, ml, s = statistics_f64(xi)
         r = scale_f64(s, epsilon, n)
         for j in range(size):
-            dj = (widen(x[i, j]) - mh) - ml
+            dj = (widen(xi[j]) - mh) - ml
             y = output_f64(dj, r, widen(gamma[j]), widen(beta[j]))
             out[i, j] = narrow(y, out)
 
@@ -260,8 +261,10 @@ def vjp_f64(x, g, gamma, epsilon, dx, dgamma_blocks, dbeta_blocks):
     rows, size = x.shape
     n = np.float64(size)
     for b in prange(dgamma_blocks.shape[0]):
+        x_buffer, g_buffer = row_buffer(x), row_buffer(g)
         for i in range(b * BLOCK_ROWS, min(rows, (b + 1) * BLOCK_ROWS)):
-            mh, ml, s = statistics_f64(x[i])
+            xi, gi = read_row(x[i], x_buffer), read_row(g[i], g_buffer)
+            mh, ml, s = statistics_f64(xi)
             r = scale_f64(s, epsilon, n)
             ah, al, zh, zl = 0.0, 0.0, 0.0, 0.0
             for j in range(size):
@@ -273,8 +276,8 @@ def vjp_f64(x, g, gamma, epsilon, dx, dgamma_blocks, dbeta_blocks):
             ma = (ah + al) / n
             maz = (zh + zl) / n
             for j in range(size):
-                dj = (widen(x[i, j]) - mh) - ml
-                gj = widen(g[i, j])
+                dj = (widen(xi[j]) - mh) - ml
+                gj = widen(gi[j])
                 dx[i, j] = narrow(dx_f64(dj, r, widen(gamma[j]), gj, ma, maz), dx)
                 hi, e = two_sum(dgamma_blocks[b, 0, j], summand_gz_f64(dj, r, gj))
                 dgamma_blocks[b, 0, j] = hi
@@ -305,10 +308,11 @@ def forward_wide(x, gamma, beta, epsilon, out):
     rows, size = x.shape
     n = np.float64(size)
     for i in prange(rows):
-        mh, ml, s = statistics_wide(x[i])
+        xi = read_row(x[i], row_buffer(x))
+        mh, ml, s = statistics_wide(xi)
         r = scale_f64(s, epsilon, n)
         for j in range(size):
-            dj = (widen(x[i, j]) - mh) - ml
+            dj = (widen(xi[j]) - mh) - ml
             y = output_f64(dj, r, widen(gamma[j]), widen(beta[j]))
             out[i, j] = narrow(y, out)
 
@@ -319,15 +323,17 @@ def vjp_wide(x, g, gamma, epsilon, dx, dgamma_blocks, dbeta_blocks):
     rows, size = x.shape
     n = np.float64(size)
     for b in prange(dgamma_blocks.shape[0]):
+        x_buffer, g_buffer = row_buffer(x), row_buffer(g)
         for i in range(b * BLOCK_ROWS, min(rows, (b + 1) * BLOCK_ROWS)):
-            mh, ml, s = statistics_wide(x[i])
+            xi, gi = read_row(x[i], x_buffer), read_row(g[i], g_buffer)
+            mh, ml, s = statistics_wide(xi)
             r = scale_f64(s, epsilon, n)
-            ma, maz = _vjp_sums_wide(x[i], g[i], gamma, mh, ml, r)
+            ma, maz = _vjp_sums_wide(xi, gi, gamma, mh, ml, r)
             ma /= n
             maz /= n
             for j in range(size):
-                dj = (widen(x[i, j]) - mh) - ml
-                gj = widen(g[i, j])
+                dj = (widen(xi[j]) - mh) - ml
+                gj = widen(gi[j])
                 dx[i, j] = narrow(dx_f64(dj, r, widen(gamma[j]), gj, ma, maz), dx)
                 dgamma_blocks[b, 0, j] += summand_gz_f64(dj, r, gj)
                 dbeta_blocks[b, 0, j] += gj
@@ -354,10 +360,11 @@ def forward_f16s(x, gamma, beta, epsilon, out):
     rows, size = x.shape
     n = round_to_half(np.float64(size))
     for i in range(rows):
-        mh, ml, s = statistics_f16s(x[i])
+        xi = read_row(x[i], row_buffer(x))
+        mh, ml, s = statistics_f16s(xi)
         r = scale_f16s(s, epsilon, n)
         for j in range(size):
-            dj = round_to_half((widen(x[i, j]) - mh) - ml)
+            dj = round_to_half((widen(xi[j]) - mh) - ml)
             y = output_f16s(dj, r, widen(gamma[j]), widen(beta[j]))
             out[i, j] = narrow(y, out)
 
@@ -368,8 +375,10 @@ def vjp_f16s(x, g, gamma, epsilon, dx, dgamma_blocks, dbeta_blocks):
     rows, size = x.shape
     n = round_to_half(np.float64(size))
     for b in range(dgamma_blocks.shape[0]):
+        x_buffer, g_buffer = row_buffer(x), row_buffer(g)
         for i in range(b * BLOCK_ROWS, min(rows, (b + 1) * BLOCK_ROWS)):
-            mh, ml, s = statistics_f16s(x[i])
+            xi, gi = read_row(x[i], x_buffer), read_row(g[i], g_buffer)
+            mh, ml, s = statistics_f16s(xi)
             r = scale_f16s(s, epsilon, n)
             ma, maz = 0.0, 0.0
             for j in range(size):
@@ -379,8 +388,8 @@ def vjp_f16s(x, g, gamma, epsilon, dx, dgamma_blocks, dbeta_blocks):
             ma = round_to_half(ma / n)
             maz = round_to_half(maz / n)
             for j in range(size):
-                dj = round_to_half((widen(x[i, j]) - mh) - ml)
-                gj = widen(g[i, j])
+                dj = round_to_half((widen(xi[j]) - mh) - ml)
+                gj = widen(gi[j])
                 dx[i, j] = narrow(dx_f16s(dj, r, widen(gamma[j]), gj, ma, maz), dx)
                 dgamma_blocks[b, 0, j] = round_to_half(
                     dgamma_blocks[b, 0, j] + summand_gz_f16s(dj, r, gj)

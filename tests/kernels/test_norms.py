@@ -1392,3 +1392,96 @@ def test_weightnorm_without_outputs_gives_empty_results(dtype):
     assert_same_values("dx", dx, np.zeros((2, 3), dtype))
     assert dv.shape == (0, 3) and dgamma.shape == (0,) and dv.dtype == dgamma.dtype == dtype
     assert weightnorm.jacobian(x[0], v, gamma).shape == (0, 3)
+
+
+# --------------------------------------------------------------------------------------
+# float16 mixed mode: the loops on the halves' bits against the widening recipe
+# --------------------------------------------------------------------------------------
+
+#: Rows of the recipe test: several blocks of BLOCK_ROWS = 32 rows, and a partial one.
+RECIPE_ROWS = 70
+
+
+def _mixed_half_by_widening(norm: RowNorm, x, g, gamma, beta, eps):
+    """Mixed-mode float16 as it was computed before the loops read the halves' bits: x,
+    g, gamma and beta widened exactly to float32 by NumPy, the ``wide`` loops run into
+    float64 buffers, every result rounded once to half by NumPy (an independent widening
+    and rounding: ``kernels._f16`` is not involved)."""
+    generated = norm.kernel._generated
+    rows = x.reshape(-1, x.shape[-1]).astype(np.float32)
+    grows = g.reshape(rows.shape).astype(np.float32)
+    gamma32, beta32 = gamma.astype(np.float32), beta.astype(np.float32)
+    y = np.empty(rows.shape)
+    generated.forward_wide(rows, gamma32, beta32, eps, y)
+    blocks = -(-rows.shape[0] // generated.BLOCK_ROWS)
+    dgamma_blocks, dbeta_blocks = np.zeros((2, blocks, 1, rows.shape[1]))
+    dx = np.empty(rows.shape)
+    generated.vjp_wide(rows, grows, gamma32, eps, dx, dgamma_blocks, dbeta_blocks)
+    with np.errstate(over="ignore"):
+        return [
+            value.astype(np.float16)
+            for value in (
+                y.reshape(x.shape),
+                dx.reshape(x.shape),
+                generated.combine_blocks_wide(dgamma_blocks),
+                generated.combine_blocks_wide(dbeta_blocks),
+            )
+        ]
+
+
+def _recipe_rows(rng: np.random.Generator, kind: str, shape: tuple[int, ...]) -> np.ndarray:
+    """float16 rows of one kind: random, a huge mean (near overflow), nearly constant,
+    constant, subnormal, every magnitude, or with inf and NaN entries."""
+    if kind == "normal":
+        x = rng.normal(size=shape)
+    elif kind == "huge mean":
+        x = 60000.0 + 32.0 * rng.integers(-4, 4, size=shape)
+    elif kind == "nearly constant":
+        x = 1000.0 + 0.5 * (rng.random(shape) < 0.1)
+    elif kind == "constant":
+        x = np.full(shape, -3.25)
+    elif kind == "subnormal":
+        x = rng.integers(-1023, 1024, size=shape) * 2.0**-24
+    elif kind == "every magnitude":
+        x = rng.choice([-1.0, 1.0], shape) * 2.0 ** rng.uniform(-24, 15.9, shape)
+    else:  # "inf and nan"
+        x = rng.normal(size=shape)
+        x.flat[:: max(3, x.size // 5)] = np.inf
+        x.flat[1 :: max(5, x.size // 3)] = np.nan
+    return x.astype(np.float16)
+
+
+@pytest.mark.parametrize("dim", (1, 2, 3, 17, 1024))
+@pytest.mark.parametrize("norm", ROW_NORMS, ids=ROW_NORM_IDS)
+def test_float16_mixed_loops_match_the_widening_recipe_bit_for_bit(norm, dim):
+    """The ``wide`` loops read float16 x and g as bits (``_rownorm.widen``, ``read_row``)
+    and round each result to half as they store it (``_rownorm.narrow``); before, the
+    halves were widened to float32 copies and the float64 results rounded by NumPy. Both
+    are one exact widening and one rounding of the same float64 arithmetic: every bit
+    agrees, NaN payloads and signed zeros included, on random and adversarial rows, eps
+    tiny and huge, overflow to inf, D = 1 and rows over several blocks."""
+    if dim < norm.min_dim:
+        pytest.skip(f"{norm.name} needs D >= {norm.min_dim}")
+    rng = np.random.default_rng(dim)
+    kinds = (
+        "normal",
+        "huge mean",
+        "nearly constant",
+        "constant",
+        "subnormal",
+        "every magnitude",
+        "inf and nan",
+    )
+    for kind in kinds:
+        shape = (RECIPE_ROWS, dim) if kind != "normal" else (5, RECIPE_ROWS // 5, dim)
+        x, g = _recipe_rows(rng, kind, shape), _recipe_rows(rng, "normal", shape) * 8
+        gamma = (rng.normal(size=dim) * 4).astype(np.float16)
+        beta = rng.normal(size=dim).astype(np.float16)
+        for eps in (1e-30, 1e-5, 1e4) if norm.has_eps else (0.0,):
+            tail = norm.tail(eps)
+            with np.errstate(all="ignore"):
+                want = _mixed_half_by_widening(norm, x, g, gamma, beta, eps)
+                got = [norm.kernel.forward(x, gamma, beta, *tail)]
+                got += norm.kernel.vjp(x, g, gamma, beta, *tail)
+            for what, a, b in zip(("y", "dx", "dgamma", "dbeta"), got, want, strict=True):
+                assert_same_bits(f"{norm.name} {kind} eps={eps} {what}", a, b)
