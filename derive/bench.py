@@ -16,14 +16,17 @@ gradients), so the fraction is a lower bound on what the kernel moves.
 
 For the GEMM-bound modules (linear, weightnorm, conv2d, the attentions, the residual
 blocks) it prints the achieved fraction of this machine's float64 matrix-product rate,
-measured in the same run (:func:`dgemm_rate`: NumPy's float64 matmul of 4096 x 1024 by
-1024 x 1024, best of a few). A module's flops are those of the matrix products its two API
-calls must compute at least, ``2 m k n`` for an (m, k) by (k, n) product, counted by
-:func:`_gemm` in each family's builder: the forward's products, and the VJP's backward
-products plus the forward products it needs again (the VJP gets ``x``, not the forward's
-intermediates). The attentions' ``N^2 d`` loops (L2's distances and weighted differences)
-count as the products they replace. Elementwise work is not counted, so the fraction is a
-lower bound on how busy the kernel keeps the multipliers.
+measured in the same run: NumPy's float64 matmul of 4096 x 1024 by 1024 x 1024, printed
+once as the best of a few (:func:`dgemm_rate`) and timed again in every pass of each
+GEMM-bound row, next to the module, whose median rate the fraction divides by (on a shared
+machine the load changes from row to row; module and GEMM see the same). A module's flops
+are those of the matrix products its two API calls must compute at least, ``2 m k n`` for
+an (m, k) by (k, n) product, counted by :func:`_gemm` in each family's builder: the
+forward's products, and the VJP's backward products plus the forward products it needs
+again (the VJP gets ``x``, not the forward's intermediates). The attentions' ``N^2 d``
+loops (L2's distances and weighted differences) count as the products they replace.
+Elementwise work is not counted, so the fraction is a lower bound on how busy the kernel
+keeps the multipliers.
 """
 
 from __future__ import annotations
@@ -374,19 +377,25 @@ def _torch_baseline(p: Problem, torch: Any) -> Callable[[], object] | None:
 
 
 def _interleaved(
-    ours: Callable[[], object], theirs: Callable[[], object] | None, passes: int
-) -> tuple[float, float | None]:
-    """Medians of ``passes`` alternating timings of the two (both called once before)."""
-    mine, base = [], []
+    ours: Callable[[], object],
+    theirs: Callable[[], object] | None,
+    passes: int,
+    reference: Callable[[], object] | None = None,
+) -> tuple[float, float | None, float | None]:
+    """Medians of ``passes`` alternating timings of the two (both called once before), and
+    of ``reference`` (the float64 GEMM of :func:`dgemm_rate`) timed in the same passes."""
+    mine, base, ref = [], [], []
     for _ in range(passes):
-        start = time.perf_counter()
-        ours()
-        mine.append(time.perf_counter() - start)
+        mine.append(_timed(ours))
         if theirs is not None:
-            start = time.perf_counter()
-            theirs()
-            base.append(time.perf_counter() - start)
-    return statistics.median(mine), (statistics.median(base) if base else None)
+            base.append(_timed(theirs))
+        if reference is not None:
+            ref.append(_timed(reference))
+    return (
+        statistics.median(mine),
+        statistics.median(base) if base else None,
+        statistics.median(ref) if ref else None,
+    )
 
 
 @njit(parallel=True, cache=True)
@@ -404,16 +413,21 @@ def dram_bandwidth(n: int = 1 << 25, passes: int = 7) -> float:
     return 3 * 8 * n / best
 
 
-def dgemm_rate(shape: tuple[int, int, int] = DGEMM_SHAPE, passes: int = 5) -> float:
-    """Flops per second of NumPy's float64 matmul of an (m, k) by (k, n) product
-    (:data:`DGEMM_SHAPE` by default), best of ``passes`` after one warm-up call."""
+def _dgemm(shape: tuple[int, int, int] = DGEMM_SHAPE) -> Callable[[], object]:
+    """The timed float64 product: ``np.matmul(a, b, out=c)`` on (m, k) and (k, n) arrays."""
     m, k, n = shape
     rng = np.random.default_rng(0)
     a, b = rng.random((m, k)), rng.random((k, n))
     out = np.empty((m, n))
-    np.matmul(a, b, out=out)
-    best = min(_timed(lambda: np.matmul(a, b, out=out)) for _ in range(passes))
-    return _gemm(m, k, n) / best
+    return lambda: np.matmul(a, b, out=out)
+
+
+def dgemm_rate(shape: tuple[int, int, int] = DGEMM_SHAPE, passes: int = 5) -> float:
+    """Flops per second of NumPy's float64 matmul of an (m, k) by (k, n) product
+    (:data:`DGEMM_SHAPE` by default), best of ``passes`` after one warm-up call."""
+    run = _dgemm(shape)
+    run()
+    return _gemm(*shape) / min(_timed(run) for _ in range(passes))
 
 
 def _timed(run: Callable[[], object]) -> float:
@@ -470,6 +484,7 @@ def main(
     bandwidth = dram_bandwidth()
     print(f"DRAM bandwidth (triad a = b + s c, float64): {bandwidth / 1e9:.1f} GB/s")
     rate = dgemm_rate()
+    gemm = _dgemm()
     m, k, n = DGEMM_SHAPE
     print(f"float64 GEMM rate (NumPy matmul, {m}x{k} by {k}x{n}): {rate / 1e9:.1f} GFLOP/s")
     ratios = {}
@@ -489,12 +504,13 @@ def main(
             theirs = _torch_baseline(p, torch) if torch else _numpy_baseline(p)
             if theirs is not None:
                 theirs()
-            mine, base = _interleaved(p.run, theirs, passes)
+            reference = gemm if p.flops else None
+            mine, base, ref = _interleaved(p.run, theirs, passes, reference)
             share = busy = ""
             if p.memory_bound:
                 share = f"{p.traffic(outputs) / mine / bandwidth:>6.0%}"
-            if p.flops:
-                busy = f"{p.flops / mine / rate:>6.0%}"
+            if p.flops:  # against the GEMM timed in the same passes (the same load)
+                busy = f"{p.flops / mine / (_gemm(*DGEMM_SHAPE) / ref):>6.0%}"
             if base is None:
                 line = f"{'-':>11}{'':>8}"
             else:

@@ -45,3 +45,13 @@ def test_flop_counts_are_the_products_of_forward_and_vjp():
 def test_dgemm_rate_is_a_rate():
     rate = bench.dgemm_rate((64, 32, 16), passes=2)
     assert np.isfinite(rate) and rate > 0
+
+
+def test_interleaved_times_the_reference_in_the_same_passes():
+    calls = []
+    mine, base, ref = bench._interleaved(
+        lambda: calls.append("ours"), None, 3, lambda: calls.append("gemm")
+    )
+    assert calls == ["ours", "gemm"] * 3
+    assert base is None and mine >= 0 and ref >= 0
+    assert bench._interleaved(lambda: None, lambda: None, 2)[2] is None
