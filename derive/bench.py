@@ -383,11 +383,17 @@ def _interleaved(
     reference: Callable[[], object] | None = None,
 ) -> tuple[float, float | None, float | None]:
     """Medians of ``passes`` alternating timings of the two (both called once before), and
-    of ``reference`` (the float64 GEMM of :func:`dgemm_rate`) timed in the same passes."""
+    of ``reference`` (the float64 GEMM of :func:`dgemm_rate`) timed in the same passes.
+
+    The two take turns at going first, so that neither always runs right after the other
+    (whose worker threads may still be spinning, competing for the cores).
+    """
     mine, base, ref = [], [], []
-    for _ in range(passes):
+    for index in range(passes):
+        if theirs is not None and index % 2:
+            base.append(_timed(theirs))
         mine.append(_timed(ours))
-        if theirs is not None:
+        if theirs is not None and not index % 2:
             base.append(_timed(theirs))
         if reference is not None:
             ref.append(_timed(reference))

@@ -55,3 +55,9 @@ def test_interleaved_times_the_reference_in_the_same_passes():
     assert calls == ["ours", "gemm"] * 3
     assert base is None and mine >= 0 and ref >= 0
     assert bench._interleaved(lambda: None, lambda: None, 2)[2] is None
+
+
+def test_interleaved_takes_turns_at_going_first():
+    calls = []
+    bench._interleaved(lambda: calls.append("ours"), lambda: calls.append("theirs"), 4)
+    assert calls == ["ours", "theirs", "theirs", "ours"] * 2
