@@ -283,7 +283,7 @@ def round_to_half(v: float) -> float:
 _ROUNDING_SLACK = 2.0**-52
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def decided_half(v: float, e: float) -> tuple[np.uint16, bool]:
     """``(bits, ok)``: ``bits = float64_to_half_bits(v)``; ``ok`` when the ends ``v -+ w``,
     ``w = 2e + 2^-52 |v|``, round to the same half bits, so that every real within ``e`` of
