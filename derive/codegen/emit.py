@@ -401,7 +401,8 @@ class BoundedLowering(Lowering):
     every rounded operation adds ``U |result| + TINY``; products propagate their operands'
     bounds exactly (``|a| eb + |b| ea + ea eb``), a quotient is the product with the
     reciprocal of its denominator (one division per denominator, none in the bounds);
-    ``exp`` calls ``exp_bounded``.
+    ``exp`` and ``erfc`` call ``exp_bounded`` and ``erfc_bounded``. The bounds' products
+    are accumulated by fused multiply-adds.
     Values are named ``tN``; their bounds are ``tN_e``.
     """
 
@@ -414,13 +415,6 @@ class BoundedLowering(Lowering):
     def bound(self, name: str) -> str:
         """The expression of ``name``'s error bound: ``0.0`` for exact values."""
         return "0.0" if name in self.exact else f"{name}_e"
-
-    def _assign_bounded(self, code: str, bound: str) -> str:
-        name = f"t{self.counter}"
-        self.counter += 1
-        self.lines.append(f"{self.indent}{name} = {code}")
-        self.lines.append(f"{self.indent}{name}_e = {bound}")
-        return name
 
     def value(self, expr: sp.Expr) -> str:
         if expr.is_number and expr not in self.values:
@@ -438,26 +432,37 @@ class BoundedLowering(Lowering):
         exact_left, exact_right = left in self.exact, right in self.exact
         el, er = self.bound(left), self.bound(right)
         name = f"t{self.counter}"
-        terms: list[str] = []
+        sums: list[str] = []  # bounds added as they are
+        products: list[tuple[str, str]] = []  # products added by fused multiply-adds
         if op in "+-":
             code = f"{left} {op} {right}"
-            terms = [e for e in (el, er) if e != "0.0"]
+            sums = [e for e in (el, er) if e != "0.0"]
         elif op == "*":
             code = f"{left} * {right}"
             if not exact_right:
-                terms.append(f"abs({left}) * {er}")
+                products.append((f"abs({left})", er))
             if not exact_left:
-                terms.append(f"abs({right}) * {el}")
+                products.append((f"abs({right})", el))
             if not (exact_left or exact_right):
-                terms.append(f"{el} * {er}")
+                products.append((el, er))
         elif op == "/":
             reciprocal = self._reciprocal(right)
             one = self.constants.name(sp.S.One, self.mode)
             return reciprocal if left == one else self._op(left, "*", reciprocal)
         else:
             raise EmitError(f"bounded mode: operator {op}")
-        bound = " + ".join([*terms, f"U * abs({name})", "TINY"])
-        return self._assign_bounded(code, bound)
+        self.counter += 1
+        self.lines.append(f"{self.indent}{name} = {code}")
+        self._bound_lines(name, sums, [("U", f"abs({name})"), *products])
+        return name
+
+    def _bound_lines(self, name: str, sums: list[str], products: list[tuple[str, str]]) -> None:
+        """``name_e = TINY + sum(sums) + sum(p q)``, the products by fused multiply-adds
+        (one rounding each, of nonnegative terms: inside the bound's slack)."""
+        start = " + ".join([*sums, "TINY"])
+        self.lines.append(f"{self.indent}{name}_e = {start}")
+        for p, q in products:
+            self.lines.append(f"{self.indent}{name}_e = fma({p}, {q}, {name}_e)")
 
     def _reciprocal(self, operand: str) -> str:
         """``1 / operand``, once per operand: a quotient is a product with it, so a form
@@ -469,7 +474,7 @@ class BoundedLowering(Lowering):
         self.counter += 1
         self.lines.append(f"{self.indent}{name} = 1.0 / {operand}")
         if operand in self.exact:
-            bound = f"U * abs({name}) + TINY"
+            self._bound_lines(name, [], [("U", f"abs({name})")])
         else:
             e = self.bound(operand)
             spread = f"{name} * {name} * {e} * RECIPROCAL_SLACK"
@@ -477,8 +482,7 @@ class BoundedLowering(Lowering):
                 f"{self.indent}{name}_s = {spread} if abs({name}) * {e} <= RECIPROCAL_LIMIT "
                 "else np.inf"
             )
-            bound = f"{name}_s + U * abs({name}) + TINY"
-        self.lines.append(f"{self.indent}{name}_e = {bound}")
+            self._bound_lines(name, [f"{name}_s"], [("U", f"abs({name})")])
         self.reciprocals[operand] = name
         return name
 

@@ -255,7 +255,7 @@ def _vmath_import(functions: list[str]) -> str:
     names = ["BLOCK", "TINY", "U", "decided_float32"]
     if "RECIPROCAL_" in text:
         names += ["RECIPROCAL_LIMIT", "RECIPROCAL_SLACK"]
-    names += [name for name in BOUNDED_FUNCTIONS.values() if f"{name}(" in text]
+    names += [name for name in (*BOUNDED_FUNCTIONS.values(), "fma") if f"{name}(" in text]
     ordered = sorted(names, key=lambda name: (not name.isupper(), name))
     return "from kernels._vmath import (\n" + "".join(f"    {n},\n" for n in ordered) + ")\n"
 

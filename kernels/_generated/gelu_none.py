@@ -34,6 +34,7 @@ from kernels._vmath import (
     decided_float32,
     erfc_bounded,
     exp_bounded,
+    fma,
 )
 
 _F64_0 = np.float64(0.0)  # 0
@@ -100,15 +101,22 @@ def forward_fe(x):
     full relative accuracy in the left tail where 1 + erf cancels.
     """
     t0 = _F64_2 * x
-    t0_e = U * abs(t0) + TINY
+    t0_e = TINY
+    t0_e = fma(U, abs(t0), t0_e)
     _F64_3_e = U * abs(_F64_3)
     t1 = _F64_3 * x
-    t1_e = abs(x) * _F64_3_e + U * abs(t1) + TINY
+    t1_e = TINY
+    t1_e = fma(U, abs(t1), t1_e)
+    t1_e = fma(abs(x), _F64_3_e, t1_e)
     t2 = -t1
     t2_e = t1_e
     t3, t3_e = erfc_bounded(t2, t2_e)
     t4 = t0 * t3
-    t4_e = abs(t0) * t3_e + abs(t3) * t0_e + t0_e * t3_e + U * abs(t4) + TINY
+    t4_e = TINY
+    t4_e = fma(U, abs(t4), t4_e)
+    t4_e = fma(abs(t0), t3_e, t4_e)
+    t4_e = fma(abs(t3), t0_e, t4_e)
+    t4_e = fma(t0_e, t3_e, t4_e)
     return t4, t4_e
 
 
@@ -183,26 +191,40 @@ def derivative_fe(x):
     """
     _F64_9_e = U * abs(_F64_9)
     t0 = _F64_9 * x
-    t0_e = abs(x) * _F64_9_e + U * abs(t0) + TINY
+    t0_e = TINY
+    t0_e = fma(U, abs(t0), t0_e)
+    t0_e = fma(abs(x), _F64_9_e, t0_e)
     t1 = x * x
-    t1_e = U * abs(t1) + TINY
+    t1_e = TINY
+    t1_e = fma(U, abs(t1), t1_e)
     t2 = _F64_2 * t1
-    t2_e = abs(_F64_2) * t1_e + U * abs(t2) + TINY
+    t2_e = TINY
+    t2_e = fma(U, abs(t2), t2_e)
+    t2_e = fma(abs(_F64_2), t1_e, t2_e)
     t3 = -t2
     t3_e = t2_e
     t4, t4_e = exp_bounded(t3, t3_e)
     t5 = t0 * t4
-    t5_e = abs(t0) * t4_e + abs(t4) * t0_e + t0_e * t4_e + U * abs(t5) + TINY
+    t5_e = TINY
+    t5_e = fma(U, abs(t5), t5_e)
+    t5_e = fma(abs(t0), t4_e, t5_e)
+    t5_e = fma(abs(t4), t0_e, t5_e)
+    t5_e = fma(t0_e, t4_e, t5_e)
     _F64_3_e = U * abs(_F64_3)
     t6 = _F64_3 * x
-    t6_e = abs(x) * _F64_3_e + U * abs(t6) + TINY
+    t6_e = TINY
+    t6_e = fma(U, abs(t6), t6_e)
+    t6_e = fma(abs(x), _F64_3_e, t6_e)
     t7 = -t6
     t7_e = t6_e
     t8, t8_e = erfc_bounded(t7, t7_e)
     t9 = _F64_2 * t8
-    t9_e = abs(_F64_2) * t8_e + U * abs(t9) + TINY
+    t9_e = TINY
+    t9_e = fma(U, abs(t9), t9_e)
+    t9_e = fma(abs(_F64_2), t8_e, t9_e)
     t10 = t5 + t9
-    t10_e = t5_e + t9_e + U * abs(t10) + TINY
+    t10_e = t5_e + t9_e + TINY
+    t10_e = fma(U, abs(t10), t10_e)
     return t10, t10_e
 
 

@@ -36,6 +36,7 @@ from kernels._vmath import (
     U,
     decided_float32,
     exp_bounded,
+    fma,
 )
 
 _F64_0 = np.float64(0.0)  # 0
@@ -112,21 +113,33 @@ def forward_fe(x):
     a = abs(x)
     _F64_3_e = U * abs(_F64_3)
     t0 = _F64_3 * a
-    t0_e = abs(a) * _F64_3_e + U * abs(t0) + TINY
+    t0_e = TINY
+    t0_e = fma(U, abs(t0), t0_e)
+    t0_e = fma(abs(a), _F64_3_e, t0_e)
     t1 = -t0
     t1_e = t0_e
     t2, t2_e = exp_bounded(t1, t1_e)
     t3 = _F64_2 + t2
-    t3_e = t2_e + U * abs(t3) + TINY
+    t3_e = t2_e + TINY
+    t3_e = fma(U, abs(t3), t3_e)
     t4 = 1.0 / t3
     t4_s = t4 * t4 * t3_e * RECIPROCAL_SLACK if abs(t4) * t3_e <= RECIPROCAL_LIMIT else np.inf
-    t4_e = t4_s + U * abs(t4) + TINY
+    t4_e = t4_s + TINY
+    t4_e = fma(U, abs(t4), t4_e)
     t5 = a * t4
-    t5_e = abs(a) * t4_e + U * abs(t5) + TINY
+    t5_e = TINY
+    t5_e = fma(U, abs(t5), t5_e)
+    t5_e = fma(abs(a), t4_e, t5_e)
     t6 = a * t2
-    t6_e = abs(a) * t2_e + U * abs(t6) + TINY
+    t6_e = TINY
+    t6_e = fma(U, abs(t6), t6_e)
+    t6_e = fma(abs(a), t2_e, t6_e)
     t7 = t6 * t4
-    t7_e = abs(t6) * t4_e + abs(t4) * t6_e + t6_e * t4_e + U * abs(t7) + TINY
+    t7_e = TINY
+    t7_e = fma(U, abs(t7), t7_e)
+    t7_e = fma(abs(t6), t4_e, t7_e)
+    t7_e = fma(abs(t4), t6_e, t7_e)
+    t7_e = fma(t6_e, t4_e, t7_e)
     t8 = -t7
     t8_e = t7_e
     v = t5 if x >= 0.0 else t8
@@ -242,35 +255,65 @@ def derivative_fe(x):
     a = abs(x)
     _F64_3_e = U * abs(_F64_3)
     t0 = _F64_3 * a
-    t0_e = abs(a) * _F64_3_e + U * abs(t0) + TINY
+    t0_e = TINY
+    t0_e = fma(U, abs(t0), t0_e)
+    t0_e = fma(abs(a), _F64_3_e, t0_e)
     t1 = _F64_3 * a
-    t1_e = abs(a) * _F64_3_e + U * abs(t1) + TINY
+    t1_e = TINY
+    t1_e = fma(U, abs(t1), t1_e)
+    t1_e = fma(abs(a), _F64_3_e, t1_e)
     t2 = -t1
     t2_e = t1_e
     t3, t3_e = exp_bounded(t2, t2_e)
     t4 = t0 * t3
-    t4_e = abs(t0) * t3_e + abs(t3) * t0_e + t0_e * t3_e + U * abs(t4) + TINY
+    t4_e = TINY
+    t4_e = fma(U, abs(t4), t4_e)
+    t4_e = fma(abs(t0), t3_e, t4_e)
+    t4_e = fma(abs(t3), t0_e, t4_e)
+    t4_e = fma(t0_e, t3_e, t4_e)
     t5 = _F64_2 + t4
-    t5_e = t4_e + U * abs(t5) + TINY
+    t5_e = t4_e + TINY
+    t5_e = fma(U, abs(t5), t5_e)
     t6 = t5 + t3
-    t6_e = t5_e + t3_e + U * abs(t6) + TINY
+    t6_e = t5_e + t3_e + TINY
+    t6_e = fma(U, abs(t6), t6_e)
     t7 = _F64_2 + t3
-    t7_e = t3_e + U * abs(t7) + TINY
+    t7_e = t3_e + TINY
+    t7_e = fma(U, abs(t7), t7_e)
     t8 = t7 * t7
-    t8_e = abs(t7) * t7_e + abs(t7) * t7_e + t7_e * t7_e + U * abs(t8) + TINY
+    t8_e = TINY
+    t8_e = fma(U, abs(t8), t8_e)
+    t8_e = fma(abs(t7), t7_e, t8_e)
+    t8_e = fma(abs(t7), t7_e, t8_e)
+    t8_e = fma(t7_e, t7_e, t8_e)
     t9 = 1.0 / t8
     t9_s = t9 * t9 * t8_e * RECIPROCAL_SLACK if abs(t9) * t8_e <= RECIPROCAL_LIMIT else np.inf
-    t9_e = t9_s + U * abs(t9) + TINY
+    t9_e = t9_s + TINY
+    t9_e = fma(U, abs(t9), t9_e)
     t10 = t6 * t9
-    t10_e = abs(t6) * t9_e + abs(t9) * t6_e + t6_e * t9_e + U * abs(t10) + TINY
+    t10_e = TINY
+    t10_e = fma(U, abs(t10), t10_e)
+    t10_e = fma(abs(t6), t9_e, t10_e)
+    t10_e = fma(abs(t9), t6_e, t10_e)
+    t10_e = fma(t6_e, t9_e, t10_e)
     t11 = _F64_2 - t1
-    t11_e = t1_e + U * abs(t11) + TINY
+    t11_e = t1_e + TINY
+    t11_e = fma(U, abs(t11), t11_e)
     t12 = t11 + t3
-    t12_e = t11_e + t3_e + U * abs(t12) + TINY
+    t12_e = t11_e + t3_e + TINY
+    t12_e = fma(U, abs(t12), t12_e)
     t13 = t12 * t3
-    t13_e = abs(t12) * t3_e + abs(t3) * t12_e + t12_e * t3_e + U * abs(t13) + TINY
+    t13_e = TINY
+    t13_e = fma(U, abs(t13), t13_e)
+    t13_e = fma(abs(t12), t3_e, t13_e)
+    t13_e = fma(abs(t3), t12_e, t13_e)
+    t13_e = fma(t12_e, t3_e, t13_e)
     t14 = t13 * t9
-    t14_e = abs(t13) * t9_e + abs(t9) * t13_e + t13_e * t9_e + U * abs(t14) + TINY
+    t14_e = TINY
+    t14_e = fma(U, abs(t14), t14_e)
+    t14_e = fma(abs(t13), t9_e, t14_e)
+    t14_e = fma(abs(t9), t13_e, t14_e)
+    t14_e = fma(t13_e, t9_e, t14_e)
     v = t10 if x >= 0.0 else t14
     e = t10_e if x >= 0.0 else t14_e
     return v, e

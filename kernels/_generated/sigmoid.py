@@ -34,6 +34,7 @@ from kernels._vmath import (
     U,
     decided_float32,
     exp_bounded,
+    fma,
 )
 
 _F64_0 = np.float64(0.0)  # 0
@@ -91,12 +92,18 @@ def forward_fe(x):
     t0 = -a
     t1, t1_e = exp_bounded(t0, 0.0)
     t2 = _F64_1 + t1
-    t2_e = t1_e + U * abs(t2) + TINY
+    t2_e = t1_e + TINY
+    t2_e = fma(U, abs(t2), t2_e)
     t3 = 1.0 / t2
     t3_s = t3 * t3 * t2_e * RECIPROCAL_SLACK if abs(t3) * t2_e <= RECIPROCAL_LIMIT else np.inf
-    t3_e = t3_s + U * abs(t3) + TINY
+    t3_e = t3_s + TINY
+    t3_e = fma(U, abs(t3), t3_e)
     t4 = t1 * t3
-    t4_e = abs(t1) * t3_e + abs(t3) * t1_e + t1_e * t3_e + U * abs(t4) + TINY
+    t4_e = TINY
+    t4_e = fma(U, abs(t4), t4_e)
+    t4_e = fma(abs(t1), t3_e, t4_e)
+    t4_e = fma(abs(t3), t1_e, t4_e)
+    t4_e = fma(t1_e, t3_e, t4_e)
     v = t3 if x >= 0.0 else t4
     e = t3_e if x >= 0.0 else t4_e
     return v, e
@@ -159,14 +166,24 @@ def derivative_fe(x):
     t0 = -a
     t1, t1_e = exp_bounded(t0, 0.0)
     t2 = _F64_1 + t1
-    t2_e = t1_e + U * abs(t2) + TINY
+    t2_e = t1_e + TINY
+    t2_e = fma(U, abs(t2), t2_e)
     t3 = t2 * t2
-    t3_e = abs(t2) * t2_e + abs(t2) * t2_e + t2_e * t2_e + U * abs(t3) + TINY
+    t3_e = TINY
+    t3_e = fma(U, abs(t3), t3_e)
+    t3_e = fma(abs(t2), t2_e, t3_e)
+    t3_e = fma(abs(t2), t2_e, t3_e)
+    t3_e = fma(t2_e, t2_e, t3_e)
     t4 = 1.0 / t3
     t4_s = t4 * t4 * t3_e * RECIPROCAL_SLACK if abs(t4) * t3_e <= RECIPROCAL_LIMIT else np.inf
-    t4_e = t4_s + U * abs(t4) + TINY
+    t4_e = t4_s + TINY
+    t4_e = fma(U, abs(t4), t4_e)
     t5 = t1 * t4
-    t5_e = abs(t1) * t4_e + abs(t4) * t1_e + t1_e * t4_e + U * abs(t5) + TINY
+    t5_e = TINY
+    t5_e = fma(U, abs(t5), t5_e)
+    t5_e = fma(abs(t1), t4_e, t5_e)
+    t5_e = fma(abs(t4), t1_e, t5_e)
+    t5_e = fma(t1_e, t4_e, t5_e)
     return t5, t5_e
 
 

@@ -35,6 +35,7 @@ from kernels._vmath import (
     U,
     decided_float32,
     exp_bounded,
+    fma,
 )
 
 _F64_0 = np.float64(0.0)  # 0
@@ -100,16 +101,26 @@ def forward_fe(x):
     t0 = -a
     t1, t1_e = exp_bounded(t0, 0.0)
     t2 = _F64_2 + t1
-    t2_e = t1_e + U * abs(t2) + TINY
+    t2_e = t1_e + TINY
+    t2_e = fma(U, abs(t2), t2_e)
     t3 = 1.0 / t2
     t3_s = t3 * t3 * t2_e * RECIPROCAL_SLACK if abs(t3) * t2_e <= RECIPROCAL_LIMIT else np.inf
-    t3_e = t3_s + U * abs(t3) + TINY
+    t3_e = t3_s + TINY
+    t3_e = fma(U, abs(t3), t3_e)
     t4 = a * t3
-    t4_e = abs(a) * t3_e + U * abs(t4) + TINY
+    t4_e = TINY
+    t4_e = fma(U, abs(t4), t4_e)
+    t4_e = fma(abs(a), t3_e, t4_e)
     t5 = a * t1
-    t5_e = abs(a) * t1_e + U * abs(t5) + TINY
+    t5_e = TINY
+    t5_e = fma(U, abs(t5), t5_e)
+    t5_e = fma(abs(a), t1_e, t5_e)
     t6 = t5 * t3
-    t6_e = abs(t5) * t3_e + abs(t3) * t5_e + t5_e * t3_e + U * abs(t6) + TINY
+    t6_e = TINY
+    t6_e = fma(U, abs(t6), t6_e)
+    t6_e = fma(abs(t5), t3_e, t6_e)
+    t6_e = fma(abs(t3), t5_e, t6_e)
+    t6_e = fma(t5_e, t3_e, t6_e)
     t7 = -t6
     t7_e = t6_e
     v = t4 if x >= 0.0 else t7
@@ -217,28 +228,52 @@ def derivative_fe(x):
     t0 = -a
     t1, t1_e = exp_bounded(t0, 0.0)
     t2 = a * t1
-    t2_e = abs(a) * t1_e + U * abs(t2) + TINY
+    t2_e = TINY
+    t2_e = fma(U, abs(t2), t2_e)
+    t2_e = fma(abs(a), t1_e, t2_e)
     t3 = _F64_2 + t2
-    t3_e = t2_e + U * abs(t3) + TINY
+    t3_e = t2_e + TINY
+    t3_e = fma(U, abs(t3), t3_e)
     t4 = t3 + t1
-    t4_e = t3_e + t1_e + U * abs(t4) + TINY
+    t4_e = t3_e + t1_e + TINY
+    t4_e = fma(U, abs(t4), t4_e)
     t5 = _F64_2 + t1
-    t5_e = t1_e + U * abs(t5) + TINY
+    t5_e = t1_e + TINY
+    t5_e = fma(U, abs(t5), t5_e)
     t6 = t5 * t5
-    t6_e = abs(t5) * t5_e + abs(t5) * t5_e + t5_e * t5_e + U * abs(t6) + TINY
+    t6_e = TINY
+    t6_e = fma(U, abs(t6), t6_e)
+    t6_e = fma(abs(t5), t5_e, t6_e)
+    t6_e = fma(abs(t5), t5_e, t6_e)
+    t6_e = fma(t5_e, t5_e, t6_e)
     t7 = 1.0 / t6
     t7_s = t7 * t7 * t6_e * RECIPROCAL_SLACK if abs(t7) * t6_e <= RECIPROCAL_LIMIT else np.inf
-    t7_e = t7_s + U * abs(t7) + TINY
+    t7_e = t7_s + TINY
+    t7_e = fma(U, abs(t7), t7_e)
     t8 = t4 * t7
-    t8_e = abs(t4) * t7_e + abs(t7) * t4_e + t4_e * t7_e + U * abs(t8) + TINY
+    t8_e = TINY
+    t8_e = fma(U, abs(t8), t8_e)
+    t8_e = fma(abs(t4), t7_e, t8_e)
+    t8_e = fma(abs(t7), t4_e, t8_e)
+    t8_e = fma(t4_e, t7_e, t8_e)
     t9 = _F64_2 - a
-    t9_e = U * abs(t9) + TINY
+    t9_e = TINY
+    t9_e = fma(U, abs(t9), t9_e)
     t10 = t9 + t1
-    t10_e = t9_e + t1_e + U * abs(t10) + TINY
+    t10_e = t9_e + t1_e + TINY
+    t10_e = fma(U, abs(t10), t10_e)
     t11 = t10 * t1
-    t11_e = abs(t10) * t1_e + abs(t1) * t10_e + t10_e * t1_e + U * abs(t11) + TINY
+    t11_e = TINY
+    t11_e = fma(U, abs(t11), t11_e)
+    t11_e = fma(abs(t10), t1_e, t11_e)
+    t11_e = fma(abs(t1), t10_e, t11_e)
+    t11_e = fma(t10_e, t1_e, t11_e)
     t12 = t11 * t7
-    t12_e = abs(t11) * t7_e + abs(t7) * t11_e + t11_e * t7_e + U * abs(t12) + TINY
+    t12_e = TINY
+    t12_e = fma(U, abs(t12), t12_e)
+    t12_e = fma(abs(t11), t7_e, t12_e)
+    t12_e = fma(abs(t7), t11_e, t12_e)
+    t12_e = fma(t11_e, t7_e, t12_e)
     v = t8 if x >= 0.0 else t12
     e = t8_e if x >= 0.0 else t12_e
     return v, e
