@@ -1,7 +1,7 @@
 """Vectorizable float64 arithmetic that carries a proven bound on its own error.
 
-The elementwise kernels round a float64 evaluation to float32 or float16 once. Done with
-libm's ``exp`` that costs a call per element and LLVM cannot vectorize the loop. The fast
+The elementwise kernels round a float64 evaluation to float32 or float16 once. With
+libm's ``exp`` every element costs a call, and LLVM cannot vectorize the loop. The fast
 path here follows correctly rounded math libraries instead: evaluate in float64 with
 branch-free code that LLVM vectorizes, carry along an upper bound ``e`` on the absolute
 error of every value (running error analysis, Wilkinson), and accept the rounded result
@@ -31,9 +31,9 @@ absolute error of a result in the subnormal range. :func:`decided_float32` widen
 interval to ``v -+ (2e + U |v|)`` before rounding its ends, which covers the rounding of
 the ends themselves (and of the bound's computation) whatever ``e`` it is given.
 
-``EXP_REL_ERROR`` is proven in ``proofs/vmath.py`` (python-flint's arb) for the range
-reduction and polynomial below; ``tests/kernels/test_vmath.py`` checks the constants here
-against that proof and against mpmath.
+``EXP_REL_ERROR`` and ``ERFC_REL_ERROR`` are proven in ``proofs/vmath.py`` (python-flint's
+arb) for the range reduction and the polynomials below; ``tests/kernels/test_vmath.py``
+checks the constants here against those proofs and the functions against mpmath.
 """
 
 from __future__ import annotations
