@@ -38,7 +38,7 @@ from flint import arb, arb_series
 
 from kernels import _vmath
 from kernels._generated import erfc_table
-from proofs.arb import DEFAULT_PREC, working_precision
+from proofs.arb import DEFAULT_PREC, point, working_precision
 
 __all__ = [
     "EXP_LARGEST_K",
@@ -58,8 +58,8 @@ _U = Fraction(1, 2**53)
 
 
 def _arb(value: float | Fraction | int) -> arb:
-    fraction = Fraction(value)
-    return arb(fraction.numerator) / arb(fraction.denominator)
+    """``point`` of a float taken exactly (every float64 is a rational)."""
+    return point(Fraction(value))
 
 
 def ln2_hi_exact_products() -> bool:

@@ -65,96 +65,71 @@ float16 loops run blocks of ``BLOCK`` elements vectorized on them and keep the r
 rounded value. The undecided elements of a block (rare; NaN, inf and out-of-range inputs
 among them) are recomputed with the ``_f64`` function, as every element was before."""
 
-BOUNDED_UNARY_F32 = """\
+#: The bounded loops, one template per quantity for float32 and mixed float16: ``{read}``
+#: widens an element to float64, ``{decide}`` is the decision test, ``{narrow}`` rounds a
+#: float64 from the scalar path to the output's storage.
+BOUNDED_UNARY = """\
 @njit(cache=True, parallel=True, error_model="numpy")
-def {q}_f32_loop(x, out):
-    n = x.size
+def {q}_{suffix}_loop({x}, out):
+    n = {x}.size
     for b in prange((n + BLOCK - 1) // BLOCK):
-        xs = x[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        xs = {x}[b * BLOCK : min(n, (b + 1) * BLOCK)]
         ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
         undecided = 0
         for i in range(xs.size):
-            v, e = {q}_fe(np.float64(xs[i]))
-            y, ok = decided_float32(v, e)
+            v, e = {q}_fe({read}(xs[i]))
+            y, ok = {decide}(v, e)
             ys[i] = y
             undecided += 0 if ok else 1
         if undecided:
             for i in range(xs.size):
-                v, e = {q}_fe(np.float64(xs[i]))
-                if not decided_float32(v, e)[1]:
-                    ys[i] = {q}_f64(np.float64(xs[i]))
+                v, e = {q}_fe({read}(xs[i]))
+                if not {decide}(v, e)[1]:
+                    ys[i] = {narrow}({q}_f64({read}(xs[i])))
 """
 
-BOUNDED_UNARY_F16 = """\
+BOUNDED_VJP = """\
 @njit(cache=True, parallel=True, error_model="numpy")
-def {q}_f16_loop(bits, out):
-    n = bits.size
+def vjp_{suffix}_loop({x}, {g}, out):
+    n = {x}.size
     for b in prange((n + BLOCK - 1) // BLOCK):
-        xs = bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        xs = {x}[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        gs = {g}[b * BLOCK : min(n, (b + 1) * BLOCK)]
         ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
         undecided = 0
         for i in range(xs.size):
-            v, e = {q}_fe(half_bits_to_float64(xs[i]))
-            y, ok = decided_half(v, e)
-            ys[i] = y
-            undecided += 0 if ok else 1
-        if undecided:
-            for i in range(xs.size):
-                v, e = {q}_fe(half_bits_to_float64(xs[i]))
-                if not decided_half(v, e)[1]:
-                    ys[i] = float64_to_half_bits({q}_f64(half_bits_to_float64(xs[i])))
-"""
-
-BOUNDED_VJP_F16 = """\
-@njit(cache=True, parallel=True, error_model="numpy")
-def vjp_f16_loop(bits, g_bits, out):
-    n = bits.size
-    for b in prange((n + BLOCK - 1) // BLOCK):
-        xs = bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
-        gs = g_bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
-        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
-        undecided = 0
-        for i in range(xs.size):
-            d, d_e = derivative_fe(half_bits_to_float64(xs[i]))
-            dy = half_bits_to_float64(gs[i])
+            d, d_e = derivative_fe({read}(xs[i]))
+            dy = {read}(gs[i])
             v = dy * d
-            y, ok = decided_half(v, abs(dy) * d_e + U * abs(v) + TINY)
+            y, ok = {decide}(v, abs(dy) * d_e + U * abs(v) + TINY)
             ys[i] = y
             undecided += 0 if ok else 1
         if undecided:
             for i in range(xs.size):
-                d, d_e = derivative_fe(half_bits_to_float64(xs[i]))
-                dy = half_bits_to_float64(gs[i])
+                d, d_e = derivative_fe({read}(xs[i]))
+                dy = {read}(gs[i])
                 v = dy * d
-                if not decided_half(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
-                    dx = dy * derivative_f64(half_bits_to_float64(xs[i]))
-                    ys[i] = float64_to_half_bits(dx)
+                if not {decide}(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
+                    ys[i] = {narrow}(dy * derivative_f64({read}(xs[i])))
 """
 
-BOUNDED_VJP_F32 = """\
-@njit(cache=True, parallel=True, error_model="numpy")
-def vjp_f32_loop(x, g, out):
-    n = x.size
-    for b in prange((n + BLOCK - 1) // BLOCK):
-        xs = x[b * BLOCK : min(n, (b + 1) * BLOCK)]
-        gs = g[b * BLOCK : min(n, (b + 1) * BLOCK)]
-        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
-        undecided = 0
-        for i in range(xs.size):
-            d, d_e = derivative_fe(np.float64(xs[i]))
-            dy = np.float64(gs[i])
-            v = dy * d
-            y, ok = decided_float32(v, abs(dy) * d_e + U * abs(v) + TINY)
-            ys[i] = y
-            undecided += 0 if ok else 1
-        if undecided:
-            for i in range(xs.size):
-                d, d_e = derivative_fe(np.float64(xs[i]))
-                dy = np.float64(gs[i])
-                v = dy * d
-                if not decided_float32(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
-                    ys[i] = dy * derivative_f64(np.float64(xs[i]))
-"""
+#: The fields of the bounded templates per storage: float32 arrays, and float16 as bits.
+BOUNDED_STORAGE = {
+    "f32": {
+        "x": "x",
+        "g": "g",
+        "read": "np.float64",
+        "decide": "decided_float32",
+        "narrow": "np.float32",
+    },
+    "f16": {
+        "x": "bits",
+        "g": "g_bits",
+        "read": "half_bits_to_float64",
+        "decide": "decided_half",
+        "narrow": "float64_to_half_bits",
+    },
+}
 
 UNARY_LOOPS = """\
 @njit(cache=True, parallel=True)
@@ -261,9 +236,15 @@ def _vmath_import(functions: list[str]) -> str:
 
 
 def _bounded_loops(loops: str, quantity: str) -> str:
-    """The unary loops of ``quantity`` with the float32 and mixed float16 ones bounded."""
-    loops = _replace_loop(loops, f"{quantity}_f32_loop", BOUNDED_UNARY_F32.format(q=quantity))
-    return _replace_loop(loops, f"{quantity}_f16_loop", BOUNDED_UNARY_F16.format(q=quantity))
+    """The loops of ``quantity`` ("forward", "derivative" or "vjp") with the float32 and
+    mixed float16 ones bounded."""
+    for suffix, fields in BOUNDED_STORAGE.items():
+        if quantity == "vjp":
+            text = BOUNDED_VJP.format(suffix=suffix, **fields)
+        else:
+            text = BOUNDED_UNARY.format(q=quantity, suffix=suffix, **fields)
+        loops = _replace_loop(loops, f"{quantity}_{suffix}_loop", text)
+    return loops
 
 
 def generate_source(module: Elementwise) -> str:
@@ -322,11 +303,7 @@ def generate_source(module: Elementwise) -> str:
         loops = [
             _bounded_loops(loops[0], "forward"),
             _bounded_loops(loops[1], "derivative"),
-            _replace_loop(
-                _replace_loop(loops[2], "vjp_f32_loop", BOUNDED_VJP_F32),
-                "vjp_f16_loop",
-                BOUNDED_VJP_F16,
-            ),
+            _bounded_loops(loops[2], "vjp"),
         ]
     sections = ["\n".join(constants.lines), *functions, *(loop.strip("\n") for loop in loops)]
     return header + "\n" + "\n\n\n".join(sections) + "\n"

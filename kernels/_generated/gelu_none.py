@@ -250,7 +250,7 @@ def forward_f32_loop(x, out):
             for i in range(xs.size):
                 v, e = forward_fe(np.float64(xs[i]))
                 if not decided_float32(v, e)[1]:
-                    ys[i] = forward_f64(np.float64(xs[i]))
+                    ys[i] = np.float32(forward_f64(np.float64(xs[i])))
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -300,7 +300,7 @@ def derivative_f32_loop(x, out):
             for i in range(xs.size):
                 v, e = derivative_fe(np.float64(xs[i]))
                 if not decided_float32(v, e)[1]:
-                    ys[i] = derivative_f64(np.float64(xs[i]))
+                    ys[i] = np.float32(derivative_f64(np.float64(xs[i])))
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -355,7 +355,7 @@ def vjp_f32_loop(x, g, out):
                 dy = np.float64(gs[i])
                 v = dy * d
                 if not decided_float32(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
-                    ys[i] = dy * derivative_f64(np.float64(xs[i]))
+                    ys[i] = np.float32(dy * derivative_f64(np.float64(xs[i])))
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -379,8 +379,7 @@ def vjp_f16_loop(bits, g_bits, out):
                 dy = half_bits_to_float64(gs[i])
                 v = dy * d
                 if not decided_half(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
-                    dx = dy * derivative_f64(half_bits_to_float64(xs[i]))
-                    ys[i] = float64_to_half_bits(dx)
+                    ys[i] = float64_to_half_bits(dy * derivative_f64(half_bits_to_float64(xs[i])))
 
 
 @njit(cache=True)
