@@ -281,6 +281,14 @@ class Lowering:
         return f"x {RELATIONS[type(relation)]} {bound}"
 
 
+def docstring(doc: str) -> list[str]:
+    """The lines of a generated function's docstring: ``doc`` wrapped at 88 columns."""
+    lines = textwrap.wrap(doc, width=88)
+    if len(lines) == 1:
+        return [f'    """{lines[0]}"""']
+    return [f'    """{lines[0]}', *(f"    {line}" for line in lines[1:]), '    """']
+
+
 def scalar_function(
     name: str,
     expr: sp.Expr,
@@ -296,13 +304,10 @@ def scalar_function(
     +-saturation return them too. NaN returns NaN.
     """
     low, high = (mode.scalar(constants.name(v, mode)) for v in limits)
-    doc_lines = textwrap.wrap(doc, width=88)
     head = [
         "@njit(cache=True)",
         f"def {name}(x):",
-        f'    """{doc_lines[0]}' + ('"""' if len(doc_lines) == 1 else ""),
-        *(f"    {line}" for line in doc_lines[1:]),
-        *(['    """'] if len(doc_lines) > 1 else []),
+        *docstring(doc),
         "    if x != x:",
         "        return x",
     ]
@@ -363,13 +368,10 @@ def expression_function(
     unknown = expr.free_symbols - set(names)
     if unknown:
         raise EmitError(f"{name}: symbols {sorted(map(str, unknown))} are not arguments")
-    doc_lines = textwrap.wrap(doc, width=88)
     head = [
         '@njit(cache=True, error_model="numpy")',
         f"def {name}({', '.join(names.values())}):",
-        f'    """{doc_lines[0]}' + ('"""' if len(doc_lines) == 1 else ""),
-        *(f"    {line}" for line in doc_lines[1:]),
-        *(['    """'] if len(doc_lines) > 1 else []),
+        *docstring(doc),
     ]
     lowering = Lowering(mode, constants, "    ", arguments=names)
     result = lowering.value(expr)
@@ -538,13 +540,10 @@ def bounded_function(name: str, expr: sp.Expr, constants: Constants, doc: str) -
         positive = negative = lowering.value(expr)
         condition = ""
         prologue = []
-    doc_lines = textwrap.wrap(doc, width=88)
     head = [
         '@njit(cache=True, inline="always", error_model="numpy")',
         f"def {name}(x):",
-        f'    """{doc_lines[0]}' + ('"""' if len(doc_lines) == 1 else ""),
-        *(f"    {line}" for line in doc_lines[1:]),
-        *(['    """'] if len(doc_lines) > 1 else []),
+        *docstring(doc),
         *prologue,
     ]
     if positive == negative:
