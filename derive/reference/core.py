@@ -48,9 +48,14 @@ decided by its own conditions, evaluated in mpmath at the (exact) input, e.g. Re
 
 *Rounding.* :func:`round_to_dtype` rounds to nearest, ties to even, with gradual underflow and
 overflow to +-inf as IEEE 754 prescribes, using the format parameters from ``np.finfo``
-(:func:`float_format`). :func:`correctly_rounded` and :func:`reference_array` add Ziv's test: a
-reference whose error interval straddles a rounding boundary is recomputed with twice the
-digits, and one that comes out bit-identical at both digit counts is taken as exact.
+(:func:`float_format`). :func:`correctly_rounded`, :func:`reference_array` and
+:func:`float16_table` first try python-flint balls (:mod:`derive.reference.balls`: a proven
+enclosure, the rounding decided where the ball cannot round two ways, at rising precision);
+what the balls leave undecided goes to the mpmath path with Ziv's test: a reference whose
+error interval straddles a rounding boundary is recomputed with twice the digits, and one that
+comes out bit-identical at both digit counts is taken as exact. Both paths give the same bits,
+except that a value below 2^-1076 whose sign the balls prove rounds to the zero of that sign,
+where the mpmath path may give +0.0 (``tests/reference/test_balls.py``).
 
 >>> import sympy as sp
 >>> from derive.definitions.activations import SIGMOID, x
@@ -79,6 +84,7 @@ import sympy as sp
 from mpmath import libmp
 
 from derive.definitions.activations import x
+from derive.reference import balls
 
 __all__ = [
     "FLOOR_BITS",
@@ -100,6 +106,7 @@ __all__ = [
     "float_format",
     "int_pair",
     "may_cancel",
+    "mpmath_rounded",
     "real_array",
     "reference_array",
     "reference_values",
@@ -802,8 +809,19 @@ def correctly_rounded(
     fmt = float_format(dtype)
     check_dps(digits, MIN_REFERENCE_DIGITS, "digits")
     compiled, xm = _compiled(expr), exact(value)
+    as_float = _float64_or_none(xm)
+    if as_float is not None:  # balls first (derive.reference.balls), then mpmath
+        return _rounded_array(compiled, np.array([as_float]), fmt, digits)[0]
     (value_mp,) = _evaluate_points(compiled, [xm], digits, FLOOR_BITS, MAX_PRECISION)
     return _round_reference(compiled, xm, value_mp, fmt, digits, FLOOR_BITS)
+
+
+def _float64_or_none(xm: mpmath.mpf) -> float | None:
+    """``xm`` as a finite float64 if it is one exactly, else None."""
+    if not mpmath.isfinite(xm):
+        return None
+    value = float(xm)  # rounds (or overflows) unless xm is a float64
+    return value if math.isfinite(value) and exact(value) == xm else None
 
 
 def _float_inputs(xs: npt.ArrayLike) -> np.ndarray:
@@ -813,7 +831,7 @@ def _float_inputs(xs: npt.ArrayLike) -> np.ndarray:
     return arr
 
 
-def _rounded_array(
+def _mpmath_rounded(
     compiled: _Compiled, arr: np.ndarray, fmt: FloatFormat, digits: int
 ) -> tuple[np.ndarray, list[mpmath.mpf]]:
     points = [exact(v, "xs") for v in arr.ravel().tolist()]
@@ -822,6 +840,38 @@ def _rounded_array(
     for i, (xm, value) in enumerate(zip(points, values, strict=True)):
         flat[i] = _round_reference(compiled, xm, value, fmt, digits, FLOOR_BITS)
     return flat.reshape(arr.shape), values
+
+
+def mpmath_rounded(
+    expr: sp.Expr, xs: npt.ArrayLike, dtype: npt.DTypeLike, digits: int = MIN_REFERENCE_DIGITS
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(rounded, exact, spacing)`` at every element of ``xs`` (flattened) by the mpmath path
+    alone, no balls: the value correctly rounded to ``dtype`` and to float64, and ``dtype``'s
+    :func:`ulp` at the reference -- what the ball references are cross-checked against.
+
+    >>> from derive.definitions.activations import SIGMOID
+    >>> mpmath_rounded(SIGMOID, np.array([0.0], dtype=np.float16), np.float16)
+    (array([0.5], dtype=float16), array([0.5]), array([0.00048828]))
+    """
+    fmt, fmt64 = float_format(dtype), float_format(np.float64)
+    check_dps(digits, MIN_REFERENCE_DIGITS, "digits")
+    arr = _float_inputs(xs).ravel()
+    rounded, values = _mpmath_rounded(_compiled(expr), arr, fmt, digits)
+    exact = np.array([_parts_to_numpy(_round_parts(v, fmt64), fmt64) for v in values])
+    spacing = np.array([float(ulp(v, dtype)) for v in values])
+    return rounded, exact.reshape(arr.shape), spacing.reshape(arr.shape)
+
+
+def _rounded_array(
+    compiled: _Compiled, arr: np.ndarray, fmt: FloatFormat, digits: int
+) -> np.ndarray:
+    """``compiled`` at every element of ``arr``, correctly rounded to ``fmt``: by balls
+    (:mod:`derive.reference.balls`) where they decide, by mpmath where they do not."""
+    rounded, _, _, decided = balls.rounded_parts(compiled.expr, arr, fmt.dtype)
+    rest = np.flatnonzero(~decided)
+    if rest.size:
+        rounded[rest], _ = _mpmath_rounded(compiled, arr.ravel()[rest], fmt, digits)
+    return rounded.reshape(arr.shape)
 
 
 def reference_array(
@@ -847,8 +897,7 @@ def reference_array(
         and (arr.size >= _TABLE_THRESHOLD or key in _FLOAT16_TABLES)
     ):
         return float16_table(expr, digits).lookup(arr)
-    rounded, _ = _rounded_array(_compiled(expr), arr, fmt, digits)
-    return rounded
+    return _rounded_array(_compiled(expr), arr, fmt, digits)
 
 
 # --------------------------------------------------------------------------------------------
@@ -864,8 +913,9 @@ class Float16Table:
     ``exact`` the same reference correctly rounded to float64 (enough to measure float16 ULP
     errors to within 2^-42 ULP) and ``spacing`` its :func:`ulp` in float16. The arrays are
     read-only; ``seconds`` is the (wall-clock) time the build took. Where ``|f(x)|`` is below
-    2^-1075 the reference may be an unsigned 0, so ``rounded`` holds +0.0 where IEEE would
-    give -0.0: compare zeros as numbers (``ulp_errors`` does).
+    2^-1076, ``rounded`` and ``exact`` are the zero of the sign of ``f(x)`` where the ball
+    references prove that sign (at every finite half of the catalog's expressions), else an
+    unsigned reference's +0.0: compare zeros as numbers (``ulp_errors`` does).
     """
 
     expr: sp.Expr
@@ -915,22 +965,25 @@ def float16_table(expr: sp.Expr, digits: int = MIN_REFERENCE_DIGITS) -> Float16T
     """The exhaustive float16 :class:`Float16Table` of ``expr``, built once per process.
 
     Cached by (expression, digits) for the life of the process (each pytest-xdist worker
-    builds the tables it uses). One table costs 65,536 adaptive evaluations, two mpmath
-    evaluations each where the first pair at ~210 bits is accepted. CPU time per table on one
-    core (forward / derivative): relu 0.6 / 0.6 s, sigmoid 2.6 / 2.8 s, Swish 2.2 / 4.2 s,
-    GeLU-sigmoid ~3 / ~6 s, GeLU-tanh ~9 / ~12 s, GeLU 21 / ~28 s -- GeLU's ``1 + erf`` must
-    be resolved at ~1300 bits for x in [-40, -17], where mpmath's erf costs milliseconds.
+    builds the tables it uses). The balls of :mod:`derive.reference.balls` decide almost
+    every input; the rest (values within 2^-150 of a rounding boundary or a power of two,
+    between 2^-1076 and 2^-1000, non-finite inputs) take the adaptive mpmath path. CPU time
+    per table on one core (forward / derivative), seen on this 2-core machine: relu
+    0.2 / 0.2 s, sigmoid 0.6 / 0.3 s, Swish 0.3 / 0.9 s, GeLU-sigmoid 0.3 / 1.2 s, GeLU-tanh
+    1.0 / 4.0 s, GeLU 1.0 / 2.5 s (all-mpmath: 0.8-30 s each, GeLU's derivative the
+    slowest, 67 s for all twelve against 13 s).
     """
     check_dps(digits, MIN_REFERENCE_DIGITS, "digits")
     key = (sp.sympify(expr), int(digits))
     table = _FLOAT16_TABLES.get(key)
     if table is None:
         start = time.perf_counter()
-        fmt16, fmt64 = float_format(np.float16), float_format(np.float64)
         inputs = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
-        rounded, values = _rounded_array(_compiled(key[0]), inputs, fmt16, key[1])
-        exact = np.array([_parts_to_numpy(_round_parts(v, fmt64), fmt64) for v in values])
-        spacing = np.array([float(ulp(v, np.float16)) for v in values])
+        rounded, exact, spacing, decided = balls.rounded_parts(key[0], inputs, np.float16)
+        rest = np.flatnonzero(~decided)
+        rounded[rest], exact[rest], spacing[rest] = mpmath_rounded(
+            key[0], inputs[rest], np.float16, key[1]
+        )
         for array in (inputs, rounded, exact, spacing):
             array.setflags(write=False)
         table = Float16Table(

@@ -1,0 +1,297 @@
+"""Fast correctly rounded references: arb balls, a rounding decision, Ziv's fallback.
+
+The technique of correctly rounded math libraries, applied to the references: evaluate the
+SymPy definition in python-flint ``arb`` ball arithmetic (:func:`proofs.arb.to_arb`), whose
+every ball provably contains the exact value, and decide the rounding directly wherever the
+ball cannot round two ways. What the ball cannot decide is retried at a higher precision
+(:data:`PRECISIONS`), and what is still undecided after the last (cancellation below the
+float64 range, an exact rounding boundary) is left to the caller's mpmath path, whose
+conventions (floors, limits, exactness) then apply unchanged.
+
+For a ball ``B`` at a finite input, let ``hi`` be its midpoint rounded to float64 and
+``err`` an upper bound of ``|f - hi|`` over ``B`` (widened by ``|hi| 2^-150``, so that any
+value within 2^-150 of the exact one, such as a 50-digit mpmath reference, decides alike).
+:func:`decide` accepts the element when
+
+* ``2 err`` is below the spacing of float64 on both sides of ``hi``: then ``hi`` is the
+  correctly rounded float64 value, and the exact value lies strictly between the float64
+  neighbours of ``hi``;
+* both neighbours round to the same float16 number: every float16 rounding boundary is a
+  float64 number, so none lies strictly between them and the float16 rounding is ``hi``'s;
+* both neighbours have the same float16 spacing (the value's binade is known), or
+  ``err = 0`` (the value is ``hi`` exactly); and
+* ``|hi| >= 2^-1000``: tinier values keep the mpmath references' floor convention.
+
+Per element this costs one arb evaluation at 128 bits (a few microseconds) where the mpmath
+path costs two evaluations at 210 bits or more; cancellation costs more precision in both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+
+import mpmath
+import numpy as np
+import numpy.typing as npt
+import sympy as sp
+from flint import arb
+from mpmath import libmp
+
+from derive.definitions.activations import x
+from proofs.arb import ArbTranslationError, to_arb, working_precision
+
+__all__ = ["PRECISIONS", "Enclosures", "decide", "enclose", "rounded_parts", "stable"]
+
+#: The working precisions (bits) of the successive ball evaluations.
+PRECISIONS = (128, 448, 1600, 4400)
+
+#: Below this magnitude the ball path defers to the mpmath references' floor convention.
+SMALLEST = 2.0**-1000
+
+_WIDEN = 2.0**-150
+_SLACK = 1 + 2.0**-40  # covers the rounding of float(|B - hi|) to nearest
+_TINY = 5e-324
+
+
+_U = sp.Wild("u")
+
+
+@cache
+def stable(expr: sp.Expr) -> sp.Expr:
+    """``expr`` rewritten by exact identities that keep its balls narrow where it cancels.
+
+    A ball's radius is absolute, so ``1 + erf(u)`` at ``u = -30`` (about ``e^-900``) is a
+    ball around 0 until the precision exceeds 1300 bits, and at ``u = -1000`` at any
+    precision. The rewritten forms compute such tails directly: ``erf(u) = erfc(-u) - 1``,
+    ``1 - tanh(u)^2 = 4 e^(-2u) / (1 + e^(-2u))^2`` and ``tanh(u) = 2 / (1 + e^(-2u)) - 1``
+    (SymPy then folds ``1 + erf(u)`` into ``erfc(-u)`` and ``1 + tanh(u)`` into
+    ``2 / (1 + e^(-2u))``).
+
+    >>> from derive.definitions.activations import elementwise
+    >>> stable(elementwise("gelu_none").forward)
+    x*erfc(-sqrt(2)*x/2)/2
+    """
+    out = sp.sympify(expr).replace(sp.erf, lambda u: sp.erfc(-u, evaluate=False) - 1)
+    out = out.replace(1 - sp.tanh(_U) ** 2, 4 * sp.exp(-2 * _U) / (1 + sp.exp(-2 * _U)) ** 2)
+    return out.replace(sp.tanh, lambda u: 2 / (1 + sp.exp(-2 * u)) - 1)
+
+
+def _pieces(expr: sp.Expr) -> list[tuple[sp.Expr, sp.Basic]]:
+    if isinstance(expr, sp.Piecewise):
+        return list(expr.args)
+    return [(expr, sp.true)]
+
+
+@cache
+def _conditions(expr: sp.Expr) -> tuple[Callable[[mpmath.mpf], bool] | None, ...]:
+    return tuple(
+        None if condition == sp.true else sp.lambdify(x, condition, modules="mpmath")
+        for _, condition in _pieces(expr)
+    )
+
+
+@cache
+def _functions(expr: sp.Expr) -> tuple[Callable[[arb], arb], ...]:
+    return tuple(to_arb(stable(branch), x) for branch, _ in _pieces(expr))
+
+
+def _dyadic(e: sp.Basic) -> bool:
+    """An exact float64 constant: a rational with a power-of-two denominator, < 2^53."""
+    return bool(e.is_Rational) and e.q & (e.q - 1) == 0 and abs(e.p) < 1 << 53
+
+
+@cache
+def exact_form(expr: sp.Expr) -> Callable[[np.ndarray], np.ndarray] | None:
+    """A vectorized exact evaluation of ``expr`` when every branch is the variable or an
+    exact float64 constant and every condition compares the variable with such a constant
+    (ReLU and its derivative), else None: then float64 arithmetic makes no rounding at all.
+
+    >>> from derive.definitions.activations import elementwise
+    >>> exact_form(elementwise("relu").derivative)(np.array([-1.0, 0.0, 2.5]))
+    array([0., 0., 1.])
+    """
+    pieces = _pieces(sp.sympify(expr))
+    for branch, condition in pieces:
+        if not (branch == x or _dyadic(branch)):
+            return None
+        if condition != sp.true and not (
+            isinstance(condition, sp.core.relational.Relational)
+            and {condition.lhs, condition.rhs} - {x}
+            and all(side == x or _dyadic(side) for side in condition.args)
+        ):
+            return None
+    values = [sp.lambdify(x, branch, modules="numpy") for branch, _ in pieces]
+    tests = [sp.lambdify(x, condition, modules="numpy") for _, condition in pieces]
+
+    def evaluate(points: np.ndarray) -> np.ndarray:
+        out = np.full(points.shape, np.nan)
+        left = np.ones(points.shape, dtype=bool)
+        for value, test in zip(values, tests, strict=True):
+            where = left & np.broadcast_to(test(points), points.shape)
+            out[where] = np.broadcast_to(value(points), points.shape)[where]
+            left &= ~where
+        return out
+
+    return evaluate
+
+
+def _branch_indices(expr: sp.Expr, points: list[float]) -> np.ndarray | None:
+    """The Piecewise branch that holds at each point (decided in mpmath at the exact input),
+    or None when ``expr`` has a single branch."""
+    tests = _conditions(expr)
+    if len(tests) == 1:
+        return None
+    out = np.full(len(points), -1, dtype=np.int64)
+    for i, value in enumerate(points):
+        xm = mpmath.mp.make_mpf(libmp.from_float(value))
+        for k, test in enumerate(tests):
+            if test is None or test(xm):
+                out[i] = k
+                break
+    return out
+
+
+@dataclass(frozen=True)
+class Enclosures:
+    """What :func:`enclose` proves at each point.
+
+    ``|f(point) - hi| <= err``; ``side`` is the sign of ``f(point) - hi`` beyond
+    ``|hi| 2^-150`` (+1 or -1), else 0; ``tight`` marks the points no higher precision can
+    decide better: balls already narrower than that margin, values between 2^-1076 and the
+    float64 range, points where no branch holds. Where ``|f|`` is proven below
+    2^-1076 with a known sign, ``hi`` is that signed zero and ``err`` 0: every format rounds
+    it to the zero of its sign. ``hi`` is NaN where the ball is not finite, contains 0 without
+    being 0, lies below the float64 range otherwise, or no branch holds.
+    """
+
+    hi: np.ndarray
+    err: np.ndarray
+    side: np.ndarray
+    tight: np.ndarray
+
+
+def enclose(expr: sp.Expr, points: np.ndarray, prec: int) -> Enclosures:
+    """:class:`Enclosures` of ``expr`` at finite float64 ``points``, by balls at ``prec`` bits.
+
+    Raises :class:`proofs.arb.ArbTranslationError` if a branch has no arb translation.
+    """
+    values = np.asarray(points, dtype=np.float64).tolist()
+    functions = _functions(expr)
+    which = _branch_indices(expr, values)
+    n = len(values)
+    hi, err = np.full(n, np.nan), np.full(n, np.nan)
+    side, tight = np.zeros(n, dtype=np.int8), np.zeros(n, dtype=bool)
+    with working_precision(prec):
+        vanishing = arb(2) ** -1076
+        for i, value in enumerate(values):
+            k = 0 if which is None else int(which[i])
+            if k < 0:
+                tight[i] = True
+                continue
+            ball = functions[k](arb(value))
+            if not ball.is_finite():
+                continue
+            if abs(ball) < vanishing and not ball.is_zero():
+                if ball > 0 or ball < 0:
+                    hi[i], err[i] = (0.0 if ball > 0 else -0.0), 0.0
+                continue
+            mid = float(ball.mid())
+            if mid == 0 and not ball.is_zero():
+                # between 2^-1076 and the float64 range, the mpmath path decides; a ball
+                # around 0 may yet be decided at a higher precision
+                tight[i] = ball > 0 or ball < 0
+                continue
+            deviation = ball - mid
+            hi[i] = mid
+            err[i] = float(abs(deviation.mid())) + float(deviation.rad())
+            margin = arb(0, abs(mid) * _WIDEN)
+            side[i] = 1 if deviation - margin > 0 else -1 if deviation + margin < 0 else 0
+            tight[i] = float(ball.rad()) < abs(mid) * _WIDEN / 4
+    return Enclosures(hi, err, side, tight)
+
+
+def decide(found: Enclosures, dtype: npt.DTypeLike) -> tuple[np.ndarray, np.ndarray]:
+    """``(decided, spacing)``: where ``found`` decides the float64 rounding, the rounding to
+    ``dtype`` (float16, float32 or float64) and the binade in ``dtype`` (module docstring),
+    and ``dtype``'s spacing in that binade."""
+    hi, err, side = found.hi, found.err, found.side
+    target = np.dtype(dtype)
+    exact_zero = (hi == 0) & (err == 0)
+    with np.errstate(invalid="ignore", over="ignore"):
+        finite = np.isfinite(hi) & np.isfinite(err) & (np.abs(hi) >= SMALLEST)
+        safe_hi = np.where(finite, hi, 1.0)
+        bound = np.where(finite, err, 0.0) * _SLACK + np.abs(safe_hi) * _WIDEN + _TINY
+        below = np.nextafter(safe_hi, -np.inf)
+        above = np.nextafter(safe_hi, np.inf)
+        gap = np.minimum(safe_hi - below, above - safe_hi)
+        ok64 = 2 * bound < gap
+        low_t, high_t = below.astype(target), above.astype(target)
+        same = low_t.view(_BITS[target.itemsize]) == high_t.view(_BITS[target.itemsize])
+        low, high, here = (_spacing(v, target) for v in (below, above, safe_hi))
+        spacing = np.where(side < 0, low, here)
+        binade = (low == high) | (err == 0) | (side != 0)
+        decided = finite & ok64 & same & binade
+    spacing[exact_zero] = _spacing(np.zeros(1), target)[0]
+    return decided | exact_zero, spacing
+
+
+_BITS = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def _spacing(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``dtype``'s spacing at ``|values|`` (finite), by the conventions of
+    :func:`derive.reference.core.ulp` (at 0: the smallest subnormal)."""
+    info = np.finfo(dtype)
+    _, exponent = np.frexp(np.abs(values))
+    top = np.where(values == 0, info.minexp, np.clip(exponent - 1, info.minexp, info.maxexp - 1))
+    return np.ldexp(1.0, top - info.nmant)
+
+
+def rounded_parts(
+    expr: sp.Expr, inputs: np.ndarray, dtype: npt.DTypeLike
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(rounded, exact, spacing, decided)`` of ``expr`` at the float ``inputs`` by balls.
+
+    Where ``decided`` is True: ``rounded`` is the value correctly rounded to ``dtype``,
+    ``exact`` the value correctly rounded to float64 and ``spacing`` ``dtype``'s spacing at
+    the exact value; elsewhere (non-finite inputs, undecided after every precision, or an
+    expression arb cannot evaluate) the caller must compute them. Flat arrays.
+    """
+    target = np.dtype(dtype)
+    flat = np.asarray(inputs).ravel()
+    n = flat.size
+    rounded = np.zeros(n, dtype=target)
+    exact = np.zeros(n)
+    spacing = np.zeros(n)
+    decided = np.zeros(n, dtype=bool)
+    pending = np.flatnonzero(np.isfinite(flat))
+    points = flat.astype(np.float64)
+    exactly = exact_form(expr)
+    if exactly is not None:  # exact values: one rounding, to the target (NaN: no branch holds)
+        values = exactly(points[pending])
+        ok = ~np.isnan(values)
+        done = pending[ok]
+        exact[done] = values[ok]
+        with np.errstate(over="ignore"):
+            rounded[done] = values[ok].astype(target)
+        spacing[done] = _spacing(values[ok], target)
+        decided[done] = True
+        return rounded, exact, spacing, decided
+    for prec in PRECISIONS:
+        if not pending.size:
+            break
+        try:
+            found = enclose(expr, points[pending], prec)
+        except ArbTranslationError:
+            break
+        ok, where = decide(found, target)
+        done = pending[ok]
+        exact[done] = found.hi[ok]
+        with np.errstate(over="ignore"):
+            rounded[done] = found.hi[ok].astype(target)
+        spacing[done] = where[ok]
+        decided[done] = True
+        pending = pending[~ok & ~found.tight]
+    return rounded, exact, spacing, decided
