@@ -47,6 +47,7 @@ from numba import njit, prange
 
 import kernels
 from derive.catalog import CATALOG, Module
+from derive.progress import clear, show
 from kernels import compose
 
 #: The benchmark shapes of the row-wise families (rows, last axis reduced).
@@ -465,11 +466,6 @@ def first_use_seconds(cache_dir: str) -> float:
     return float(done.stdout.strip())
 
 
-def _progress(text: str) -> None:
-    if sys.stderr.isatty():
-        print(f"\r\033[K{text}", end="", file=sys.stderr, flush=True)
-
-
 def main(
     against: str = "numpy",
     dtypes: tuple[str, ...] = ("float32",),
@@ -504,7 +500,7 @@ def main(
             f"{'ratio':>8}{'DRAM':>7}{'dgemm':>7}"
         )
         for p in problems(dtype):
-            _progress(f"{dtype} {p.name} {p.shape}")
+            show(f"{dtype} {p.name} {p.shape}")
             p.warm_up()
             outputs = p.run()
             theirs = _torch_baseline(p, torch) if torch else _numpy_baseline(p)
@@ -522,7 +518,7 @@ def main(
             else:
                 ratios.setdefault(dtype, []).append((p, base / mine))
                 line = f"{base * 1e3:>11.1f}{base / mine:>8.2f}"
-            _progress("")
+            clear()
             print(f"{p.name:<18}{p.shape:<42}{mine * 1e3:>12.1f}{line}{share:>7}{busy:>7}")
         if ratios.get(dtype):
             values = [r for _, r in ratios[dtype]]

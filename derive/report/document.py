@@ -13,7 +13,8 @@ from pathlib import Path
 import sympy as sp
 
 from derive.catalog import SECTIONS, section_entry
-from derive.check import Result, check_all
+from derive.check import Result, check
+from derive.claims import CLAIMS
 from derive.codegen.activations import module_forms
 from derive.definitions.activations import ELEMENTWISE, Elementwise
 from derive.report.attention import attention_section, jacobian_figure
@@ -22,6 +23,7 @@ from derive.report.envelope import envelope_section
 from derive.report.figures import derivative_figure
 from derive.report.float16 import Float16Facts, float16_facts
 from derive.report.norms import norm_section
+from derive.progress import Progress
 from derive.report.rows import row_section
 from proofs.core import Verdict
 
@@ -201,7 +203,12 @@ def _family_section(family: str, name: str, files: dict[str, str]) -> list[str]:
 def build(modules: Iterable[str] | None = None) -> dict[str, str]:
     """The report's files (relative name -> text) for the selected modules."""
     names = _modules(modules)
-    results = tuple(r for r in check_all() if r.claim.module in names)
+    claims = [c for c in CLAIMS if c.module in names]
+    progress = Progress("liptable report: checking claims", len(claims))
+    results = []
+    for c in claims:
+        progress.step(c.key)
+        results.append(check(c))
     files: dict[str, str] = {}
     lines = [
         "# liptable report",
@@ -220,7 +227,9 @@ def build(modules: Iterable[str] | None = None) -> dict[str, str]:
         "## Modules",
         "",
     ]
+    progress = Progress("liptable report: writing sections", len(names) + (modules is None))
     for name in names:
+        progress.step(name)
         lines += [f"## {name}", ""]
         lines += _family_section(section_entry(name).family, name, files)
         lines += ["### Claims", ""]
@@ -228,9 +237,11 @@ def build(modules: Iterable[str] | None = None) -> dict[str, str]:
             if r.claim.module == name:
                 lines += _claim_section(r)
     if modules is None:  # the envelopes span every module: only in the full report
+        progress.step("FP16 envelopes")
         section, figures = envelope_section()
         lines += section
         files.update(figures)
+    progress.close()
     files["index.md"] = "\n".join(lines).rstrip("\n") + "\n"
     records = [r.to_json() for r in results]
     files["claims.json"] = json.dumps(records, indent=2, ensure_ascii=False) + "\n"
