@@ -1,4 +1,4 @@
-"""The ``liptable`` command line: ``report``, ``envelope``, ``generate``, ``bench``."""
+"""The ``liptable`` command line: ``report``, ``envelope``, ``generate``, ``bench``, ``certify``."""
 
 from __future__ import annotations
 
@@ -68,6 +68,36 @@ def _bench(args: argparse.Namespace) -> int:
 
     bench.main(args.against, tuple(args.dtype), args.passes, first_use=not args.no_first_use)
     return 0
+
+
+def _certify(args: argparse.Namespace) -> int:
+    import json
+
+    from derive.certify import certify
+
+    partial = args.limit is not None or args.shard is not None
+    name = f"{args.module}.{args.quantity}.{args.dtype}{'.slice' if partial else ''}.json"
+    out = Path(args.out) if args.out else Path("report") / "certificates" / name
+    try:
+        result = certify(
+            args.module,
+            args.quantity,
+            args.dtype,
+            limit=args.limit,
+            shard=args.shard,
+            scheduler=args.scheduler,
+            workers=args.workers,
+            state=out.parent / ".shards",
+        )
+    except (KeyError, ValueError) as error:
+        print(f"liptable certify: {error}", file=sys.stderr)
+        return 2
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result.as_dict(), indent=1) + "\n")
+    for line in result.lines():
+        print(line)
+    print(out)
+    return 0 if not (result.not_correctly_rounded or result.zero_sign_mismatches) else 1
 
 
 def _envelope(args: argparse.Namespace) -> int:
@@ -193,6 +223,32 @@ def main(argv: list[str] | None = None) -> int:
         "--no-first-use", action="store_true", help="skip the first-use compile timing"
     )
     bench.set_defaults(run=_bench)
+    certify = commands.add_parser(
+        "certify",
+        help="check an elementwise kernel at every input of a format, sharded on Dask",
+        description="Compare the kernel's forward or derivative with the correctly rounded "
+        "reference at every finite input of the format (float16: 63,488; float32: "
+        "4,278,190,080), in resumable shards on a Dask LocalCluster (or --scheduler), and "
+        "write a JSON certificate.",
+    )
+    certify.add_argument("module", help="sigmoid, relu, swish, gelu_none, gelu_tanh, gelu_sigmoid")
+    certify.add_argument("--dtype", choices=("float16", "float32"), default="float16")
+    certify.add_argument("--quantity", choices=("forward", "derivative"), default="forward")
+    slice_ = certify.add_mutually_exclusive_group()
+    slice_.add_argument(
+        "--limit", type=_positive_int, help="check about this many inputs, spread over the format"
+    )
+    slice_.add_argument("--shard", type=int, help="check only this shard (0-based)")
+    certify.add_argument("--scheduler", help="a Dask scheduler address (default: a LocalCluster)")
+    certify.add_argument(
+        "--workers", type=_positive_int, help="LocalCluster workers (default: one per core)"
+    )
+    certify.add_argument(
+        "--out",
+        help="certificate path (default: report/certificates/MODULE.QUANTITY.DTYPE.json, "
+        "with .slice before .json for a partial run)",
+    )
+    certify.set_defaults(run=_certify)
     args = parser.parse_args(argv)
     return args.run(args)
 

@@ -1,0 +1,80 @@
+"""``liptable certify``: shards, the per-shard check, and a real Dask LocalCluster run."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+
+from derive import certify
+from derive.cli import main
+
+
+def test_shards_cover_the_format_once():
+    for dtype in certify.FORMATS:
+        runs = certify.shards(dtype)
+        width = 8 * np.dtype(certify.FORMATS[dtype][1]).itemsize
+        assert runs[0][0] == 0 and runs[-1][1] == 1 << width
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(runs))
+
+
+def test_a_limit_spreads_over_both_signs_and_all_binades():
+    runs = certify.shards("float32", limit=1_000_000)
+    assert sum(b - a for a, b in runs) == 1_000_000
+    assert len(runs) == certify.SPREAD
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(runs))  # no overlap
+    starts = np.array([a for a, _ in runs], dtype=np.uint32).view(np.float32)
+    assert (starts < 0).sum() >= 30 and (starts > 0).sum() >= 30
+    with pytest.raises(ValueError, match="--shard"):
+        certify.shards("float16", shard=4)
+
+
+def test_the_kernel_passes_and_a_naive_one_is_caught():
+    """sigmoid in float16 over one shard: the kernel is correctly rounded everywhere; a naive
+    half-precision evaluation is not, and the listed inputs really are wrong."""
+    start, stop = certify.shards("float16")[1]  # 16384 halves from 2^-1 upwards in magnitude
+    good = certify.check_shard("sigmoid", "forward", "float16", start, stop)
+    assert good["checked"] == stop - start - 1024  # less the 1024 infinities and NaNs
+    assert good["not_correctly_rounded"] == 0 and good["zero_sign_mismatches"] == 0
+    assert good["max_ulp"] == 0.0
+
+    def naive(key, quantity, xs):
+        with np.errstate(over="ignore"):
+            return (np.float16(1) / (np.float16(1) + np.exp(-xs))).astype(np.float16)
+
+    bad = certify.check_shard("sigmoid", "forward", "float16", start, stop, kernel=naive)
+    assert bad["not_correctly_rounded"] > 0 and bad["max_ulp"] >= 1
+    from derive.definitions.activations import SIGMOID
+    from derive.reference.core import correctly_rounded
+
+    for item in bad["listed"][:5]:
+        assert naive("sigmoid", "forward", np.array([item["x"]], np.float16))[0] == item["got"]
+        assert correctly_rounded(SIGMOID, item["x"], np.float16) == item["correctly_rounded"]
+        assert item["got"] != item["correctly_rounded"]
+
+
+def test_certify_on_a_local_cluster_writes_a_certificate_and_resumes(tmp_path, capsys):
+    """The distributed path, end to end: a LocalCluster of two workers checks a float32 slice
+    of Swish's derivative; a second run finds every shard done and computes none."""
+    out = tmp_path / "swish.json"
+    args = ["certify", "swish", "--dtype", "float32", "--quantity", "derivative"]
+    args += ["--limit", "3000", "--workers", "2", "--out", str(out)]
+    assert main(args) == 0
+    first = json.loads(out.read_text())
+    assert first["inputs_checked"] > 2900 and first["not_correctly_rounded"] == 0
+    assert first["complete"] is False and first["shards"] == certify.SPREAD
+    assert first["workers"] == 2 and first["inputs_per_second_per_core"] > 0
+    assert set(first["projected_full_float32_hours"]) == {"2", "64"}
+    assert "every input correctly rounded" in capsys.readouterr().out
+    assert main(args) == 0
+    again = json.loads(out.read_text())
+    assert again["inputs_checked"] == first["inputs_checked"]
+    assert again["inputs_per_second_per_core"] == 0  # nothing recomputed: resumed from state
+    assert len(list((tmp_path / ".shards").rglob("*.json"))) == certify.SPREAD
+
+
+def test_unknown_module_is_a_clear_error(capsys):
+    assert main(["certify", "softmax", "--dtype", "float16"]) == 2
+    assert "no elementwise module" in capsys.readouterr().err
