@@ -6,8 +6,9 @@ where they cannot decide): for float16 the exhaustive table, for float32 the ref
 computed shard by shard. The inputs are the bit patterns of the format, cut into contiguous
 shards; every shard is one task on a Dask distributed cluster (a ``LocalCluster`` of one
 single-threaded worker process per core by default, or the scheduler at ``--scheduler``).
-Finished shards are kept as JSON files in a state folder keyed by the kernel's and the
-references' source digests, so an interrupted run resumes where it stopped.
+Finished shards are kept as JSON files in a state folder (:func:`default_state`, or
+``--state``) under a name made of the kernel's and the references' source digests, so an
+interrupted run resumes where it stopped and a changed kernel starts afresh.
 
 A certificate records the module, quantity, format, source digests, the shards and inputs
 checked, the inputs whose result is not the correctly rounded value (counted, and listed up
@@ -151,6 +152,13 @@ def check_shard(key: str, quantity: str, dtype: str, start: int, stop: int, kern
     }
 
 
+def default_state() -> Path:
+    """Where finished shards are kept: ``$XDG_CACHE_HOME/liptable/certify`` (by default
+    ``~/.cache/liptable/certify``)."""
+    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(cache) / "liptable" / "certify"
+
+
 def _digest(*folders: str) -> str:
     digest = hashlib.sha256()
     for folder in folders:
@@ -287,7 +295,7 @@ def certify(
         raise ValueError(f"--dtype: expected one of {sorted(FORMATS)}, got {dtype!r}")
     kernel_sha, reference_sha = kernel_digest(), reference_digest()
     todo = shards(dtype, limit, shard)
-    folder = state or _ROOT / "report" / "certificates" / ".shards"
+    folder = state or default_state()
     folder = folder / f"{module}.{quantity}.{dtype}.{kernel_sha[:12]}.{reference_sha[:12]}"
     folder.mkdir(parents=True, exist_ok=True)
     results, missing, computed = {}, [], []

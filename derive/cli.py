@@ -87,7 +87,7 @@ def _certify(args: argparse.Namespace) -> int:
             shard=args.shard,
             scheduler=args.scheduler,
             workers=args.workers,
-            state=out.parent / ".shards",
+            state=Path(args.state) if args.state else None,
         )
     except (KeyError, ValueError) as error:
         print(f"liptable certify: {error}", file=sys.stderr)
@@ -247,6 +247,9 @@ def main(argv: list[str] | None = None) -> int:
         "--out",
         help="certificate path (default: report/certificates/MODULE.QUANTITY.DTYPE.json, "
         "with .slice before .json for a partial run)",
+    )
+    certify.add_argument(
+        "--state", help="folder of finished shards (default: ~/.cache/liptable/certify)"
     )
     certify.set_defaults(run=_certify)
     args = parser.parse_args(argv)

@@ -60,7 +60,7 @@ def test_certify_on_a_local_cluster_writes_a_certificate_and_resumes(tmp_path, c
     of Swish's derivative; a second run finds every shard done and computes none."""
     out = tmp_path / "swish.json"
     args = ["certify", "swish", "--dtype", "float32", "--quantity", "derivative"]
-    args += ["--limit", "3000", "--workers", "2", "--out", str(out)]
+    args += ["--limit", "3000", "--workers", "2", "--out", str(out), "--state", str(tmp_path)]
     assert main(args) == 0
     first = json.loads(out.read_text())
     assert first["inputs_checked"] > 2900 and first["not_correctly_rounded"] == 0
@@ -72,7 +72,7 @@ def test_certify_on_a_local_cluster_writes_a_certificate_and_resumes(tmp_path, c
     again = json.loads(out.read_text())
     assert again["inputs_checked"] == first["inputs_checked"]
     assert again["inputs_per_second_per_core"] == 0  # nothing recomputed: resumed from state
-    assert len(list((tmp_path / ".shards").rglob("*.json"))) == certify.SPREAD
+    assert len(list(tmp_path.glob("swish.derivative.float32.*/*.json"))) == certify.SPREAD
 
 
 def test_unknown_module_is_a_clear_error(capsys):

@@ -19,6 +19,7 @@ from derive.codegen.activations import module_forms
 from derive.definitions.activations import ELEMENTWISE, Elementwise
 from derive.report.attention import attention_section, jacobian_figure
 from derive.report.batchnorm import batchnorm_section
+from derive.report.certificates import certificate_section
 from derive.report.envelope import envelope_section
 from derive.report.figures import derivative_figure
 from derive.report.float16 import Float16Facts, float16_facts
@@ -241,6 +242,9 @@ def build(modules: Iterable[str] | None = None) -> dict[str, str]:
         section, figures = envelope_section()
         lines += section
         files.update(figures)
+        section, certificates = certificate_section()
+        lines += section
+        files.update(certificates)
     progress.close()
     files["index.md"] = "\n".join(lines).rstrip("\n") + "\n"
     records = [r.to_json() for r in results]
