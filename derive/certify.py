@@ -19,7 +19,6 @@ throughput (with the projected time of the full float32 run on 2 and on 64 cores
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import json
 import math
@@ -32,6 +31,7 @@ import numpy as np
 from distributed import Client, LocalCluster, as_completed
 
 from derive.definitions.activations import elementwise
+from derive.digests import kernel_digest, reference_digest
 from derive.progress import Progress
 from derive.reference.core import float16_table, reference_array
 
@@ -49,8 +49,6 @@ LISTED = 1000
 
 #: A --limit slice visits at least this many runs spread over the format.
 SPREAD = 64
-
-_ROOT = Path(__file__).resolve().parent.parent
 
 
 def finite_inputs(dtype: str) -> int:
@@ -157,25 +155,6 @@ def default_state() -> Path:
     ``~/.cache/liptable/certify``)."""
     cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(cache) / "liptable" / "certify"
-
-
-def _digest(*folders: str) -> str:
-    digest = hashlib.sha256()
-    for folder in folders:
-        for path in sorted((_ROOT / folder).rglob("*.py")):
-            digest.update(str(path.relative_to(_ROOT)).encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
-
-
-def kernel_digest() -> str:
-    """SHA-256 of the kernels' sources (``kernels/``)."""
-    return _digest("kernels")
-
-
-def reference_digest() -> str:
-    """SHA-256 of the references' sources (``derive/reference/``, ``proofs/arb.py``'s folder
-    and the definitions)."""
-    return _digest("derive/reference", "derive/definitions", "proofs")
 
 
 @dataclass

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from derive.digests import kernel_digest
+
 FOLDER = Path(__file__).resolve().parents[2] / "report" / "certificates"
 
 
@@ -27,11 +29,14 @@ def certificate_section(folder: Path = FOLDER) -> tuple[list[str], dict[str, str
         "-0 * f'(0) = -0, and below 2^-1076 GeLU's derivative kernel loses the sign of its "
         "negative tail.",
         "",
+        "The last column compares the certificate's digest of `kernels/` with the sources "
+        "of this report's kernels.",
+        "",
         "| kernel | format | inputs | not correctly rounded | zeros of the wrong sign "
-        "| max ULP | per core | certificate |",
-        "|---|---|---|---|---|---|---|---|",
+        "| max ULP | per core | certificate | kernels |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    files = {}
+    files, current = {}, kernel_digest()
     for path in paths:
         text = path.read_text()
         c = json.loads(text)
@@ -42,6 +47,7 @@ def certificate_section(folder: Path = FOLDER) -> tuple[list[str], dict[str, str
             f"({scope}) | {c['not_correctly_rounded']} | {c['zero_sign_mismatches']} "
             f"| {c['max_ulp_from_correctly_rounded']:g} "
             f"| {c['inputs_per_second_per_core']:,.0f}/s "
-            f"| [{path.name}](certificates/{path.name}) |"
+            f"| [{path.name}](certificates/{path.name}) "
+            f"| {'these' if c['kernel_sha256'] == current else 'older'} |"
         )
     return [*lines, ""], files
