@@ -36,13 +36,21 @@ import mpmath
 import numpy as np
 import numpy.typing as npt
 import sympy as sp
-from flint import arb
+from flint import arb, fmpz
 from mpmath import libmp
 
 from derive.definitions.activations import x
 from proofs.arb import ArbTranslationError, to_arb, working_precision
 
-__all__ = ["PRECISIONS", "Enclosures", "decide", "enclose", "rounded_parts", "stable"]
+__all__ = [
+    "PRECISIONS",
+    "Enclosures",
+    "decide",
+    "enclose",
+    "rounded_parts",
+    "stable",
+    "values",
+]
 
 #: The working precisions (bits) of the successive ball evaluations.
 PRECISIONS = (128, 448, 1600, 4400)
@@ -137,7 +145,7 @@ def exact_form(expr: sp.Expr) -> Callable[[np.ndarray], np.ndarray] | None:
     return evaluate
 
 
-def _branch_indices(expr: sp.Expr, points: list[float]) -> np.ndarray | None:
+def _branch_indices(expr: sp.Expr, points: list[float] | list[mpmath.mpf]) -> np.ndarray | None:
     """The Piecewise branch that holds at each point (decided in mpmath at the exact input),
     or None when ``expr`` has a single branch."""
     tests = _conditions(expr)
@@ -145,7 +153,7 @@ def _branch_indices(expr: sp.Expr, points: list[float]) -> np.ndarray | None:
         return None
     out = np.full(len(points), -1, dtype=np.int64)
     for i, value in enumerate(points):
-        xm = mpmath.mp.make_mpf(libmp.from_float(value))
+        xm = value if isinstance(value, mpmath.mpf) else mpmath.mp.make_mpf(libmp.from_float(value))
         for k, test in enumerate(tests):
             if test is None or test(xm):
                 out[i] = k
@@ -295,3 +303,43 @@ def rounded_parts(
         decided[done] = True
         pending = pending[~ok & ~found.tight]
     return rounded, exact, spacing, decided
+
+
+def values(
+    expr: sp.Expr, points: list[mpmath.mpf], target: int, floor_bits: int
+) -> list[mpmath.mpf | None]:
+    """``f`` at finite mpf ``points`` to the contract of :func:`derive.reference.core.evaluate`:
+    ``|v - f(x)| <= 2^-target * max(|f(x)|, 2^-floor_bits)``, proven by the ball's radius
+    (``r <= 2^-target * max(|m| - r, 2^-floor_bits)`` with ``|f| >= |m| - r``); ``v`` is the
+    ball's midpoint. None where no precision up to ``8 * (target + 32)`` bits decides it (or
+    the expression has no arb translation): the caller's mpmath path takes those.
+    """
+    out: list[mpmath.mpf | None] = [None] * len(points)
+    try:
+        functions = _functions(expr)
+    except ArbTranslationError:
+        return out
+    which = _branch_indices(expr, points)
+    pending = [i for i in range(len(points)) if which is None or which[i] >= 0]
+    prec = target + 32
+    while pending and prec <= 8 * (target + 32):
+        left = []
+        with working_precision(prec):
+            floor = arb(2) ** -floor_bits
+            scale = arb(2) ** -target
+            for i in pending:
+                _, man, exp, _ = points[i]._mpf_
+                t = arb(mid=(fmpz(-man if points[i] < 0 else man), fmpz(exp)))
+                ball = functions[0 if which is None else int(which[i])](t)
+                if not ball.is_finite():
+                    left.append(i)
+                    continue
+                radius = arb(ball.rad())
+                size = abs(arb(ball.mid())) - radius
+                if radius <= scale * (size if size > floor else floor):
+                    mid_man, mid_exp = ball.mid().man_exp()
+                    out[i] = mpmath.mp.make_mpf(libmp.from_man_exp(int(mid_man), int(mid_exp)))
+                else:
+                    left.append(i)
+        pending, prec = left, 2 * prec
+    return out

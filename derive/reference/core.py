@@ -40,6 +40,12 @@ the observed disagreement or rule 2 asks), up to ``max_precision`` bits (default
 which :class:`PrecisionError` is raised. The first pair starts at ``t + 40 + log2 S(x)``, so
 most inputs cost two evaluations at about 210 bits for 50 digits.
 
+*Balls first.* Before the mpmath pair, each finite input is tried in python-flint ball
+arithmetic (:func:`derive.reference.balls.values`): where the ball's radius proves the
+contract (``r <= 2^-t * max(|m| - r, 2^-floor_bits)``, as ``|f| >= |m| - r``) its midpoint
+is the value, and no rule 2 is needed; the mpmath pair takes the rest. So a value below the
+floor usually comes back nonzero, with its sign.
+
 *Non-finite inputs.* At +-inf the result is the limit (``sympy.limit``; a Piecewise takes the
 branch that holds on a ray towards the infinity), cached per expression; a limit that does
 not exist (oscillation, ``zoo``) is NaN. At NaN the result is NaN. A top-level Piecewise is
@@ -664,18 +670,24 @@ def _evaluate_points(
     digits: int,
     floor_bits: int,
     max_precision: int,
+    balls_first: bool = True,
 ) -> list[mpmath.mpf]:
     """Adaptive evaluation at many points, each pass batched by working precision."""
     target = _target_bits(digits)
     results: list[mpmath.mpf | None] = [None] * len(points)
     scales: dict[int, int | None] = {}
     pending: dict[int, int] = {}
+    if balls_first:  # proven values from python-flint balls; mpmath for the rest
+        finite = [i for i, xm in enumerate(points) if mpmath.isfinite(xm)]
+        by_balls = balls.values(compiled.expr, [points[i] for i in finite], target, floor_bits)
+        for i, value in zip(finite, by_balls, strict=True):
+            results[i] = value
     for i, xm in enumerate(points):
         if mpmath.isnan(xm):
             results[i] = _NAN
         elif mpmath.isinf(xm):
             results[i] = _limit_value(compiled.expr, 1 if xm > 0 else -1, digits, floor_bits)
-        else:
+        elif results[i] is None:
             scales[i] = _scale_bits(compiled, xm)
             pending[i] = target + _GUARD_BITS + _START_MARGIN_BITS + (scales[i] or 0)
     while pending:
@@ -783,11 +795,14 @@ def _round_reference(
     fmt: FloatFormat,
     digits: int,
     floor_bits: int,
+    balls_first: bool = True,
 ) -> np.floating:
     while not _rounding_is_safe(value, fmt, _target_bits(digits), floor_bits):
         more = 2 * digits
         floor_more = floor_bits + _target_bits(more) - _target_bits(digits)
-        (sharper,) = _evaluate_points(compiled, [xm], more, floor_more, MAX_PRECISION)
+        (sharper,) = _evaluate_points(
+            compiled, [xm], more, floor_more, MAX_PRECISION, balls_first=balls_first
+        )
         if sharper == value:  # bit-identical at two digit counts: the value is exact
             break
         value, digits, floor_bits = sharper, more, floor_more
@@ -832,13 +847,19 @@ def _float_inputs(xs: npt.ArrayLike) -> np.ndarray:
 
 
 def _mpmath_rounded(
-    compiled: _Compiled, arr: np.ndarray, fmt: FloatFormat, digits: int
+    compiled: _Compiled,
+    arr: np.ndarray,
+    fmt: FloatFormat,
+    digits: int,
+    balls_first: bool = True,
 ) -> tuple[np.ndarray, list[mpmath.mpf]]:
     points = [exact(v, "xs") for v in arr.ravel().tolist()]
-    values = _evaluate_points(compiled, points, digits, FLOOR_BITS, MAX_PRECISION)
+    values = _evaluate_points(
+        compiled, points, digits, FLOOR_BITS, MAX_PRECISION, balls_first=balls_first
+    )
     flat = np.empty(len(points), dtype=fmt.dtype)
     for i, (xm, value) in enumerate(zip(points, values, strict=True)):
-        flat[i] = _round_reference(compiled, xm, value, fmt, digits, FLOOR_BITS)
+        flat[i] = _round_reference(compiled, xm, value, fmt, digits, FLOOR_BITS, balls_first)
     return flat.reshape(arr.shape), values
 
 
@@ -856,7 +877,7 @@ def mpmath_rounded(
     fmt, fmt64 = float_format(dtype), float_format(np.float64)
     check_dps(digits, MIN_REFERENCE_DIGITS, "digits")
     arr = _float_inputs(xs).ravel()
-    rounded, values = _mpmath_rounded(_compiled(expr), arr, fmt, digits)
+    rounded, values = _mpmath_rounded(_compiled(expr), arr, fmt, digits, balls_first=False)
     exact = np.array([_parts_to_numpy(_round_parts(v, fmt64), fmt64) for v in values])
     spacing = np.array([float(ulp(v, dtype)) for v in values])
     return rounded, exact.reshape(arr.shape), spacing.reshape(arr.shape)

@@ -458,8 +458,21 @@ def test_swish_at_minus_745_is_a_float64_subnormal():
 
 
 def test_precision_cap_raises():
+    """A Float constant has no ball translation, so the mpmath pair and its cap decide: at
+    x = -30, ``1 + tanh(0.8 x^3)`` is about 2 e^-43200, far beyond 4096 bits."""
+    expr = x * (1 + sp.tanh(sp.Float("0.8") * x**3)) / 2
     with pytest.raises(PrecisionError, match="no agreement"):
-        evaluate(MODULE["gelu_tanh"].forward, -30.0, floor_bits=100_000, max_precision=4096)
+        evaluate(expr, -30.0, floor_bits=100_000, max_precision=4096)
+
+
+def test_balls_resolve_what_the_mpmath_cap_cannot():
+    """GeLU-tanh at -30 (-9.6e-857) to 50 digits with a floor of 2^-100000: the mpmath pair
+    gives up at 4096 bits, the balls (1 + tanh u written as 2 / (1 + e^(-2u))) do not."""
+    got = evaluate(MODULE["gelu_tanh"].forward, -30.0, floor_bits=100_000, max_precision=4096)
+    with mpmath.workprec(400):
+        u = mpmath.sqrt(2 / mpmath.pi) * (-30 + mpmath.mpf("0.044715") * (-30) ** 3)
+        expected = -30 / (1 + mpmath.exp(-2 * u))
+        assert abs(got - expected) <= abs(expected) * mpmath.mpf(10) ** -50
 
 
 # --- evaluate: non-finite inputs -------------------------------------------------------------
