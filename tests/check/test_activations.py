@@ -15,10 +15,6 @@ from derive.claims import CLAIMS, KINDS, claim
 from derive.definitions.activations import elementwise, x
 from proofs.activations import sup_abs_derivative
 
-#: The claim checks are cached per process: under pytest-xdist (--dist loadgroup) the
-#: files that run them share one worker instead of each recomputing them.
-pytestmark = pytest.mark.xdist_group("claims")
-
 REQUIRED = {
     "id",
     "module",

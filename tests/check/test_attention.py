@@ -13,10 +13,6 @@ from derive.claims import ATTENTION_CLAIMS
 from derive.definitions import attention as A
 from kernels import dp_attention, l2_attention
 
-#: The claim checks are cached per process: under pytest-xdist (--dist loadgroup) the
-#: files that run them share one worker instead of each recomputing them.
-pytestmark = pytest.mark.xdist_group("claims")
-
 
 @pytest.fixture(scope="module")
 def results():

@@ -17,10 +17,6 @@ from derive.definitions.norms import eps
 from kernels import batchnorm
 from proofs import batchnorm as pb
 
-#: The claim checks are cached per process: under pytest-xdist (--dist loadgroup) the
-#: files that run them share one worker instead of each recomputing them.
-pytestmark = pytest.mark.xdist_group("claims")
-
 
 @pytest.fixture(scope="module")
 def verdicts() -> dict[str, str]:

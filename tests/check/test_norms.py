@@ -20,10 +20,6 @@ from kernels import centernorm, layernorm, rmsnorm, weightnorm
 from proofs import norms as pn
 from proofs.core import is_zero
 
-#: The claim checks are cached per process: under pytest-xdist (--dist loadgroup) the
-#: files that run them share one worker instead of each recomputing them.
-pytestmark = pytest.mark.xdist_group("claims")
-
 
 @pytest.fixture(scope="module")
 def verdicts() -> dict[str, str]:

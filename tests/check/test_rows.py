@@ -18,10 +18,6 @@ from proofs import spectral
 from proofs.core import same
 from proofs.matrices import Case, decide
 
-#: The claim checks are cached per process: under pytest-xdist (--dist loadgroup) the
-#: files that run them share one worker instead of each recomputing them.
-pytestmark = pytest.mark.xdist_group("claims")
-
 
 @pytest.fixture(scope="module")
 def results():

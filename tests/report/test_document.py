@@ -13,10 +13,6 @@ from derive.cli import main
 from derive.report import document as report
 from derive.report.float16 import ALL_HALVES, intervals
 
-#: The claim checks are cached per process: under pytest-xdist (--dist loadgroup) the
-#: files that run them share one worker instead of each recomputing them.
-pytestmark = pytest.mark.xdist_group("claims")
-
 
 @pytest.fixture(scope="module")
 def files() -> dict[str, str]:
