@@ -36,7 +36,12 @@ def jacobian_figure() -> str:
         width = setting.params[0].shape[1]  # D, the width of the tokens
         norms = PA.jacobian_norm_curve(module, setting.params, X0[:, :width], SCALES)
         series[TITLES[module]] = list(zip(SCALES, norms, strict=True))
-    return loglog_figure("|J(s X0)|_2 against the input scale s (identity weights, N = 3)", series)
+    return loglog_figure(
+        "|J(s X0)|_2 against the input scale s (identity weights, N = 3)",
+        series,
+        "input scale s",
+        "|J(s X0)|_2",
+    )
 
 
 def _strict_overflow() -> str:

@@ -130,7 +130,12 @@ def figure() -> str:
             points.append((eps, float(e.safe) if e.safe else 65504.0))
         label = {"layernorm": "LayerNorm D", "rmsnorm": "RMSNorm D", "batchnorm": "BatchNorm M"}
         series[f"{label[module]} = {dim}"] = points
-    return loglog_figure("largest safe float16 upstream gradient max|g| against eps", series)
+    return loglog_figure(
+        "largest safe float16 upstream gradient max|g| against eps",
+        series,
+        "eps (PyTorch convention)",
+        "largest safe max|g|",
+    )
 
 
 def _strict_lines() -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from xml.etree import ElementTree
 from pathlib import Path
 
 import numpy as np
@@ -60,10 +61,15 @@ def test_corrections_list_every_verdict_but_holds(files):
 
 
 def test_figures_are_referenced_and_svg(files):
+    """Every figure is linked, parses as SVG, carries no date, and has labelled axes."""
     figures = [name for name in files if name.startswith("figures/")]
     assert figures
     for name in figures:
-        assert files[name].startswith("<svg"), name
+        root = ElementTree.fromstring(files[name].encode())
+        assert root.tag == "{http://www.w3.org/2000/svg}svg", name
+        assert "<dc:date>" not in files[name], name
+        assert files[name].count('id="xtick_') >= 3, f"{name}: x-axis ticks"
+        assert files[name].count('id="legend_') == 1, f"{name}: one legend"
         assert f"]({name})" in files["index.md"], name
 
 
