@@ -107,6 +107,12 @@ def _reference(key: str, quantity: str, xs: np.ndarray) -> np.ndarray:
     return reference_array(expr, xs, xs.dtype)
 
 
+def _number(value: float) -> float | str:
+    """A JSON number, or "nan", "inf", "-inf" (strict JSON has no such numbers)."""
+    value = float(value)
+    return value if math.isfinite(value) else str(value)
+
+
 def check_shard(key: str, quantity: str, dtype: str, start: int, stop: int, kernel=None) -> dict:
     """The kernel against the correctly rounded references at the finite inputs whose bit
     patterns lie in ``[start, stop)``. ``kernel(key, quantity, xs)`` replaces the kernel
@@ -132,8 +138,8 @@ def check_shard(key: str, quantity: str, dtype: str, start: int, stop: int, kern
         {
             "x": float(xs[i]),
             "bits": f"0x{int(xs[i : i + 1].view(unsigned)[0]):0{2 * xs.itemsize}x}",
-            "got": float(got[i]),
-            "correctly_rounded": float(want[i]),
+            "got": _number(got[i]),
+            "correctly_rounded": _number(want[i]),
         }
         for i in np.flatnonzero(wrong | sign)[:LISTED]
     ]
@@ -144,7 +150,7 @@ def check_shard(key: str, quantity: str, dtype: str, start: int, stop: int, kern
         "not_correctly_rounded": int(wrong.sum()),
         "zero_sign_mismatches": int(sign.sum()),
         "overflow_mismatches": int(overflow.sum()),
-        "max_ulp": float(distance.max(initial=0.0)),
+        "max_ulp": _number(distance.max(initial=0.0)),
         "listed": listed,
         "seconds": time.perf_counter() - began,
     }
@@ -196,7 +202,7 @@ class Certificate:
             "not_correctly_rounded": self.not_correctly_rounded,
             "zero_sign_mismatches": self.zero_sign_mismatches,
             "overflow_mismatches": self.overflow_mismatches,
-            "max_ulp_from_correctly_rounded": self.max_ulp,
+            "max_ulp_from_correctly_rounded": _number(self.max_ulp),
             "inputs_not_correctly_rounded": self.listed,
             "wall_seconds": round(self.wall_seconds, 3),
             "workers": self.workers,
@@ -322,7 +328,7 @@ def certify(
         not_correctly_rounded=sum(p["not_correctly_rounded"] for p in parts),
         zero_sign_mismatches=sum(p["zero_sign_mismatches"] for p in parts),
         overflow_mismatches=sum(p["overflow_mismatches"] for p in parts),
-        max_ulp=max((p["max_ulp"] for p in parts), default=0.0),
+        max_ulp=max((float(p["max_ulp"]) for p in parts), default=0.0),
         listed=listed,
         wall_seconds=wall,
         workers=workers,

@@ -55,6 +55,23 @@ def test_the_kernel_passes_and_a_naive_one_is_caught():
         assert item["got"] != item["correctly_rounded"]
 
 
+def test_a_nan_result_is_strict_json():
+    """A kernel that returns NaN where the value is finite: counted, listed as "nan", its
+    distance "inf", and the shard's record is strict JSON."""
+
+    def broken(key, quantity, xs):
+        out = xs.astype(np.float32).copy()  # ReLU is x for x > 0 ...
+        out[xs <= 0] = 0
+        out[0] = np.nan  # ... but not at the first input
+        return out
+
+    start, stop = certify.shards("float32", shard=100)[0]
+    shard = certify.check_shard("relu", "forward", "float32", start, stop, kernel=broken)
+    assert shard["not_correctly_rounded"] == 1 and shard["max_ulp"] == "inf"
+    assert shard["listed"][0]["got"] == "nan"
+    json.dumps(shard, allow_nan=False)
+
+
 def test_certify_on_a_local_cluster_writes_a_certificate_and_resumes(tmp_path, capsys):
     """The distributed path, end to end: a LocalCluster of two workers checks a float32 slice
     of Swish's derivative; a second run finds every shard done and computes none."""

@@ -45,7 +45,7 @@ def certificate_section(folder: Path = FOLDER) -> tuple[list[str], dict[str, str
         lines.append(
             f"| `{c['module']}.{c['quantity']}` | {c['dtype']} | {c['inputs_checked']:,} "
             f"({scope}) | {c['not_correctly_rounded']} | {c['zero_sign_mismatches']} "
-            f"| {c['max_ulp_from_correctly_rounded']:g} "
+            f"| {float(c['max_ulp_from_correctly_rounded']):g} "
             f"| {c['inputs_per_second_per_core']:,.0f}/s "
             f"| [{path.name}](certificates/{path.name}) "
             f"| {'these' if c['kernel_sha256'] == current else 'older'} |"
