@@ -306,13 +306,7 @@ class Sequential:
     def vjp(
         self, x: ArrayLike, g: ArrayLike, *, strict_fp16: bool = False
     ) -> tuple[np.ndarray, Grads]:
-        x = float_array(x, "x")
-        g = float_array(g, "g")
-        expected = self.output_shape(x.shape)
-        if g.shape != expected:
-            raise ValueError(
-                f"g: expected shape {expected} (the shape of the output), got {g.shape}"
-            )
+        x, g = self._arrays(x, g)
         return self._backward(self._inputs(x, strict_fp16, len(self.stages)), g, strict_fp16)
 
     def forward_and_vjp(
@@ -320,6 +314,12 @@ class Sequential:
     ) -> tuple[np.ndarray, np.ndarray, Grads]:
         """``(forward(x), *vjp(x, g))`` with each stage's forward run once: the stage
         inputs the VJP needs and the output come from the same pass (the same values)."""
+        x, g = self._arrays(x, g)
+        inputs = self._inputs(x, strict_fp16, len(self.stages) + 1)
+        return (inputs[-1], *self._backward(inputs, g, strict_fp16))
+
+    def _arrays(self, x: ArrayLike, g: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+        """``x`` and ``g`` as float arrays, ``g`` of the output's shape (ValueError else)."""
         x = float_array(x, "x")
         g = float_array(g, "g")
         expected = self.output_shape(x.shape)
@@ -327,8 +327,7 @@ class Sequential:
             raise ValueError(
                 f"g: expected shape {expected} (the shape of the output), got {g.shape}"
             )
-        inputs = self._inputs(x, strict_fp16, len(self.stages) + 1)
-        return (inputs[-1], *self._backward(inputs, g, strict_fp16))
+        return x, g
 
     def _backward(
         self, inputs: list[np.ndarray], g: np.ndarray, strict_fp16: bool
