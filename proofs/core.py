@@ -257,7 +257,7 @@ def _certainly_nonzero_somewhere(expr: sp.Expr) -> bool:
     symbols = sorted(expr.free_symbols, key=str)
     for value in _SCREEN_POINTS:
         at = {s: -value if s.is_nonpositive else value for s in symbols}
-        point = expr.subs(at)
+        point = expr.xreplace(at)  # symbols to numbers: subs's pattern matching is not needed
         if len(symbols) == 1:
             try:
                 if sign(enclose(point, prec=_SCREEN_BITS)) != 0:
