@@ -44,7 +44,7 @@ def _report(args: argparse.Namespace) -> int:
     if problem is not None:  # before minutes of work, not after
         print(f"liptable report: --out: {problem}", file=sys.stderr)
         return 2
-    written = report.write(Path(args.out), args.modules)
+    written = report.write(Path(args.out), args.modules, args.workers)
     for path in written:
         print(path)
     return 0
@@ -158,6 +158,13 @@ def main(argv: list[str] | None = None) -> int:
         choices=SECTIONS,
         metavar="MODULE",
         help=f"only these modules (default: all): {', '.join(SECTIONS)}",
+    )
+    report.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=None,
+        help="processes that check the claims and write the sections (default: one per "
+        "core; 1: all in this process)",
     )
     report.set_defaults(run=_report)
     env = commands.add_parser(

@@ -7,7 +7,11 @@ nothing is typed in. The output is deterministic: the same code writes the same 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import multiprocessing
+import os
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
 from pathlib import Path
 
 import sympy as sp
@@ -17,6 +21,7 @@ from derive.check import Result, check
 from derive.claims import CLAIMS
 from derive.codegen.activations import module_forms
 from derive.definitions.activations import ELEMENTWISE, Elementwise
+from derive.progress import Progress
 from derive.report.attention import attention_section, jacobian_figure
 from derive.report.batchnorm import batchnorm_section
 from derive.report.certificates import certificate_section
@@ -24,7 +29,6 @@ from derive.report.envelope import envelope_section
 from derive.report.figures import derivative_figure
 from derive.report.float16 import Float16Facts, float16_facts
 from derive.report.norms import norm_section
-from derive.progress import Progress
 from derive.report.rows import row_section
 from proofs.core import Verdict
 
@@ -79,41 +83,47 @@ def _modules(names: Iterable[str] | None) -> tuple[str, ...]:
     return tuple(m for m in MODULE_ORDER if m in names)
 
 
-def _summary(results: tuple[Result, ...]) -> list[str]:
+def _summary_row(r: Result) -> str:
+    """The claim's row of the summary table."""
+    value = r.value if len(r.value) <= 48 else r.value[:45] + "..."
+    # A pipe ends a table cell in GitHub Markdown, also inside math: escape it.
+    statement = r.claim.statement_latex.replace("|", "\\|")
+    number = sp.sympify(r.value)
+    numeric = isinstance(number, sp.Basic) and number.is_number
+    decimal = f"{sp.N(number, 12)}" if numeric else ""
+    return (
+        f"| `{r.claim.id}` | ${statement}$ | **{r.verdict}** | "
+        f"`{value}` | {decimal} | {'yes' if r.rigorous else 'no (evidence)'} |"
+    )
+
+
+def _correction(r: Result) -> str | None:
+    """The claim's entry in the corrections (None for a claim that holds)."""
+    if r.verdict == Verdict.HOLDS:
+        return None
+    detail = " ".join(r.notes)
+    return (
+        f"- `{r.claim.id}` ({r.verdict}): printed ${r.claim.statement_latex}$; "
+        f"liptable derives `{r.value}`. {detail}"
+    ).rstrip()
+
+
+def _summary(rendered: list[Rendered]) -> list[str]:
     lines = [
         "## Summary",
         "",
         "| claim | printed | verdict | liptable's value | decimal | rigorous |",
         "|---|---|---|---|---|---|",
     ]
-    for r in results:
-        value = r.value if len(r.value) <= 48 else r.value[:45] + "..."
-        # A pipe ends a table cell in GitHub Markdown, also inside math: escape it.
-        statement = r.claim.statement_latex.replace("|", "\\|")
-        number = sp.sympify(r.value)
-        numeric = isinstance(number, sp.Basic) and number.is_number
-        decimal = f"{sp.N(number, 12)}" if numeric else ""
-        lines.append(
-            f"| `{r.claim.id}` | ${statement}$ | **{r.verdict}** | "
-            f"`{value}` | {decimal} | {'yes' if r.rigorous else 'no (evidence)'} |"
-        )
-    return [*lines, ""]
+    return [*lines, *(r.summary_row for r in rendered), ""]
 
 
-def _corrections(results: tuple[Result, ...]) -> list[str]:
+def _corrections(rendered: list[Rendered]) -> list[str]:
     lines = ["## Corrections to Table 2", ""]
-    others = [r for r in results if r.verdict != Verdict.HOLDS]
+    others = [r.correction for r in rendered if r.correction is not None]
     if not others:
         return [*lines, "Every checked statement holds as printed.", ""]
-    lines.append("Every statement whose verdict is not `holds`:")
-    lines.append("")
-    for r in others:
-        detail = " ".join(r.notes)
-        lines.append(
-            f"- `{r.claim.id}` ({r.verdict}): printed ${r.claim.statement_latex}$; "
-            f"liptable derives `{r.value}`. {detail}".rstrip()
-        )
-    return [*lines, ""]
+    return [*lines, "Every statement whose verdict is not `holds`:", "", *others, ""]
 
 
 def _claim_section(r: Result) -> list[str]:
@@ -201,15 +211,96 @@ def _family_section(family: str, name: str, files: dict[str, str]) -> list[str]:
     return lines
 
 
-def build(modules: Iterable[str] | None = None) -> dict[str, str]:
-    """The report's files (relative name -> text) for the selected modules."""
+@dataclass(frozen=True)
+class Rendered:
+    """One claim's checked result as the report prints it (picklable: no proof steps to run)."""
+
+    index: int  # position in derive.claims.CLAIMS
+    module: str
+    summary_row: str
+    correction: str | None
+    section: tuple[str, ...]
+    record: dict
+
+
+def _claim_task(index: int) -> Rendered:
+    """Check ``CLAIMS[index]`` and render it."""
+    r = check(CLAIMS[index])
+    return Rendered(
+        index,
+        r.claim.module,
+        _summary_row(r),
+        _correction(r),
+        tuple(_claim_section(r)),
+        r.to_json(),
+    )
+
+
+def _section_task(name: str) -> tuple[list[str], dict[str, str]]:
+    """The text of module ``name``'s section and the figures it draws."""
+    files: dict[str, str] = {}
+    return _family_section(section_entry(name).family, name, files), files
+
+
+def _closing_task() -> tuple[list[str], dict[str, str]]:
+    """The sections that span every module: FP16 envelopes, then the certificates."""
+    envelopes, figures = envelope_section()
+    certificates, copies = certificate_section()
+    return [*envelopes, *certificates], {**figures, **copies}
+
+
+def _run(tasks: list[tuple[str, Callable, object]], workers: int) -> dict[str, object]:
+    """Run ``(label, function, argument)`` tasks; their results by label.
+
+    With ``workers`` > 1 the tasks run in that many fresh processes (``spawn``: no state of
+    this one is inherited), each task in one piece; the results are the same objects a
+    serial run returns, so the report's bytes do not depend on the schedule.
+    """
+    progress = Progress("liptable report", len(tasks))
+    results: dict[str, object] = {}
+    if workers <= 1:
+        for label, function, argument in tasks:
+            progress.step(label)
+            results[label] = function(argument) if argument is not None else function()
+        progress.close()
+        return results
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        pending = {
+            (
+                pool.submit(function, argument) if argument is not None else pool.submit(function)
+            ): label
+            for label, function, argument in tasks
+        }
+        for future in as_completed(pending):
+            label = pending[future]
+            progress.step(label)
+            results[label] = future.result()
+    progress.close()
+    return results
+
+
+def default_workers() -> int:
+    """Processes for the report: one per core this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def build(modules: Iterable[str] | None = None, workers: int | None = None) -> dict[str, str]:
+    """The report's files (relative name -> text) for the selected modules.
+
+    Every claim check and every module section is a task of its own; ``workers`` processes
+    run them (default: one per core; 1 runs them here, in order).
+    """
     names = _modules(modules)
-    claims = [c for c in CLAIMS if c.module in names]
-    progress = Progress("liptable report: checking claims", len(claims))
-    results = []
-    for c in claims:
-        progress.step(c.key)
-        results.append(check(c))
+    workers = default_workers() if workers is None else workers
+    indices = [i for i, c in enumerate(CLAIMS) if c.module in names]
+    tasks: list[tuple[str, Callable, object]] = []
+    if modules is None:  # the envelopes span every module: only in the full report
+        tasks.append(("FP16 envelopes and certificates", _closing_task, None))
+    tasks += [(f"section {name}", _section_task, name) for name in names]
+    tasks += [(f"claim {CLAIMS[i].id}", _claim_task, i) for i in indices]
+    done = _run(tasks, workers)
+    rendered = sorted((done[f"claim {CLAIMS[i].id}"] for i in indices), key=lambda r: r.index)
     files: dict[str, str] = {}
     lines = [
         "# liptable report",
@@ -223,39 +314,34 @@ def build(modules: Iterable[str] | None = None) -> dict[str, str]:
         "Table 2, and the course notes in shared/seeds/.",
         "",
         CONVENTIONS,
-        *_summary(results),
-        *_corrections(results),
+        *_summary(rendered),
+        *_corrections(rendered),
         "## Modules",
         "",
     ]
-    progress = Progress("liptable report: writing sections", len(names) + (modules is None))
     for name in names:
-        progress.step(name)
-        lines += [f"## {name}", ""]
-        lines += _family_section(section_entry(name).family, name, files)
-        lines += ["### Claims", ""]
-        for r in results:
-            if r.claim.module == name:
-                lines += _claim_section(r)
-    if modules is None:  # the envelopes span every module: only in the full report
-        progress.step("FP16 envelopes")
-        section, figures = envelope_section()
-        lines += section
+        section, figures = done[f"section {name}"]
         files.update(figures)
-        section, certificates = certificate_section()
+        lines += [f"## {name}", "", *section, "### Claims", ""]
+        for r in rendered:
+            if r.module == name:
+                lines += r.section
+    if modules is None:
+        section, extra = done["FP16 envelopes and certificates"]
         lines += section
-        files.update(certificates)
-    progress.close()
+        files.update(extra)
     files["index.md"] = "\n".join(lines).rstrip("\n") + "\n"
-    records = [r.to_json() for r in results]
+    records = [r.record for r in rendered]
     files["claims.json"] = json.dumps(records, indent=2, ensure_ascii=False) + "\n"
     return files
 
 
-def write(out: Path, modules: Iterable[str] | None = None) -> list[Path]:
+def write(
+    out: Path, modules: Iterable[str] | None = None, workers: int | None = None
+) -> list[Path]:
     """Write the report under ``out``; returns the paths written."""
     written = []
-    for name, text in sorted(build(modules).items()):
+    for name, text in sorted(build(modules, workers).items()):
         path = out / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
