@@ -3,7 +3,10 @@
 The kernel's forward or derivative (mixed mode for float16) is compared, input by input,
 with the correctly rounded reference of :mod:`derive.reference` (python-flint balls, mpmath
 where they cannot decide): for float16 the exhaustive table, for float32 the references
-computed shard by shard. The inputs are the bit patterns of the format, cut into contiguous
+computed shard by shard. The VJP ``g * f'(x)`` of float16 is compared at every pair of
+finite halves (x, g) with the correctly rounded product
+(:func:`derive.reference.products.vjp_reference`). The inputs
+are the bit patterns of the format (of a pair: x's bits, then g's), cut into contiguous
 shards; every shard is one task on a Dask distributed cluster (a ``LocalCluster`` of one
 single-threaded worker process per core by default, or the scheduler at ``--scheduler``).
 Finished shards are kept as JSON files in a state folder (:func:`default_state`, or
@@ -34,15 +37,26 @@ from derive.definitions.activations import elementwise
 from derive.digests import kernel_digest, reference_digest
 from derive.progress import Progress
 from derive.reference.core import float16_table, reference_array
+from derive.reference.products import vjp_reference
 
-__all__ = ["FORMATS", "LISTED", "Certificate", "certify", "check_shard", "shards"]
+__all__ = [
+    "FORMATS",
+    "LISTED",
+    "Certificate",
+    "certify",
+    "check_shard",
+    "shards",
+]
 
 #: The formats certify knows: (dtype, unsigned view, bits per shard).
 FORMATS = {
     "float16": (np.float16, np.uint16, 14),
     "float32": (np.float32, np.uint32, 18),
 }
-QUANTITIES = ("forward", "derivative")
+QUANTITIES = ("forward", "derivative", "vjp")
+#: The VJP's inputs are pairs (x, g) of float16 bit patterns, 2^23 pairs per shard.
+VJP_DTYPES = ("float16",)
+_VJP_SHARD_BITS = 23
 
 #: Inputs listed by value in a certificate (all are counted).
 LISTED = 1000
@@ -51,15 +65,27 @@ LISTED = 1000
 SPREAD = 64
 
 
-def finite_inputs(dtype: str) -> int:
-    """Finite values of the format: 2^16 - 2^11 for float16, 2^32 - 2^24 for float32."""
+def finite_inputs(dtype: str, quantity: str = "forward") -> int:
+    """Finite inputs of the format: 2^16 - 2^11 for float16, 2^32 - 2^24 for float32; for
+    the VJP the pairs of finite values, (2^16 - 2^11)^2 for float16."""
     info = np.finfo(FORMATS[dtype][0])
     width = 8 * info.dtype.itemsize
-    return (1 << width) - (1 << (info.nmant + 1))
+    values = (1 << width) - (1 << (info.nmant + 1))
+    return values * values if quantity == "vjp" else values
 
 
-def shards(dtype: str, limit: int | None = None, shard: int | None = None) -> list[tuple[int, int]]:
-    """The ``(start, stop)`` bit-pattern ranges to check.
+def _space(dtype: str, quantity: str) -> tuple[int, int]:
+    """(bits of an input's pattern, bits per shard): a pair's pattern for the VJP."""
+    _, unsigned, bits = FORMATS[dtype]
+    width = 8 * np.dtype(unsigned).itemsize
+    return (2 * width, _VJP_SHARD_BITS) if quantity == "vjp" else (width, bits)
+
+
+def shards(
+    dtype: str, limit: int | None = None, shard: int | None = None, quantity: str = "forward"
+) -> list[tuple[int, int]]:
+    """The ``(start, stop)`` bit-pattern ranges to check (for the VJP, of pairs: x's bits
+    times 2^16 plus g's).
 
     All of them by default; with ``shard`` only that one; with ``limit`` exactly ``limit``
     patterns, in at least :data:`SPREAD` runs at evenly spaced starts across the format
@@ -69,9 +95,10 @@ def shards(dtype: str, limit: int | None = None, shard: int | None = None) -> li
     [(0, 16384), (16384, 32768), (32768, 49152), (49152, 65536)]
     >>> shards("float32", limit=4)
     [(0, 1), (1431655765, 1431655766), (2863311530, 2863311531), (4294967295, 4294967296)]
+    >>> len(shards("float16", quantity="vjp")), shards("float16", shard=3, quantity="vjp")
+    (512, [(25165824, 33554432)])
     """
-    _, unsigned, bits = FORMATS[dtype]
-    width = 8 * np.dtype(unsigned).itemsize
+    width, bits = _space(dtype, quantity)
     size, count = 1 << bits, 1 << (width - bits)
     if shard is not None:
         if not 0 <= shard < count:
@@ -100,6 +127,13 @@ def _kernel(key: str, quantity: str, xs: np.ndarray) -> np.ndarray:
     return function(xs, module.variant) if module.variant else function(xs)
 
 
+def _vjp_kernel(key: str, xs: np.ndarray, gs: np.ndarray) -> np.ndarray:
+    """The public kernel's VJP (mixed mode for float16)."""
+    module = elementwise(key)
+    function = importlib.import_module(f"kernels.{module.name}").vjp
+    return function(xs, gs, module.variant) if module.variant else function(xs, gs)
+
+
 def _reference(key: str, quantity: str, xs: np.ndarray) -> np.ndarray:
     expr = _expression(key, quantity)
     if xs.dtype == np.float16:
@@ -119,10 +153,20 @@ def check_shard(key: str, quantity: str, dtype: str, start: int, stop: int, kern
     (for tests). Returns the shard's counts and listed inputs as a JSON-ready dict."""
     began = time.perf_counter()
     float_type, unsigned, _ = FORMATS[dtype]
-    xs = np.arange(start, stop, dtype=np.uint64).astype(unsigned).view(float_type)
-    xs = xs[np.isfinite(xs)]
-    got = (kernel or _kernel)(key, quantity, xs)
-    want = _reference(key, quantity, xs)
+    patterns = np.arange(start, stop, dtype=np.uint64)
+    gs = None
+    if quantity == "vjp":
+        xs = (patterns >> np.uint64(16)).astype(unsigned).view(float_type)
+        gs = (patterns & np.uint64(0xFFFF)).astype(unsigned).view(float_type)
+        keep = np.isfinite(xs) & np.isfinite(gs)
+        xs, gs = xs[keep], gs[keep]
+        got = (kernel or _vjp_kernel)(key, xs, gs)
+        want = vjp_reference(_expression(key, "derivative"), xs, gs)
+    else:
+        xs = patterns.astype(unsigned).view(float_type)
+        xs = xs[np.isfinite(xs)]
+        got = (kernel or _kernel)(key, quantity, xs)
+        want = _reference(key, quantity, xs)
     with np.errstate(invalid="ignore", over="ignore"):
         both_nan = np.isnan(got) & np.isnan(want)
         wrong = ~((got == want) | both_nan)
@@ -138,6 +182,7 @@ def check_shard(key: str, quantity: str, dtype: str, start: int, stop: int, kern
         {
             "x": float(xs[i]),
             "bits": f"0x{int(xs[i : i + 1].view(unsigned)[0]):0{2 * xs.itemsize}x}",
+            **({} if gs is None else {"g": float(gs[i])}),
             "got": _number(got[i]),
             "correctly_rounded": _number(want[i]),
         }
@@ -188,7 +233,7 @@ class Certificate:
 
     def as_dict(self) -> dict:
         per_core = self.throughput()
-        full = finite_inputs(self.dtype)
+        full = finite_inputs(self.dtype, self.quantity)
         return {
             "module": self.module,
             "quantity": self.quantity,
@@ -212,7 +257,7 @@ class Certificate:
                 str(cores): round(finite_inputs("float32") / (per_core * cores) / 3600, 3)
                 for cores in (2, 64)
             }
-            if per_core and self.dtype == "float32"
+            if per_core and self.dtype == "float32" and self.quantity != "vjp"
             else None,
         }
 
@@ -278,8 +323,13 @@ def certify(
         raise ValueError(f"quantity: expected one of {QUANTITIES}, got {quantity!r}")
     if dtype not in FORMATS:
         raise ValueError(f"--dtype: expected one of {sorted(FORMATS)}, got {dtype!r}")
+    if quantity == "vjp" and dtype not in VJP_DTYPES:
+        raise ValueError(
+            f"--quantity vjp: every (x, g) pair is certified for {', '.join(VJP_DTYPES)} "
+            f"(2^32 pairs); {dtype} has 2^64"
+        )
     kernel_sha, reference_sha = kernel_digest(), reference_digest()
-    todo = shards(dtype, limit, shard)
+    todo = shards(dtype, limit, shard, quantity)
     folder = state or default_state()
     folder = folder / f"{module}.{quantity}.{dtype}.{kernel_sha[:12]}.{reference_sha[:12]}"
     folder.mkdir(parents=True, exist_ok=True)

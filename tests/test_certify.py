@@ -7,9 +7,13 @@ import json
 
 import numpy as np
 import pytest
+import sympy as sp
 
 from derive import certify
 from derive.cli import main
+from derive.definitions.activations import elementwise
+from derive.reference.core import float16_table, reference_array
+from derive.reference.products import vjp_reference
 
 
 def test_shards_cover_the_format_once():
@@ -95,3 +99,65 @@ def test_certify_on_a_local_cluster_writes_a_certificate_and_resumes(tmp_path, c
 def test_unknown_module_is_a_clear_error(capsys):
     assert main(["certify", "softmax", "--dtype", "float16"]) == 2
     assert "no elementwise module" in capsys.readouterr().err
+
+
+def _slow_vjp_reference(key, x, g):
+    """g f'(x) correctly rounded to half, the product taken as one expression by the generic
+    reference path (balls, then mpmath), not by vjp_reference's float64 product."""
+    scaled = sp.piecewise_fold(sp.Rational(float(g)) * elementwise(key).derivative)
+    return reference_array(scaled, np.array([x], np.float16), np.float16)[0]
+
+
+@pytest.mark.parametrize("key", ["sigmoid", "gelu_none", "relu"])
+def test_the_vjp_reference_is_the_correctly_rounded_product(key):
+    """vjp_reference against the generic path, bit for bit (signed zeros included), at pairs
+    that test each of its cases: exact derivatives (x = 0, ReLU) times subnormal g whose
+    product is a half midpoint, products that overflow or round to 65504, GeLU's underflowing
+    tail (signed zeros), and random pairs."""
+    rng = np.random.default_rng(7)
+    halves = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
+    finite = halves[np.isfinite(halves)]
+    xs = [0.0, -0.0, 1.0, -3.0, 8.75, -40.0, 65504.0, -65504.0, 6e-8]
+    gs = [6e-8, -1.8e-7, 3e-7, 65504.0, -65504.0, 1.0, -0.0, 1024.0, 0.0]
+    pairs = [(x, g) for x in xs for g in gs]
+    pairs += list(zip(rng.choice(finite, 60), rng.choice(finite, 60), strict=True))
+    x = np.array([p[0] for p in pairs], np.float16)
+    g = np.array([p[1] for p in pairs], np.float16)
+    got = vjp_reference(elementwise(key).derivative, x, g)
+    slope = float16_table(elementwise(key).derivative).exact[x.view(np.uint16)]
+    nonzero = (g != 0) & (slope != 0)
+    want = [_slow_vjp_reference(key, a, b) for a, b in zip(x[nonzero], g[nonzero], strict=True)]
+    assert got[nonzero].view(np.uint16).tolist() == np.array(want).view(np.uint16).tolist()
+    # g = +-0 or f'(x) = +-0: a zero of IEEE's sign, sign(g) sign(f'(x)) (an exact product of
+    # 0 has no sign of its own; the generic path gives +0)
+    assert np.all(got[~nonzero] == 0)
+    signs = np.signbit(g[~nonzero]) ^ np.signbit(slope[~nonzero])
+    assert np.array_equal(np.signbit(got[~nonzero]), signs)
+
+
+def test_vjp_pairs_shard_and_the_kernel_is_checked():
+    """A VJP shard walks x's bits, then g's; the kernel passes and a kernel that rounds
+    f'(x) to half before multiplying (as naive half code does) is caught."""
+    start, stop = certify.shards("float16", shard=256, quantity="vjp")[0]  # x from -0.0 on
+    assert stop - start == 1 << 23
+    a, b = start, start + (1 << 20)  # x = -0.0 and the 15 negative subnormals after it
+    good = certify.check_shard("sigmoid", "vjp", "float16", a, b)
+    assert good["checked"] == 16 * (65536 - 2048)  # the non-finite g left out
+    assert good["not_correctly_rounded"] == 0 and good["overflow_mismatches"] == 0
+
+    def naive(key, xs, gs):
+        from kernels import sigmoid
+
+        return (gs * sigmoid.derivative(xs)).astype(np.float16)
+
+    bad = certify.check_shard("sigmoid", "vjp", "float16", a, b, kernel=naive)
+    assert bad["not_correctly_rounded"] > 0
+    item = bad["listed"][0]
+    assert item["got"] != item["correctly_rounded"]
+    assert _slow_vjp_reference("sigmoid", item["x"], item["g"]) == item["correctly_rounded"]
+
+
+def test_vjp_is_for_half_pairs_only(capsys):
+    args = ["certify", "sigmoid", "--dtype", "float32", "--quantity", "vjp", "--limit", "10"]
+    assert main(args) == 2
+    assert "2^64" in capsys.readouterr().err

@@ -24,7 +24,8 @@ def certificate_section(folder: Path = FOLDER) -> tuple[list[str], dict[str, str
         "",
         "`liptable certify` checks an elementwise kernel against the correctly rounded "
         "references at every finite input of a format (or a slice spread over all binades), "
-        "in shards on Dask distributed. A zero of the wrong sign is counted apart from a wrong "
+        "in shards on Dask distributed; a VJP's inputs are the pairs (x, g), checked against "
+        "the correctly rounded g * f'(x). A zero of the wrong sign is counted apart from a wrong "
         "value: at x = -0 the references give f(0) = +0 exactly where the kernels give "
         "-0 * f'(0) = -0, and below 2^-1076 GeLU's derivative kernel loses the sign of its "
         "negative tail.",
