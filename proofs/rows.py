@@ -18,6 +18,7 @@ from derive.definitions import rows as R
 from proofs import spectral
 from proofs.core import Proof, Step, assumption, identity, limit, same
 from proofs.matrices import Case, decide
+from proofs.sums import INDICES, sum_identity, total
 
 Decision = tuple[str, Proof, dict | None]
 
@@ -685,23 +686,29 @@ def ffn_jacobian(statement: str, shortcut: bool) -> Decision:
 
 
 def _triangle_steps() -> list[Step]:
-    a, b = R.vector("a", 3), R.vector("b", 3)
-    lagrange = sum((a[i] * b[j] - a[j] * b[i]) ** 2 for i in range(3) for j in range(i + 1, 3))
+    """Cauchy-Schwarz and the triangle inequality for vectors of any size D (symbolic D,
+    :mod:`proofs.sums`)."""
+    i, j = INDICES
+    a, b = sp.IndexedBase("a", real=True), sp.IndexedBase("b", real=True)
+    aa, bb, ab = total(a[i] ** 2, i), total(b[i] ** 2, i), total(a[i] * b[i], i)
+    lagrange = total(total((a[i] * b[j] - a[j] * b[i]) ** 2, j), i) / 2
     return [
         Step(
-            "Cauchy-Schwarz by Lagrange's identity (D = 3; the same sum of squares for any D): "
-            "$\\|a\\|^2\\|b\\|^2 - (a \\cdot b)^2 = \\sum_{i<j}(a_i b_j - a_j b_i)^2 \\ge 0$",
+            "Cauchy-Schwarz by Lagrange's identity, for every D: "
+            r"$\|a\|^2\|b\|^2 - (a \cdot b)^2 = \frac{1}{2}\sum_{i,j}(a_i b_j - a_j b_i)^2 "
+            r"\ge 0$",
             "symbolic identity",
-            identity((a.T * a)[0] * (b.T * b)[0] - (a.T * b)[0] ** 2, lagrange),
+            sum_identity(aa * bb - ab**2, lagrange),
         ),
         Step(
-            "hence the triangle inequality, $(\\|a\\| + \\|b\\|)^2 - \\|a + b\\|^2 = "
-            "2(\\|a\\|\\|b\\| - a \\cdot b) \\ge 0$, and for y = x + g(x): $\\|y(x) - y(x')\\| "
-            "\\le \\|x - x'\\| + \\|g(x) - g(x')\\| \\le (1 + \\mathrm{Lip}(g))\\|x - x'\\|$",
+            r"hence the triangle inequality, $(\|a\| + \|b\|)^2 - \|a + b\|^2 = "
+            r"2(\|a\|\|b\| - a \cdot b) \ge 0$ for every D, and for y = x + g(x): "
+            r"$\|y(x) - y(x')\| \le \|x - x'\| + \|g(x) - g(x')\| \le "
+            r"(1 + \mathrm{Lip}(g))\|x - x'\|$",
             "symbolic identity",
-            identity(
-                (sp.sqrt((a.T * a)[0]) + sp.sqrt((b.T * b)[0])) ** 2 - ((a + b).T * (a + b))[0],
-                2 * (sp.sqrt((a.T * a)[0]) * sp.sqrt((b.T * b)[0]) - (a.T * b)[0]),
+            sum_identity(
+                (sp.sqrt(aa) + sp.sqrt(bb)) ** 2 - total((a[i] + b[i]) ** 2, i),
+                2 * (sp.sqrt(aa) * sp.sqrt(bb) - ab),
             ),
         ),
     ]
@@ -817,26 +824,27 @@ def weighted_lipschitz(statement: str) -> tuple[Proof, Proof, dict]:
             ),
         ),
     )
-    w = R.vector("w", 3)
+    i = INDICES[0]
+    w = sp.IndexedBase("w", real=True)
     bound = sp.Symbol("n", nonnegative=True)
-    slack = [sp.Symbol(f"s{i}", nonnegative=True) for i in range(3)]
+    slack = sp.IndexedBase("s", nonnegative=True)  # n^2 - nu_i^2 >= 0
     c = sp.Symbol("c", positive=True)
+    difference = total(bound**2 * w[i] ** 2, i) - total((bound**2 - slack[i]) * w[i] ** 2, i)
     intended = Proof(
         "1 + max_D |nu_D| Lip(f)",
         (
             *_triangle_steps(),
             Step(
-                "$\\|\\mathrm{diag}(\\nu) w\\|^2 \\le \\max_D|\\nu_D|^2 \\|w\\|^2$: with "
-                "$n^2 = \\nu_i^2 + s_i$, $s_i \\ge 0$, the difference is $\\sum_i s_i w_i^2 "
-                "\\ge 0$ (D = 3)",
+                "$\\|\\mathrm{diag}(\\nu) w\\|^2 \\le \\max_D|\\nu_D|^2 \\|w\\|^2$ for "
+                "every D: with $n^2 = \\nu_i^2 + s_i$, $s_i \\ge 0$, the difference is "
+                "$\\sum_i s_i w_i^2$",
+                "symbolic identity",
+                sum_identity(difference, total(slack[i] * w[i] ** 2, i)),
+            ),
+            Step(
+                "and each of its D terms $s_i w_i^2$ is nonnegative",
                 "symbolic sign",
-                assumption(
-                    sp.expand(
-                        sum(bound**2 * w[i] ** 2 for i in range(3))
-                        - sum((bound**2 - slack[i]) * w[i] ** 2 for i in range(3))
-                    ),
-                    "nonnegative",
-                ),
+                assumption(slack[i] * w[i] ** 2, "nonnegative"),
             ),
             Step(
                 "attained: nu = c 1 with c > 0 and f(x) = x give y = (1 + c) x, Lipschitz "

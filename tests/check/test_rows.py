@@ -38,7 +38,7 @@ def test_row_verdicts(results):
     all-ones kernel multiplies a constant image by 9, sigma_max = 3); softmax's Jacobian
     is y_i(delta_ij - y_j) with 2-norm at most 1/2; at a tie max is not differentiable;
     the mean's gradient has norm 1/sqrt(D); f = x + nu f is not a definition of the block;
-    max_D(nu_D) without bars is refuted by nu < 0."""
+    1 + max_D |nu_D| Lip(f), read with the bars the extraction lost, holds for every D."""
     expected = {
         "linear.definition": "holds",
         "linear.jacobian": "holds",
@@ -66,7 +66,7 @@ def test_row_verdicts(results):
         "residual.eq27_shortcut": "holds",
         "weighted_residual.definition": "misprinted",
         "weighted_residual.jacobian": "holds",
-        "weighted_residual.lipschitz": "misprinted",
+        "weighted_residual.lipschitz": "holds",
     }
     actual = {k: r.verdict for k, r in results.items()}
     wrong = {k: (actual.get(k), v) for k, v in expected.items() if actual.get(k) != v}
@@ -135,7 +135,7 @@ def test_avgpool_and_weighted_witnesses_in_floating_point(results):
     x = np.asarray(w["x"], dtype=float)
     assert abs(x.mean()) / np.linalg.norm(x) == pytest.approx(1 / np.sqrt(3), rel=1e-15)
     assert abs(x.mean()) / np.linalg.norm(x) > 1 / 3
-    w = results["weighted_residual.lipschitz"].witness
+    _, _, w = pr.weighted_lipschitz(results["weighted_residual.lipschitz"].claim.statement_latex)
     nu = float(w["nu"])
     y = lambda v: v + nu * v  # noqa: E731 - the witness block with f(x) = x
     assert abs(y(1.0) - y(0.0)) == float(w["lipschitz"]) > float(w["printed"])
@@ -153,10 +153,15 @@ def test_a_wrong_softmax_closed_form_is_rejected():
 
 
 def test_weighted_lipschitz_literal_reading_is_refuted(results):
+    """Without the bars the statement fails (the notes say so); with them it holds."""
     result = results["weighted_residual.lipschitz"]
-    assert result.witness["printed"] == "-2" and result.witness["lipschitz"] == "2"
-    first = result.proof.steps[0]
-    assert first.method == "exact witness" and first.check()
+    literal, intended, witness = pr.weighted_lipschitz(result.claim.statement_latex)
+    assert witness["printed"] == "-2" and witness["lipschitz"] == "2"
+    (step,) = literal.steps
+    assert step.method == "exact witness" and step.check()
+    statements = [step.statement for step in result.proof.steps]
+    assert statements == [step.statement for step in intended.steps]
+    assert result.witness is None
 
 
 # --- The kernels against the proven constants -------------------------------------------
@@ -219,3 +224,12 @@ def test_residual_witness_reaches_one_plus_lip_f():
     assert np.linalg.norm(residual.jacobian(np.array([1.0, 2.0]), up), 2) == 3.0
     for x in ([1.0, 2.0], [-1.0, 2.0], [1.0, -2.0], [-1.0, -2.0]):
         assert np.linalg.norm(residual.jacobian(np.array(x), down), 2) == 1.0, x
+
+
+def test_weighted_residual_is_proven_for_every_size_and_notes_the_literal_reading(results):
+    """Rigorous for every D: no step of the proof is checked at a fixed size; the literal
+    reading without bars is refuted in the notes by an exact witness."""
+    r = results["weighted_residual.lipschitz"]
+    assert r.rigorous and all("D = 3" not in step.statement for step in r.proof.steps)
+    assert any("every D" in step.statement for step in r.proof.steps)
+    assert any("nu = -3" in note and "-2x" in note for note in r.notes)
