@@ -14,8 +14,11 @@ projector), LayerNorm's Jacobian is ``J = r diag(gamma) A``, ``A = P - z z^T/D``
 with ``Q = z z^T/|z|^2``: two orthogonal projectors onto orthogonal subspaces, so the
 eigenvalues of A are 0, eps/(var+eps) and 1 -- ``|A| <= 1`` and ``P A = A``. Hence
 ``|J| <= r |diag(gamma) P| <= |diag(gamma) P| / sqrt(eps)``, with equality at constant rows.
-Matrix identities are checked exactly at D = 1..5 (every D has the same algebra);
-scalar identities are checked with D and the variance as symbols.
+The printed Jacobians of LayerNorm (and Eq. 19), RMSNorm and CenterNorm are checked for a
+symbolic size D: entry (a, b) with the row sums written as sums over 1..D
+(:mod:`proofs.sums`), cross-checked with concrete matrices at D = 2 and 3. The other
+matrix identities are still checked exactly at D = 1..5 only (the proofs say so); scalar
+identities are checked with D and the variance as symbols.
 """
 
 from __future__ import annotations
@@ -30,12 +33,14 @@ from derive.definitions.norms import (
     eps,
     n,
     paper_forward,
+    paper_forward_entry,
     row_norm,
     row_norm_checks,
     vector,
     weightnorm_checks,
 )
 from proofs.core import Proof, Step, Verdict, assumption, identity, is_zero
+from proofs.sums import SIZE, sum_identity, total
 
 #: The paper's eps (added to a squared norm): eps_paper = D * eps.
 EPS_PAPER = sp.Symbol("epsilon_p", positive=True)
@@ -134,13 +139,91 @@ def paper_definition_matches(key: str, size: int) -> bool:
     return _zero(printed - torch)
 
 
+#: The entry (a, b) of a Jacobian for every size D, and the summation index.
+_ROW, _COLUMN = sp.symbols("a b", integer=True, positive=True)
+_L = sp.Symbol("l", integer=True, positive=True)
+#: The sizes the symbolic-D identity is cross-checked at with concrete matrices.
+CROSS_CHECK_SIZES = (2, 3)
+
+
+def printed_jacobian_entry(key: str) -> sp.Expr:
+    """Entry (a, b) of :func:`printed_jacobian` for every size D (sums over 1..D)."""
+    x, gamma = sp.IndexedBase("x", real=True), sp.IndexedBase("gamma", real=True)
+    a, b, l = _ROW, _COLUMN, _L  # noqa: E741 - the summation index
+
+    def centering(r, c):
+        return sp.KroneckerDelta(r, c) - 1 / SIZE
+
+    def delta(r, c):
+        return sp.KroneckerDelta(r, c)
+
+    scale = 1 if key == "layernorm_z" else gamma[b]
+    if key in ("layernorm", "layernorm_z"):
+        mean = total(x[l], l) / SIZE
+        s2 = total((x[l] - mean) ** 2, l) + EPS_PAPER
+        outer = total(centering(a, l) * (delta(l, b) - (x[l] - mean) * (x[b] - mean) / s2), l)
+        return sp.sqrt(SIZE) / sp.sqrt(s2) * outer * scale
+    if key == "rmsnorm":
+        s2 = total(x[l] ** 2, l) + EPS_PAPER
+        return sp.sqrt(SIZE) / sp.sqrt(s2) * (delta(a, b) - x[a] * x[b] / s2) * scale
+    if key == "centernorm":
+        return SIZE / (SIZE - 1) * centering(a, b) * scale
+    raise KeyError(key)
+
+
+def _derived_entry(key: str) -> sp.Expr:
+    """d y_b / d x_a by sympy.diff of the paper's forward for every size D: entry (a, b) of
+    the transpose of the numerator-layout Jacobian (the paper's denominator layout)."""
+    x = sp.IndexedBase("x", real=True)
+    if key == "layernorm_z":
+        gamma = sp.IndexedBase("gamma", real=True)
+        forward = paper_forward_entry("layernorm", _COLUMN).subs(gamma[_COLUMN], 1)
+    else:
+        forward = paper_forward_entry(key, _COLUMN)
+    return sp.diff(forward, x[_ROW])
+
+
+def symbolic_jacobian_matches(key: str) -> bool:
+    """The printed Jacobian's entry (a, b) equals d y_b / d x_a for a symbolic size D."""
+    return sum_identity(printed_jacobian_entry(key), _derived_entry(key))()
+
+
 def jacobian_decision(
     key: str, statement: str, printed=printed_jacobian
 ) -> tuple[str, Proof, dict | None]:
-    """(verdict, proof, witness) of a printed Jacobian: ``holds`` if it equals the
-    transpose of sympy.diff at every D = 1..5 (2..5 for CenterNorm), else ``fails`` with an
-    exact point where an entry differs."""
-    sizes = [s for s in PROOF_SIZES if s >= (2 if key == "centernorm" else 1)]
+    """(verdict, proof, witness) of a printed Jacobian: ``holds`` if its entry (a, b) equals
+    that of the transpose of sympy.diff for a symbolic size D (and, as a cross-check of the
+    two transcriptions of the printed matrix, at D = 2 and 3 with concrete matrices); else
+    ``fails`` with an exact point where an entry differs, searched at D = 1..5 (2..5 for
+    CenterNorm)."""
+    first = 2 if key == "centernorm" else 1
+    if printed is printed_jacobian and symbolic_jacobian_matches(key):
+        at_least = "D >= 2" if key == "centernorm" else "every D"
+        steps = (
+            Step(
+                statement=(
+                    f"{at_least}, symbolic D: entry (a, b) of the printed matrix equals "
+                    "d y_b / d x_a, sympy.diff of the paper's forward (eps added to the squared "
+                    "norm) with its row sums written as sums over 1..D; Kronecker deltas of a "
+                    "and b decided for a = b and a != b"
+                ),
+                method="symbolic identity",
+                check=lambda: symbolic_jacobian_matches(key),
+            ),
+            *(
+                Step(
+                    statement=(
+                        f"D = {size}, cross-check with concrete matrices: the printed matrix "
+                        "equals the transpose of sympy.diff of the paper's forward"
+                    ),
+                    method="symbolic identity",
+                    check=lambda s=size: printed_jacobian_matches(key, s, printed),
+                )
+                for size in CROSS_CHECK_SIZES
+            ),
+        )
+        return Verdict.HOLDS, Proof(claim=statement, steps=steps), None
+    sizes = [s for s in PROOF_SIZES if s >= first]
     for size in sizes:
         if printed_jacobian_matches(key, size, printed):
             continue

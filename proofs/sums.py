@@ -41,14 +41,20 @@ def total(expr: sp.Expr, index: sp.Symbol) -> sp.Sum:
 
 
 def _single(term: sp.Expr, index: sp.Symbol) -> sp.Expr:
-    """``sum_index term`` for one product ``term``: the factors free of ``index`` taken out,
-    the rest summed with its index renamed."""
+    """``sum_index term`` for one product ``term``: the factors free of ``index`` taken out;
+    a Kronecker delta of ``index`` and another index ``t`` picks the term at ``t`` (``t`` is
+    an entry's index, in 1..D); the rest summed with its index renamed."""
     free, bound = [], []
     for factor in sp.Mul.make_args(term):
-        (bound if factor.has(index) else free).append(factor)
+        (bound if index in factor.free_symbols else free).append(factor)
     if not bound:
         return sp.Mul(*free) * SIZE
-    if any(factor.has(sp.Sum) for factor in bound):
+    for factor in bound:
+        if isinstance(factor, sp.KroneckerDelta) and factor.args[0] != factor.args[1]:
+            (other,) = set(factor.args) - {index}
+            rest = [f for f in bound if f is not factor]
+            return sp.Mul(*free) * sp.Mul(*rest).xreplace({index: other})
+    if any(index in inner.free_symbols for f in bound for inner in f.atoms(sp.Sum)):
         # renaming could capture the inner sum's index; such sums are not normalised
         raise ValueError(f"a sum over {index} of a sum that depends on it: {term}")
     inner = sp.Mul(*bound).xreplace({index: _BOUND})
@@ -81,6 +87,31 @@ def normal_form(expr: sp.Expr) -> sp.Expr:
     return sp.expand(rewrite(expr))
 
 
+def _vanishes(expr: sp.Expr) -> bool:
+    """A normal form is 0: the sums (atoms now) as symbols, over one denominator."""
+    atoms = sorted(expr.atoms(sp.Sum), key=sp.default_sort_key)
+    named = expr.xreplace({s: sp.Dummy(f"S{n}") for n, s in enumerate(atoms)})
+    return sp.cancel(sp.together(named)) == 0
+
+
 def sum_identity(a: sp.Expr, b: sp.Expr) -> Check:
-    """Check that ``a == b`` for every size D, both written with :func:`total`."""
-    return lambda: normal_form(sp.sympify(a) - sp.sympify(b)) == 0
+    """Check that ``a == b`` for every size D, both written with :func:`total`.
+
+    Kronecker deltas of the entries' indices (``KroneckerDelta(i, j)`` left after the sums)
+    are decided case by case: the indices equal (the delta 1, one index replaced by the
+    other) and distinct (the delta 0, the entries independent).
+    """
+
+    def check() -> bool:
+        form = normal_form(sp.sympify(a) - sp.sympify(b))
+        deltas = [d for d in form.atoms(sp.KroneckerDelta) if d.args[0] != d.args[1]]
+        if len(deltas) > 1:
+            raise ValueError(f"more than one delta of free indices: {deltas}")
+        if not deltas:
+            return _vanishes(form)
+        (delta,) = deltas
+        first, second = delta.args
+        equal = form.xreplace({delta: sp.Integer(1)}).xreplace({second: first})
+        return _vanishes(form.xreplace({delta: sp.Integer(0)})) and _vanishes(equal)
+
+    return check

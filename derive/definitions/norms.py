@@ -209,6 +209,27 @@ def paper_forward(key: str, size: int, eps_paper: sp.Expr) -> sp.Matrix:
     return sp.Matrix([gammas[i] * z[i] + betas[i] for i in range(size)])
 
 
+def paper_forward_entry(key: str, b: sp.Symbol) -> sp.Expr:
+    """Entry ``b`` of :func:`paper_forward` for every size D at once: ``x``, ``gamma`` and
+    ``beta`` as ``IndexedBase`` entries, the row sums as sums over 1..D of the symbolic
+    size ``proofs.sums.SIZE`` (``D``, with ``EPS_PAPER``-style ``eps_paper``)."""
+    x, gamma, beta = (sp.IndexedBase(name, real=True) for name in ("x", "gamma", "beta"))
+    size = sp.Symbol("D", integer=True, positive=True)
+    eps_paper = sp.Symbol("epsilon_p", positive=True)
+    l = sp.Symbol("l", integer=True, positive=True)  # noqa: E741 - the summation index
+    mean = sp.Sum(x[l], (l, 1, size)) / size
+    if key == "layernorm":
+        squares = sp.Sum((x[l] - mean) ** 2, (l, 1, size))
+        z = sp.sqrt(size) * (x[b] - mean) / sp.sqrt(squares + eps_paper)
+    elif key == "rmsnorm":
+        z = sp.sqrt(size) * x[b] / sp.sqrt(sp.Sum(x[l] ** 2, (l, 1, size)) + eps_paper)
+    elif key == "centernorm":
+        z = size / (size - 1) * (x[b] - mean)
+    else:
+        raise KeyError(key)
+    return gamma[b] * z + beta[b]
+
+
 # WeightNorm: stage symbols of one weight row v_i (length D) and one entry of it.
 v_ij = sp.Symbol("v_ij", real=True)
 gamma_o = sp.Symbol("gamma_o", real=True)  # gamma of the output row

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 import sympy as sp
 
+from derive.definitions.norms import paper_forward_entry
+from proofs import norms as pn
 from proofs.sums import INDICES, SIZE, normal_form, sum_identity, total
 
 i, j = INDICES
@@ -36,3 +38,18 @@ def test_nested_sums_that_would_capture_an_index_are_refused():
         normal_form(sp.Sum(inner, (i, 1, SIZE)))
     with pytest.raises(ValueError, match=r"1\.\.D"):
         normal_form(sp.Sum(a[i], (i, 0, SIZE)))
+
+
+def test_printed_norm_jacobians_hold_for_a_symbolic_size():
+    """Table 2's LayerNorm (and Eq. 19), RMSNorm and CenterNorm Jacobians, entry (a, b) in
+    the paper's denominator layout, for every D; the numerator layout (the transpose) is
+    not the printed one where gamma enters, and a wrong factor is not proven."""
+    for key in ("layernorm", "layernorm_z", "rmsnorm", "centernorm"):
+        assert pn.symbolic_jacobian_matches(key), key
+    a, b = sp.symbols("a b", integer=True, positive=True)
+    printed = pn.printed_jacobian_entry("rmsnorm")
+    transposed = printed.xreplace({a: b, b: a})
+    derived = sp.diff(paper_forward_entry("rmsnorm", b), sp.IndexedBase("x", real=True)[a])
+    assert sum_identity(printed, derived)()
+    assert not sum_identity(transposed, derived)()
+    assert not sum_identity(2 * printed, derived)()
