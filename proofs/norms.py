@@ -16,7 +16,7 @@ eigenvalues of A are 0, eps/(var+eps) and 1 -- ``|A| <= 1`` and ``P A = A``. Hen
 ``|J| <= r |diag(gamma) P| <= |diag(gamma) P| / sqrt(eps)``, with equality at constant rows.
 The printed Jacobians of LayerNorm (and Eq. 19), RMSNorm and CenterNorm are checked for a
 symbolic size D: entry (a, b) with the row sums written as sums over 1..D
-(:mod:`proofs.sums`), cross-checked with concrete matrices at D = 2 and 3. The other
+(:func:`proofs.core.sum_identity`), cross-checked with concrete matrices at D = 2 and 3. The other
 matrix identities are still checked exactly at D = 1..5 only (the proofs say so); scalar
 identities are checked with D and the variance as symbols.
 """
@@ -28,6 +28,7 @@ from functools import cache
 import sympy as sp
 
 from derive.definitions.norms import (
+    CROSS_CHECK_SIZES,
     PROOF_SIZES,
     WEIGHTNORM,
     eps,
@@ -35,12 +36,21 @@ from derive.definitions.norms import (
     paper_forward,
     paper_forward_entry,
     row_norm,
-    row_norm_checks,
+    symbolic_row_norm_checks,
     vector,
     weightnorm_checks,
 )
-from proofs.core import Proof, Step, Verdict, assumption, identity, is_zero
-from proofs.sums import SIZE, sum_identity, total
+from proofs.core import (
+    SIZE,
+    Proof,
+    Step,
+    Verdict,
+    assumption,
+    identity,
+    is_zero,
+    sum_identity,
+    total,
+)
 
 #: The paper's eps (added to a squared norm): eps_paper = D * eps.
 EPS_PAPER = sp.Symbol("epsilon_p", positive=True)
@@ -142,8 +152,6 @@ def paper_definition_matches(key: str, size: int) -> bool:
 #: The entry (a, b) of a Jacobian for every size D, and the summation index.
 _ROW, _COLUMN = sp.symbols("a b", integer=True, positive=True)
 _L = sp.Symbol("l", integer=True, positive=True)
-#: The sizes the symbolic-D identity is cross-checked at with concrete matrices.
-CROSS_CHECK_SIZES = (2, 3)
 
 
 def printed_jacobian_entry(key: str) -> sp.Expr:
@@ -376,6 +384,38 @@ def spectral_check(key: str, size: int) -> bool:
 
 
 @cache
+def symbolic_spectral_check(key: str) -> bool:
+    """:func:`spectral_check` for a symbolic size D, entry (a, b) with the row sums as sums
+    over 1..D: A = (Pc - Q) + eps/(s + eps) Q, QPc = Q, Pc A = A, Pc Pc = Pc."""
+    module = row_norm(key)
+    x = sp.IndexedBase("x", real=True)
+    a, b, l = _ROW, _COLUMN, _L  # noqa: E741 - the summation index
+    center = total(x[l], l) / SIZE if module.centered else sp.S.Zero
+    second = total((x[l] - center) ** 2, l) / SIZE
+    scale = module.scale_of(second)
+
+    def dev(t):
+        return x[t] - center
+
+    def pc(r, c):
+        return sp.KroneckerDelta(r, c) - (1 / SIZE if module.centered else 0)
+
+    def qm(r, c):
+        return dev(r) * dev(c) / (SIZE * second)
+
+    def am(r, c):
+        return pc(r, c) - dev(r) * scale * dev(c) * scale / SIZE
+
+    checks = (
+        (am(a, b), (pc(a, b) - qm(a, b)) + eps / (second + eps) * qm(a, b)),
+        (total(qm(a, l) * pc(l, b), l), qm(a, b)),
+        (total(pc(a, l) * am(l, b), l), am(a, b)),
+        (total(pc(a, l) * pc(l, b), l), pc(a, b)),
+    )
+    return all(sum_identity(left, right)() for left, right in checks)
+
+
+@cache
 def attained_check(key: str, size: int) -> bool:
     """J at the worst-case input equals the bound's matrix: constant row (LayerNorm:
     diag(gamma) P / sqrt(eps)) or the zero row (RMSNorm: diag(gamma) / sqrt(eps))."""
@@ -408,10 +448,10 @@ def row_lipschitz_proof(key: str) -> Proof:
             statement=(
                 rf"$J = r\,\mathrm{{diag}}(\gamma)\,A$ with $A = P - z z^\top / D$, ${p_text}$, "
                 rf"$r = 1/\sqrt{{\sigma^2 + \epsilon}}$ ($\sigma^2$ the row's {what}), "
-                r"equal to sympy.diff of the forward at D = 1..5"
+                r"equal to sympy.diff of the forward for every D (entry (a, b), symbolic D)"
             ),
             method="symbolic identity",
-            check=lambda: all(row_norm_checks(key, s)["jacobian"] for s in sizes),
+            check=lambda: symbolic_row_norm_checks(key)["jacobian"],
         ),
         Step(
             statement=(
@@ -427,10 +467,14 @@ def row_lipschitz_proof(key: str) -> Proof:
                 r"$Q = z z^\top/|z|^2$, $QP = Q$, $P^2 = P$: orthogonal projectors onto "
                 r"orthogonal subspaces, so the eigenvalues of $A$ lie in "
                 r"$\{0, \epsilon/(\sigma^2+\epsilon), 1\}$, $\|A\|_2 \le 1$ and $PA = A$; "
-                r"checked at D = 1..5 for $\sigma^2 > 0$ ($A = P$ when $\sigma^2 = 0$)"
+                r"checked for every D (entry (a, b), symbolic D) where $\sigma^2 > 0$ "
+                r"($A = P$ when $\sigma^2 = 0$), and with concrete matrices at D = 2, 3"
             ),
             method="symbolic identity",
-            check=lambda: all(spectral_check(key, s) for s in sizes if s >= 2),
+            check=lambda: (
+                symbolic_spectral_check(key)
+                and all(spectral_check(key, s) for s in CROSS_CHECK_SIZES)
+            ),
         ),
         Step(
             statement=(
@@ -482,11 +526,12 @@ def centernorm_lipschitz_proof() -> Proof:
     steps = [
         Step(
             statement=(
-                r"$J = \frac{D}{D-1}\mathrm{diag}(\gamma) P$ at every x (sympy.diff, D = 2..5): "
+                r"$J = \frac{D}{D-1}\mathrm{diag}(\gamma) P$ at every x (sympy.diff, every "
+                r"D >= 2, entry (a, b) for symbolic D): "
                 r"$\mathrm{Lip} = \frac{D}{D-1}\|\mathrm{diag}(\gamma) P\|_2$"
             ),
             method="symbolic identity",
-            check=lambda: all(row_norm_checks("centernorm", s)["jacobian"] for s in (2, 3, 4, 5)),
+            check=lambda: symbolic_row_norm_checks("centernorm")["jacobian"],
         ),
         *gamma_norm_steps(),
     ]

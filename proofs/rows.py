@@ -16,9 +16,8 @@ import sympy as sp
 
 from derive.definitions import rows as R
 from proofs import spectral
-from proofs.core import Proof, Step, assumption, identity, limit, same
+from proofs.core import INDICES, Proof, Step, assumption, identity, limit, same, sum_identity, total
 from proofs.matrices import Case, decide
-from proofs.sums import INDICES, sum_identity, total
 
 Decision = tuple[str, Proof, dict | None]
 
@@ -687,7 +686,7 @@ def ffn_jacobian(statement: str, shortcut: bool) -> Decision:
 
 def _triangle_steps() -> list[Step]:
     """Cauchy-Schwarz and the triangle inequality for vectors of any size D (symbolic D,
-    :mod:`proofs.sums`)."""
+    :func:`proofs.core.sum_identity`)."""
     i, j = INDICES
     a, b = sp.IndexedBase("a", real=True), sp.IndexedBase("b", real=True)
     aa, bb, ab = total(a[i] ** 2, i), total(b[i] ** 2, i), total(a[i] * b[i], i)

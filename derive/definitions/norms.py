@@ -32,7 +32,7 @@ from functools import cache
 
 import sympy as sp
 
-from proofs.core import Proof, Step, is_zero
+from proofs.core import Proof, Step, is_zero, sum_identity
 
 #: The size of a row, as a symbol (closed forms hold for every D >= 1, or >= 2).
 n = sp.Symbol("D", positive=True, integer=True)
@@ -53,6 +53,8 @@ delta = sp.Symbol("delta", nonnegative=True)  # Kronecker delta_ij, 0 or 1
 
 #: Sizes at which every closed form is proven equal to sympy.diff of the forward.
 PROOF_SIZES = (1, 2, 3, 4, 5)
+#: Where identities proven for a symbolic D are cross-checked with concrete vectors.
+CROSS_CHECK_SIZES = (2, 3)
 
 
 def vector(name: str, size: int) -> sp.Matrix:
@@ -116,6 +118,51 @@ class RowNorm:
         deviations, scale = self.statistics(xs)
         y = sp.Matrix([gammas[i] * deviations[i] * scale + betas[i] for i in range(size)])
         return xs, gammas, betas, y
+
+    def scale_of(self, second_moment: sp.Expr) -> sp.Expr:
+        """r for a row whose second moment is ``second_moment`` (any D: ``n`` stays)."""
+        return self.scale.subs(s, second_moment)
+
+    def entry_forms(self, a: sp.Symbol, b: sp.Symbol) -> dict[str, sp.Expr]:
+        """For every size D (``n``): the definition and the closed forms at entries ``a``
+        and ``b``, with the row's statistics as sums over 1..D of ``IndexedBase`` entries.
+
+        ``y_a`` and ``y_b`` (PyTorch eps), ``jacobian`` (J_ab), ``vjp`` (dx_a for the
+        upstream gradient ``g``) and ``dgamma`` (one row's term of dgamma_a), the stage
+        symbols replaced as :meth:`closed_forms` does.
+        """
+        x, gamma, beta, g = (
+            sp.IndexedBase(name, real=True) for name in ("x", "gamma", "beta", "g")
+        )
+        k = sp.Symbol("l", integer=True, positive=True)
+        center = sp.Sum(x[k], (k, 1, n)) / n if self.centered else sp.S.Zero
+        second = sp.Sum((x[k] - center) ** 2, (k, 1, n)) / n
+        scale = self.scale_of(second)
+
+        def output(t):
+            return gamma[t] * (x[t] - center) * scale + beta[t]
+
+        means = {
+            m_a: sp.Sum(gamma[k] * g[k], (k, 1, n)) / n,
+            m_az: sp.Sum(gamma[k] * g[k] * (x[k] - center) * scale, (k, 1, n)) / n,
+        }
+        values = {
+            d: x[a] - center,
+            d_j: x[b] - center,
+            r: scale,
+            gamma_i: gamma[a],
+            beta_i: beta[a],
+            g_i: g[a],
+            delta: sp.KroneckerDelta(a, b),
+            **means,
+        }
+        return {
+            "y_a": output(a),
+            "y_b": output(b),
+            "jacobian": self.jacobian_entry.subs(values, simultaneous=True),
+            "vjp": self.vjp.subs(values, simultaneous=True),
+            "dgamma": self.dgamma_term.subs(values, simultaneous=True),
+        }
 
     def closed_forms(self, size: int, g: sp.Matrix) -> dict[str, sp.Matrix]:
         """The stage expressions with the row's statistics substituted, at D = ``size``."""
@@ -212,7 +259,7 @@ def paper_forward(key: str, size: int, eps_paper: sp.Expr) -> sp.Matrix:
 def paper_forward_entry(key: str, b: sp.Symbol) -> sp.Expr:
     """Entry ``b`` of :func:`paper_forward` for every size D at once: ``x``, ``gamma`` and
     ``beta`` as ``IndexedBase`` entries, the row sums as sums over 1..D of the symbolic
-    size ``proofs.sums.SIZE`` (``D``, with ``EPS_PAPER``-style ``eps_paper``)."""
+    size ``proofs.core.SIZE`` (``D``), the paper's eps ``epsilon_p``."""
     x, gamma, beta = (sp.IndexedBase(name, real=True) for name in ("x", "gamma", "beta"))
     size = sp.Symbol("D", integer=True, positive=True)
     eps_paper = sp.Symbol("epsilon_p", positive=True)
@@ -337,8 +384,28 @@ def weightnorm_checks(size: int, outputs: int) -> dict[str, bool]:
     return results
 
 
+@cache
+def symbolic_row_norm_checks(key: str) -> dict[str, bool]:
+    """The closed forms of ``key`` against sympy.diff of the definition for a symbolic size
+    D (:meth:`RowNorm.entry_forms`): the Jacobian's entry (a, b), the VJP's entry a (the
+    sum over b of dy_b/dx_a g_b) and one row's dgamma_a."""
+    module = row_norm(key)
+    a, b = sp.symbols("a b", integer=True, positive=True)
+    x, g = sp.IndexedBase("x", real=True), sp.IndexedBase("g", real=True)
+    gamma = sp.IndexedBase("gamma", real=True)
+    forms = module.entry_forms(a, b)
+    dx = sp.Sum(sp.diff(forms["y_b"], x[a]) * g[b], (b, 1, n))
+    objective = sp.Sum(forms["y_b"] * g[b], (b, 1, n))
+    return {
+        "jacobian": sum_identity(forms["jacobian"], sp.diff(forms["y_a"], x[b]))(),
+        "vjp": sum_identity(forms["vjp"], dx)(),
+        "dgamma": sum_identity(forms["dgamma"], sp.diff(objective, gamma[a]))(),
+    }
+
+
 def closed_form_proof(key: str) -> Proof:
-    """The closed forms the kernels of ``key`` use, proven equal to sympy.diff at D = 1..5."""
+    """The closed forms the kernels of ``key`` use, proven equal to sympy.diff for a symbolic
+    size D (Jacobian, VJP, dgamma) and, with concrete vectors, at D = 1..5 (all five forms)."""
     steps = []
     if key == "weightnorm":
         for size in PROOF_SIZES:
@@ -356,6 +423,22 @@ def closed_form_proof(key: str) -> Proof:
                     )
         return Proof(claim="WeightNorm: closed forms equal the derivatives", steps=tuple(steps))
     module = row_norm(key)
+    steps += [
+        Step(
+            statement=(
+                f"every D (symbolic, D >= {module.min_size}): the kernel's {name} equals "
+                f"sympy.diff of the forward, {what}, with the row's statistics as sums over "
+                "1..D (proofs.core.sum_identity)"
+            ),
+            method="symbolic identity",
+            check=lambda k=name: symbolic_row_norm_checks(key)[k],
+        )
+        for name, what in (
+            ("jacobian", "entry (a, b)"),
+            ("vjp", "entry a of J^T g"),
+            ("dgamma", "entry a of one row's d<g, y>/dgamma"),
+        )
+    ]
     for size in PROOF_SIZES:
         if size < module.min_size:
             continue

@@ -115,8 +115,9 @@ def _row_section(module: RowNorm) -> list[str]:
         "",
         "Closed forms the kernels evaluate (with $z_i = d_i r$, $a_i = \\gamma_i g_i$, "
         "$m_a = \\overline{a}$, $m_{az} = \\overline{a z}$, $\\delta$ the Kronecker delta), "
-        "each proven equal to `sympy.diff` of the forward at D = 1..5 "
-        "(`derive.definitions.norms.closed_form_proof`):",
+        "each proven equal to `sympy.diff` of the forward for a symbolic D (the Jacobian's "
+        "entry, the VJP's and dgamma's, with the row's statistics as sums over 1..D) and at "
+        "D = 1..5 (`derive.definitions.norms.closed_form_proof`):",
         "",
         f"$$\\frac{{\\partial L}}{{\\partial x_i}} = {_latex(module.vjp)},\\quad "
         f"\\frac{{\\partial L}}{{\\partial \\gamma_i}} = \\sum_{{\\text{{rows}}}} "

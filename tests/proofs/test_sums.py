@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import sympy as sp
 
-from derive.definitions.norms import paper_forward_entry
+from derive.definitions.norms import paper_forward_entry, row_norm, symbolic_row_norm_checks
 from proofs import norms as pn
-from proofs.sums import INDICES, SIZE, normal_form, sum_identity, total
+from proofs.core import INDICES, SIZE, normal_form, sum_identity, total
 
 i, j = INDICES
 a, b = sp.IndexedBase("a", real=True), sp.IndexedBase("b", real=True)
@@ -53,3 +53,21 @@ def test_printed_norm_jacobians_hold_for_a_symbolic_size():
     assert sum_identity(printed, derived)()
     assert not sum_identity(transposed, derived)()
     assert not sum_identity(2 * printed, derived)()
+
+
+def test_kernel_closed_forms_hold_for_a_symbolic_size_and_altered_ones_do_not():
+    """The row norms' Jacobian, VJP and dgamma closed forms equal sympy.diff for every D,
+    and so do the projector identities of the Lipschitz proof; the transposed Jacobian (gamma
+    on the wrong index) and a VJP off by a factor are not proven."""
+    for key in ("layernorm", "rmsnorm", "centernorm"):
+        assert all(symbolic_row_norm_checks(key).values()), key
+    for key in ("layernorm", "rmsnorm"):
+        assert pn.symbolic_spectral_check(key), key
+    a, b = sp.symbols("a b", integer=True, positive=True)
+    x, g = sp.IndexedBase("x", real=True), sp.IndexedBase("g", real=True)
+    forms = row_norm("layernorm").entry_forms(a, b)
+    dx = sp.Sum(sp.diff(forms["y_b"], x[a]) * g[b], (b, 1, SIZE))
+    assert sum_identity(forms["vjp"], dx)()
+    assert not sum_identity(2 * forms["vjp"], dx)()
+    assert sum_identity(forms["jacobian"], sp.diff(forms["y_a"], x[b]))()
+    assert not sum_identity(forms["jacobian"], sp.diff(forms["y_b"], x[a]))()
