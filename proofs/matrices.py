@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from proofs.arb import ArbTranslationError, enclose, sign
-from proofs.core import Proof, Step, UnprovenError, Verdict, same
+from proofs.core import Proof, Step, UnprovenError, Verdict, same, sum_identity
 
 Build = Callable[[], sp.Matrix]
 
@@ -100,25 +100,52 @@ def _witness_step(case: Case, found: dict) -> Step:
     return Step(text, "exact witness", lambda: witness(case) == found)
 
 
+@dataclass(frozen=True)
+class General:
+    """Entry (a, b) of the printed and the derived matrix for every size D, written with
+    sums over 1..D (:func:`proofs.core.total`), compared by :func:`proofs.core.sum_identity`."""
+
+    printed: sp.Expr
+    derived: sp.Expr
+
+    def step(self, what: str) -> Step:
+        return Step(
+            statement=f"every D (symbolic D, entry (a, b)): {what}",
+            method="symbolic identity",
+            check=sum_identity(self.printed, self.derived),
+        )
+
+
+def _with_general(general: General | None, what: str) -> tuple[Step, ...]:
+    return () if general is None else (general.step(what),)
+
+
 def decide(
     statement: str,
     cases: Sequence[Case],
     what: str,
     intended: Sequence[Case] = (),
     intended_what: str = "",
+    *,
+    general: General | None = None,
+    intended_general: General | None = None,
 ) -> tuple[str, Proof, dict | None]:
-    """(verdict, proof, witness) of a printed matrix statement (module docstring)."""
+    """(verdict, proof, witness) of a printed matrix statement (module docstring). With
+    ``general`` (``intended_general``) the identity is also proven for a symbolic size D,
+    the first step of the proof; the cases stay as concrete checks."""
     differing = next((c for c in cases if not same(c.printed(), c.derived())), None)
     if differing is None:
-        return Verdict.HOLDS, Proof(statement, identity_steps(cases, what)), None
+        steps = _with_general(general, what) + identity_steps(cases, what)
+        return Verdict.HOLDS, Proof(statement, steps), None
     found = witness(differing)
     if found is None:
         raise UnprovenError(f"{statement}: no identity and no witness at {differing.label}")
     steps = (_witness_step(differing, found),)
     if intended and all(same(c.printed(), c.derived()) for c in intended):
+        intent = _with_general(intended_general, intended_what)
         return (
             Verdict.MISPRINTED,
-            Proof(statement, steps + identity_steps(intended, intended_what)),
+            Proof(statement, steps + intent + identity_steps(intended, intended_what)),
             found,
         )
     return Verdict.FAILS, Proof(statement, steps), found

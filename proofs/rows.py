@@ -17,7 +17,7 @@ import sympy as sp
 from derive.definitions import rows as R
 from proofs import spectral
 from proofs.core import INDICES, Proof, Step, assumption, identity, limit, same, sum_identity, total
-from proofs.matrices import Case, decide
+from proofs.matrices import Case, General, decide
 
 Decision = tuple[str, Proof, dict | None]
 
@@ -411,6 +411,13 @@ def softmax_definition(statement: str) -> Decision:
     return decide(statement, [case(d) for d in VECTOR_SIZES], "the printed y equals the definition")
 
 
+def _softmax_entries() -> tuple[Callable[[sp.Symbol], sp.Expr], sp.IndexedBase]:
+    """y_t = exp(x_t) / sum_l exp(x_l) for every size D, and x."""
+    x = sp.IndexedBase("x", real=True)
+    l = sp.Symbol("l", integer=True, positive=True)  # noqa: E741 - the summation index
+    return (lambda t: sp.exp(x[t]) / total(sp.exp(x[l]), l)), x
+
+
 def softmax_jacobian(statement: str) -> Decision:
     def case(d: int, intended: bool) -> Case:
         x = R.vector("x", d)
@@ -422,6 +429,9 @@ def softmax_jacobian(statement: str) -> Decision:
 
         return Case(f"D = {d}", printed, lambda: R.jacobian(R.softmax(x), x).T, _softmax_point(d))
 
+    y, x = _softmax_entries()
+    a, b = sp.symbols("a b", integer=True, positive=True)
+    intended = General(y(a) * (sp.KroneckerDelta(a, b) - y(b)), sp.diff(y(b), x[a]))
     return decide(
         statement,
         [case(d, False) for d in VECTOR_SIZES],
@@ -429,6 +439,7 @@ def softmax_jacobian(statement: str) -> Decision:
         [case(d, True) for d in VECTOR_SIZES],
         "y_i (1(i == j) - y_j) equals dy_i/dx_j (the matrix diag(y) - y y^T is symmetric, so "
         "both layouts agree)",
+        intended_general=intended,
     )
 
 
@@ -860,12 +871,31 @@ def weighted_lipschitz(statement: str) -> tuple[Proof, Proof, dict]:
 
 
 def softmax_closed_forms() -> Proof:
-    """kernels.softmax's VJP forms, proven equal to sympy.diff of g^T softmax(x), D = 1..5.
+    """kernels.softmax's VJP forms, proven equal to sympy.diff of g^T softmax(x) for a
+    symbolic D and at D = 1..5.
 
     ``dx_i = y_i (g_i - <g, y>)`` for every i, and at the argmax m the form without
     cancellation, ``dx_m = y_m sum_{j != m} y_j (g_m - g_j)`` (equal since sum_j y_j = 1).
     """
-    steps = []
+    y_of, xi = _softmax_entries()
+    gi = sp.IndexedBase("g", real=True)
+    a, b = sp.symbols("a b", integer=True, positive=True)
+    inner = total(gi[b] * y_of(b), b)
+    general = total(sp.diff(y_of(b), xi[a]) * gi[b], b)
+    steps = [
+        Step(
+            "every D (symbolic D, entry a): $dx_a = y_a(g_a - \\langle g, y \\rangle)$ equals "
+            "$\\sum_b g_b\\, \\partial y_b / \\partial x_a$",
+            "symbolic identity",
+            sum_identity(y_of(a) * (gi[a] - inner), general),
+        ),
+        Step(
+            "every D (symbolic D, entry a): $dx_a = y_a \\sum_{b} y_b (g_a - g_b)$ equals it "
+            "too (the kernel's form at the argmax, whose term at b = a is 0)",
+            "symbolic identity",
+            sum_identity(y_of(a) * total(y_of(b) * (gi[a] - gi[b]), b), general),
+        ),
+    ]
     for d in (1, 2, 3, 4, 5):
         x, g = R.vector("x", d), R.vector("g", d)
         y = R.softmax(x)

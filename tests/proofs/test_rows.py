@@ -10,6 +10,8 @@ import sympy as sp
 
 from derive.definitions import activations
 from derive.definitions import rows as R
+from proofs import rows as pr
+from proofs.core import sum_identity, total
 
 W1 = sp.Matrix([[1, 2], [3, -1]])
 B1 = sp.Matrix([1, -1])
@@ -46,3 +48,17 @@ def test_ffn_is_the_pattern_map_of_its_region_kinks_included():
         expected = R.jacobian(on_pattern, x)
         assert J.subs(at) == expected, f"x = {list(point)}: {J.subs(at)} != {expected}"
     assert kinks >= 3
+
+
+def test_softmax_jacobian_and_vjp_forms_hold_for_a_symbolic_size():
+    """The intended y_a (delta_ab - y_b) and the kernels' two VJP forms are proven for every
+    D; the printed y_a (delta_ab - y_a) is not."""
+    _, proof, _ = pr.softmax_jacobian("softmax.jacobian")
+    general = [s for s in proof.steps if s.statement.startswith("every D")]
+    assert len(general) == 1 and general[0].check()
+    closed = pr.softmax_closed_forms()
+    assert [s.check() for s in closed.steps if s.statement.startswith("every D")] == [True, True]
+    x = sp.IndexedBase("x", real=True)
+    a, b, k = sp.symbols("a b k", integer=True, positive=True)
+    y = lambda t: sp.exp(x[t]) / total(sp.exp(x[k]), k)  # noqa: E731
+    assert not sum_identity(y(a) * (sp.KroneckerDelta(a, b) - y(a)), sp.diff(y(b), x[a]))()
