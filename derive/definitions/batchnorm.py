@@ -47,7 +47,7 @@ from derive.definitions.norms import (
     s,
     vector,
 )
-from proofs.core import Proof, Step, is_zero
+from proofs.core import SIZE, Proof, Step, is_zero, sum_identity, total
 
 #: The batch size M (rows, or N*H*W positions) of one feature.
 m = sp.Symbol("M", positive=True, integer=True)
@@ -197,9 +197,76 @@ def output_matches(denom: str, size: int) -> bool:
     return _zero(f.closed_forms(size, vector("g", size))["output"] - y)
 
 
+@cache
+def symbolic_batchnorm_checks(denom: str, closed: BatchNormForm | None = None) -> dict[str, bool]:
+    """The closed forms of one denominator (``closed``, by default the kernel's) against
+    sympy.diff of that denominator's forward for a symbolic batch size M (written
+    ``proofs.core.SIZE`` in the sums): entries k, c of one feature's column with its mean
+    and variance as sums over the batch. For "std_plus_eps" the identities hold where the
+    variance is positive, as at fixed M."""
+    f = closed or form(denom)
+    size = SIZE
+    k, c, q = sp.symbols("a b q", integer=True, positive=True)
+    x, g = sp.IndexedBase("x", real=True), sp.IndexedBase("g", real=True)
+    gamma, beta = sp.Symbol("gamma", real=True), sp.Symbol("beta", real=True)
+    mean = total(x[q], q) / size
+    var = total((x[q] - mean) ** 2, q) / size
+    denominator = sp.sqrt(var + eps) if denom == "sqrt_var_eps" else sp.sqrt(var) + eps
+
+    def y(t):
+        return gamma * (x[t] - mean) / denominator + beta
+
+    scale = f.scale.subs(s, var)
+    weight = f.weight.subs({s: var, r: scale}, simultaneous=True)
+    means = {
+        m_a: total(gamma * g[q], q) / size,
+        m_ad: total(gamma * g[q] * (x[q] - mean), q) / size,
+    }
+    values = {
+        d: x[k] - mean,
+        d_j: x[c] - mean,
+        r: scale,
+        w: weight,
+        gamma_i: gamma,
+        beta_i: beta,
+        g_i: g[k],
+        delta: sp.KroneckerDelta(k, c),
+        m: size,
+        **means,
+    }
+
+    def at(expr: sp.Expr) -> sp.Expr:
+        return expr.subs(values, simultaneous=True)
+
+    objective = total(g[c] * y(c), c)
+    return {
+        "jacobian": sum_identity(at(f.jacobian_entry), sp.diff(y(k), x[c]))(),
+        "vjp": sum_identity(at(f.vjp), total(sp.diff(y(c), x[k]) * g[c], c))(),
+        "dgamma": sum_identity(
+            total(at(f.dgamma_term).xreplace({k: c}), c), sp.diff(objective, gamma)
+        )(),
+    }
+
+
 def closed_form_proof(denom: str) -> Proof:
-    """The kernel's closed forms of one denominator, proven equal to sympy.diff, M = 1..5."""
-    steps = []
+    """The kernel's closed forms of one denominator, proven equal to sympy.diff for a
+    symbolic batch size M (Jacobian, VJP, dgamma) and at M = 1..5 (all five forms)."""
+    steps = [
+        Step(
+            statement=(
+                f"every batch size M (symbolic M): the kernel's {name} equals sympy.diff of the "
+                f"forward, {what}, with the feature's mean and variance as sums over the batch"
+                + (" (where the variance is positive)" if denom == "std_plus_eps" else "")
+            ),
+            method="symbolic identity",
+            check=lambda k=name: symbolic_batchnorm_checks(denom)[k],
+        )
+        for name, what in (
+            ("jacobian", "entry (k, c)"),
+            ("vjp", "entry k of J^T g"),
+            ("dgamma", "the sum over the batch of g_k d_k r"),
+        )
+    ]
     for size in PROOF_SIZES:
         for name in ("output", "jacobian", "vjp", "dgamma", "dbeta"):
             steps.append(

@@ -146,7 +146,8 @@ def _derivation_lines(denom: str) -> list[str]:
         "{\\partial x_j} = r\\Big(\\gamma g_j - \\frac1M\\sum_k \\gamma g_k - d_j\\, w\\, "
         "\\frac1M\\sum_k \\gamma g_k d_k\\Big)$$",
         "",
-        "which is the kernel's O(M) form, proven equal to `sympy.diff` for M = 1..5 "
+        "which is the kernel's O(M) form, proven equal to `sympy.diff` for a symbolic batch "
+        "size M (the feature's mean and variance as sums over the batch) and for M = 1..5 "
         "(`derive.definitions.batchnorm.closed_form_proof`).",
         "",
         "**Step 7: the parameter gradients** (004 B.55, B.57, Key Equation 22):",

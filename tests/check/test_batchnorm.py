@@ -58,6 +58,17 @@ def test_closed_forms_are_proven(denom):
     assert verification.ok, verification.summary()
 
 
+def test_closed_forms_hold_for_a_symbolic_batch_and_the_other_denominator_does_not():
+    """Both denominators' closed forms equal sympy.diff for every batch size M; the
+    sqrt(var + eps) forms are not the derivatives of the std + eps forward, nor the
+    reverse."""
+    for denom in bn.DENOMS:
+        assert all(bn.symbolic_batchnorm_checks(denom).values()), denom
+    for denom, other in zip(bn.DENOMS, reversed(bn.DENOMS), strict=True):
+        swapped = bn.symbolic_batchnorm_checks(denom, bn.form(other))
+        assert not any(swapped.values()), (denom, swapped)
+
+
 @pytest.mark.parametrize("denom", bn.DENOMS)
 def test_the_chain_rule_assembles_to_sympy_diff(denom):
     assert all(bn.derivation_matches(denom, size) for size in (1, 2, 3))
