@@ -16,7 +16,18 @@ import sympy as sp
 
 from derive.definitions import rows as R
 from proofs import spectral
-from proofs.core import INDICES, Proof, Step, assumption, identity, limit, same, sum_identity, total
+from proofs.core import (
+    INDICES,
+    SIZE,
+    Proof,
+    Step,
+    assumption,
+    identity,
+    limit,
+    same,
+    sum_identity,
+    total,
+)
 from proofs.matrices import Case, General, decide
 
 Decision = tuple[str, Proof, dict | None]
@@ -599,16 +610,34 @@ def avgpool_jacobian(statement: str) -> Decision:
             {},
         )
 
+    x, a, k = _mean_entries()
     return decide(
         statement,
         [case(d) for d in VECTOR_SIZES],
         "(1/D) 1 equals the transpose of sympy's Jacobian of sum(x)/D",
+        general=General(1 / SIZE, sp.diff(total(x[k], k) / SIZE, x[a])),
     )
+
+
+def _mean_entries() -> tuple[sp.IndexedBase, sp.Symbol, sp.Symbol]:
+    """x, an entry's index a and a summation index, for the mean sum(x)/D of any size D."""
+    a, k = sp.symbols("a k", integer=True, positive=True)
+    return sp.IndexedBase("x", real=True), a, k
 
 
 def avgpool_lipschitz(statement: str) -> Proof:
     D = sp.Symbol("D", positive=True, integer=True)
+    x, a, k = _mean_entries()
     steps = [
+        Step(
+            "every D (symbolic D): the map is linear with Jacobian $\\frac1D \\mathbf{1}^\\top$ "
+            "(sympy.diff of sum(x)/D), of 2-norm $\\sqrt{\\sum_a (1/D)^2} = 1/\\sqrt{D}$: "
+            "$\\sum_a (\\partial y / \\partial x_a)^2 = 1/D$",
+            "symbolic identity",
+            sum_identity(total(sp.diff(total(x[k], k) / SIZE, x[a]) ** 2, a), 1 / SIZE),
+        )
+    ]
+    steps += [
         Step(
             f"D = {d}: the map is linear with Jacobian $\\frac1D \\mathbf{{1}}^\\top$, of "
             "2-norm $\\sqrt{D / D^2} = 1/\\sqrt{D}$",

@@ -11,7 +11,7 @@ import sympy as sp
 from derive.definitions import activations
 from derive.definitions import rows as R
 from proofs import rows as pr
-from proofs.core import sum_identity, total
+from proofs.core import SIZE, sum_identity, total
 
 W1 = sp.Matrix([[1, 2], [3, -1]])
 B1 = sp.Matrix([1, -1])
@@ -62,3 +62,16 @@ def test_softmax_jacobian_and_vjp_forms_hold_for_a_symbolic_size():
     a, b, k = sp.symbols("a b k", integer=True, positive=True)
     y = lambda t: sp.exp(x[t]) / total(sp.exp(x[k]), k)  # noqa: E731
     assert not sum_identity(y(a) * (sp.KroneckerDelta(a, b) - y(a)), sp.diff(y(b), x[a]))()
+
+
+def test_average_pooling_is_proven_for_every_size():
+    """The mean's gradient (1/D) 1 and its 2-norm 1/sqrt(D) for every D; the paper's 1/D as
+    the norm is not (sum_a (1/D)^2 = 1/D, not 1/D^2)."""
+    _, jacobian, _ = pr.avgpool_jacobian("avgpool.jacobian")
+    lipschitz = pr.avgpool_lipschitz("avgpool.lipschitz")
+    for proof in (jacobian, lipschitz):
+        assert proof.steps[0].statement.startswith("every D") and proof.steps[0].check()
+    x = sp.IndexedBase("x", real=True)
+    a, k = sp.symbols("a k", integer=True, positive=True)
+    gradient = sp.diff(total(x[k], k) / SIZE, x[a])
+    assert not sum_identity(total(gradient**2, a), 1 / SIZE**2)()
