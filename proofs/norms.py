@@ -323,18 +323,34 @@ def _loose_witness() -> bool:
     return bool(sp.N(4 - value, 50) > 0) and value.is_algebraic
 
 
+def symbolic_gram_identity() -> bool:
+    """:func:`_gram_identity` for a symbolic D: entry (a, b) with sums over 1..D."""
+    gamma = sp.IndexedBase("gamma", real=True)
+    a, b, l = _ROW, _COLUMN, _L  # noqa: E741 - the summation index
+
+    def p(r, c):
+        return sp.KroneckerDelta(r, c) - 1 / SIZE
+
+    left = total(gamma[a] * p(a, l) * gamma[b] * p(b, l), l)
+    right = gamma[a] ** 2 * sp.KroneckerDelta(a, b) - gamma[a] * gamma[b] / SIZE
+    return sum_identity(left, right)()
+
+
 def gamma_norm_steps() -> list[Step]:
     """|diag(gamma) P| <= max|gamma|, equality iff the largest |gamma_i| occurs twice."""
     return [
         Step(
             statement=(
                 r"$(\mathrm{diag}(\gamma) P)(\mathrm{diag}(\gamma) P)^\top = "
-                r"\mathrm{diag}(\gamma^2) - \gamma\gamma^\top / D$ ($P^2 = P$), checked at "
-                r"D = 2..5; subtracting the positive semidefinite $\gamma\gamma^\top/D$ "
+                r"\mathrm{diag}(\gamma^2) - \gamma\gamma^\top / D$ ($P^2 = P$), for every D "
+                r"(entry (a, b), symbolic D) and with concrete matrices at D = 2..5; "
+                r"subtracting the positive semidefinite $\gamma\gamma^\top/D$ "
                 r"gives $\|\mathrm{diag}(\gamma) P\|_2 \le \max_i |\gamma_i|$"
             ),
             method="symbolic identity",
-            check=lambda: all(_gram_identity(s) for s in PROOF_SIZES[1:]),
+            check=lambda: (
+                symbolic_gram_identity() and all(_gram_identity(s) for s in PROOF_SIZES[1:])
+            ),
         ),
         Step(
             statement=(
@@ -416,6 +432,21 @@ def symbolic_spectral_check(key: str) -> bool:
 
 
 @cache
+def symbolic_attained_check(key: str) -> bool:
+    """:func:`attained_check` for a symbolic D: sympy.diff of the forward (sums over 1..D)
+    at a constant row x = c (LayerNorm) or at x = 0 (RMSNorm), entry (a, b)."""
+    module = row_norm(key)
+    forms = module.entry_forms(_ROW, _COLUMN)
+    x, gamma = sp.IndexedBase("x", real=True), sp.IndexedBase("gamma", real=True)
+    c = sp.Symbol("c", real=True) if module.centered else sp.S.Zero
+    derived = sp.diff(forms["y_a"], x[_COLUMN]).replace(
+        lambda e: isinstance(e, sp.Indexed) and e.base == x, lambda e: c
+    )
+    centering = sp.KroneckerDelta(_ROW, _COLUMN) - (1 / SIZE if module.centered else 0)
+    return sum_identity(derived, gamma[_ROW] * centering / sp.sqrt(eps))()
+
+
+@cache
 def attained_check(key: str, size: int) -> bool:
     """J at the worst-case input equals the bound's matrix: constant row (LayerNorm:
     diag(gamma) P / sqrt(eps)) or the zero row (RMSNorm: diag(gamma) / sqrt(eps))."""
@@ -490,13 +521,17 @@ def row_lipschitz_proof(key: str) -> Proof:
         Step(
             statement=(
                 r"Attained: at every constant row ($\sigma^2 = 0$), "
-                r"$J = \mathrm{diag}(\gamma) P / \sqrt{\epsilon}$ exactly (D = 1..5)"
+                r"$J = \mathrm{diag}(\gamma) P / \sqrt{\epsilon}$ exactly, for every D "
+                r"(entry (a, b), symbolic D) and at D = 1..5"
                 if centered
                 else r"Attained: at $x = 0$, $J = \mathrm{diag}(\gamma)/\sqrt{\epsilon}$ "
-                r"exactly (D = 1..5), whose norm is $\max_i |\gamma_i| / \sqrt{\epsilon}$"
+                r"exactly, for every D (entry (a, b), symbolic D) and at D = 1..5, whose norm "
+                r"is $\max_i |\gamma_i| / \sqrt{\epsilon}$"
             ),
             method="exact witness",
-            check=lambda: all(attained_check(key, s) for s in sizes),
+            check=lambda: (
+                symbolic_attained_check(key) and all(attained_check(key, s) for s in sizes)
+            ),
         ),
     ]
     if centered:

@@ -71,3 +71,19 @@ def test_kernel_closed_forms_hold_for_a_symbolic_size_and_altered_ones_do_not():
     assert not sum_identity(2 * forms["vjp"], dx)()
     assert sum_identity(forms["jacobian"], sp.diff(forms["y_a"], x[b]))()
     assert not sum_identity(forms["jacobian"], sp.diff(forms["y_b"], x[a]))()
+
+
+def test_the_lipschitz_bounds_are_attained_for_every_size():
+    """At a constant row LayerNorm's Jacobian is diag(gamma) P / sqrt(eps), and at x = 0
+    RMSNorm's diag(gamma) / sqrt(eps), for every D; the Gram identity of diag(gamma) P too.
+    The uncentered matrix is not LayerNorm's."""
+    assert pn.symbolic_attained_check("layernorm") and pn.symbolic_attained_check("rmsnorm")
+    assert pn.symbolic_gram_identity()
+    a, b = sp.symbols("a b", integer=True, positive=True)
+    x, gamma = sp.IndexedBase("x", real=True), sp.IndexedBase("gamma", real=True)
+    forms = row_norm("layernorm").entry_forms(a, b)
+    at_constant = sp.diff(forms["y_a"], x[b]).replace(
+        lambda e: isinstance(e, sp.Indexed) and e.base == x, lambda e: sp.Symbol("c", real=True)
+    )
+    wrong = gamma[a] * sp.KroneckerDelta(a, b) / sp.sqrt(pn.eps)
+    assert not sum_identity(at_constant, wrong)()
