@@ -438,12 +438,27 @@ def _vanishes(expr: sp.Expr) -> bool:
     return sp.cancel(sp.together(named)) == 0
 
 
-def sum_identity(a: sp.Expr, b: sp.Expr) -> Check:
+def _partitions(items: list) -> Iterable[list[list]]:
+    """Every partition of ``items`` into nonempty blocks."""
+    if not items:
+        yield []
+        return
+    first, rest = items[0], items[1:]
+    for partition in _partitions(rest):
+        yield [[first], *partition]
+        for k in range(len(partition)):
+            yield [*partition[:k], [first, *partition[k]], *partition[k + 1 :]]
+
+
+def sum_identity(
+    a: sp.Expr, b: sp.Expr, distinct: Iterable[tuple[sp.Symbol, sp.Symbol]] = ()
+) -> Check:
     """Check that ``a == b`` for every size D, both written with :func:`total`.
 
     Kronecker deltas of the entries' indices (``KroneckerDelta(i, j)`` left after the sums)
-    are decided case by case: the indices equal (the delta 1, one index replaced by the
-    other) and distinct (the delta 0, the entries independent).
+    are decided case by case: for every way the indices in them can coincide (a partition
+    of those indices; the pairs in ``distinct`` never share a block), each block's indices
+    are replaced by one of them, and a delta is 1 within a block, 0 across blocks.
 
     >>> i, j = INDICES
     >>> a = sp.IndexedBase("a", real=True)
@@ -452,17 +467,23 @@ def sum_identity(a: sp.Expr, b: sp.Expr) -> Check:
     >>> sum_identity(total(a[i], i) ** 2, total(a[i] ** 2, i))()  # true at D = 1 only
     False
     """
+    apart = [frozenset(pair) for pair in distinct]
 
     def check() -> bool:
         form = normal_form(sp.sympify(a) - sp.sympify(b))
         deltas = [d for d in form.atoms(sp.KroneckerDelta) if d.args[0] != d.args[1]]
-        if len(deltas) > 1:
-            raise ValueError(f"more than one delta of free indices: {deltas}")
-        if not deltas:
-            return _vanishes(form)
-        (delta,) = deltas
-        first, second = delta.args
-        equal = form.xreplace({delta: sp.Integer(1)}).xreplace({second: first})
-        return _vanishes(form.xreplace({delta: sp.Integer(0)})) and _vanishes(equal)
+        indices = sorted({v for d in deltas for v in d.args}, key=sp.default_sort_key)
+        for partition in _partitions(indices):
+            if any(pair <= set(block) for block in partition for pair in apart):
+                continue
+            representative = {v: block[0] for block in partition for v in block}
+            values = {
+                d: sp.Integer(representative[d.args[0]] == representative[d.args[1]])
+                for d in deltas
+            }
+            case = form.xreplace(values).xreplace(representative)
+            if not _vanishes(case):
+                return False
+        return True
 
     return check

@@ -87,3 +87,14 @@ def test_the_lipschitz_bounds_are_attained_for_every_size():
     )
     wrong = gamma[a] * sp.KroneckerDelta(a, b) / sp.sqrt(pn.eps)
     assert not sum_identity(at_constant, wrong)()
+
+
+def test_deltas_of_several_free_indices_are_decided_over_every_coincidence():
+    """delta_ab delta_bc = delta_ac delta_ab for all a, b, c; delta_ab = delta_ac is false
+    (a = b != c); with b and c declared distinct, delta_ab delta_ac = 0 holds."""
+    a, b, c = sp.symbols("a b c", integer=True, positive=True)
+    K = sp.KroneckerDelta
+    assert sum_identity(K(a, b) * K(b, c), K(a, c) * K(a, b))()
+    assert not sum_identity(K(a, b), K(a, c))()
+    assert not sum_identity(K(a, b) * K(a, c), 0)()
+    assert sum_identity(K(a, b) * K(a, c), 0, distinct=[(b, c)])()
