@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import sympy as sp
 
 from derive.claims import CLAIMS
 from derive.cli import main
@@ -43,6 +44,44 @@ def test_claims_json_lists_every_claim_in_order(files):
     records = json.loads(files["claims.json"])
     assert [r["id"] for r in records] == [c.id for c in CLAIMS]
     assert all(r["verdict"] for r in records)
+
+
+#: The fields SPEC requires of every record of claims.json, and the verdicts it knows.
+REQUIRED = {
+    "id",
+    "module",
+    "kind",
+    "source",
+    "statement_latex",
+    "verdict",
+    "printed_value",
+    "value",
+    "method",
+    "rigorous",
+    "witness",
+    "notes",
+}
+VERDICTS = {"holds", "holds_loose", "fails", "misprinted", "approx"}
+
+
+def test_json_records_have_the_spec_fields(files):
+    """Every record: SPEC's fields, a known verdict, a value a program can parse, and a
+    decimal value to at least 30 digits where it is a float."""
+    for record in json.loads(files["claims.json"]):
+        missing = REQUIRED - set(record)
+        assert not missing, f"{record['id']}: missing {missing}"
+        assert record["verdict"] in VERDICTS, record
+        value = record["value"]
+        parsed = sp.sympify(value)
+        if isinstance(parsed, sp.Float):
+            digits = len(value.replace("-", "").replace(".", "").lstrip("0"))
+            assert digits >= 30, f"{record['id']}: value {value} has {digits} digits"
+
+
+def test_rigorous_means_no_sampling_step(files):
+    for record in json.loads(files["claims.json"]):
+        sampled = any(step["method"] == "sampling (evidence)" for step in record["proof"])
+        assert record["rigorous"] == (not sampled), (record["id"], record["rigorous"], sampled)
 
 
 def test_index_has_every_section(files):
