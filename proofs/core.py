@@ -375,8 +375,9 @@ def every(checks: Iterable[Check]) -> Check:
 #: The symbolic size and the summation indices the statements are written with.
 SIZE = sp.Symbol("D", integer=True, positive=True)
 INDICES = sp.symbols("i j", integer=True, positive=True)
-#: The one name every single sum's bound index is renamed to.
-_BOUND = sp.Symbol("k", integer=True, positive=True)
+#: The one name every single sum's bound index is renamed to: a Dummy, so that no index of
+#: the statements (a free ``k``, say) can be captured by the renaming.
+_BOUND = sp.Dummy("k", integer=True, positive=True)
 
 
 def total(expr: sp.Expr, index: sp.Symbol) -> sp.Sum:

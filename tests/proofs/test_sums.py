@@ -98,3 +98,13 @@ def test_deltas_of_several_free_indices_are_decided_over_every_coincidence():
     assert not sum_identity(K(a, b), K(a, c))()
     assert not sum_identity(K(a, b) * K(a, c), 0)()
     assert sum_identity(K(a, b) * K(a, c), 0, distinct=[(b, c)])()
+
+
+def test_renaming_cannot_capture_a_free_index():
+    """sum_l exp(x_l y_k), k a free entry index named like the renamed bound index, is not
+    sum_l exp(x_l y_l): renaming l must not turn y_k into y_l."""
+    k, l = sp.symbols("k l", integer=True, positive=True)  # noqa: E741
+    x, y = sp.IndexedBase("x", real=True), sp.IndexedBase("y", real=True)
+    free = total(sp.exp(x[l] * y[k]), l)
+    assert sum_identity(free, total(sp.exp(x[k] * y[k]).xreplace({x[k]: x[l]}), l))()
+    assert not sum_identity(free, total(sp.exp(x[l] * y[l]), l))()
