@@ -36,6 +36,7 @@ from derive.definitions.norms import (
     paper_forward,
     paper_forward_entry,
     row_norm,
+    sum_statistics,
     symbolic_row_norm_checks,
     vector,
     weightnorm_checks,
@@ -154,17 +155,16 @@ _ROW, _COLUMN = sp.symbols("a b", integer=True, positive=True)
 _L = sp.Symbol("l", integer=True, positive=True)
 
 
+def projector_entry(r: sp.Symbol, c: sp.Symbol, centered: bool = True) -> sp.Expr:
+    """Entry (r, c) of ``P = I - 11^T/D`` for every size D (``I`` if not ``centered``)."""
+    return sp.KroneckerDelta(r, c) - (1 / SIZE if centered else 0)
+
+
 def printed_jacobian_entry(key: str) -> sp.Expr:
     """Entry (a, b) of :func:`printed_jacobian` for every size D (sums over 1..D)."""
     x, gamma = sp.IndexedBase("x", real=True), sp.IndexedBase("gamma", real=True)
     a, b, l = _ROW, _COLUMN, _L  # noqa: E741 - the summation index
-
-    def centering(r, c):
-        return sp.KroneckerDelta(r, c) - 1 / SIZE
-
-    def delta(r, c):
-        return sp.KroneckerDelta(r, c)
-
+    centering, delta = projector_entry, sp.KroneckerDelta
     scale = 1 if key == "layernorm_z" else gamma[b]
     if key in ("layernorm", "layernorm_z"):
         mean = total(x[l], l) / SIZE
@@ -205,6 +205,15 @@ def jacobian_decision(
     ``fails`` with an exact point where an entry differs, searched at D = 1..5 (2..5 for
     CenterNorm)."""
     first = 2 if key == "centernorm" else 1
+
+    def equal_at(size: int, what: str) -> Step:
+        return Step(
+            statement=f"D = {size}{what}: the printed matrix equals the transpose of sympy.diff "
+            "of the paper's forward (denominator layout, eps added to the squared norm)",
+            method="symbolic identity",
+            check=lambda: printed_jacobian_matches(key, size, printed),
+        )
+
     if printed is printed_jacobian and symbolic_jacobian_matches(key):
         at_least = "D >= 2" if key == "centernorm" else "every D"
         steps = (
@@ -218,17 +227,7 @@ def jacobian_decision(
                 method="symbolic identity",
                 check=lambda: symbolic_jacobian_matches(key),
             ),
-            *(
-                Step(
-                    statement=(
-                        f"D = {size}, cross-check with concrete matrices: the printed matrix "
-                        "equals the transpose of sympy.diff of the paper's forward"
-                    ),
-                    method="symbolic identity",
-                    check=lambda s=size: printed_jacobian_matches(key, s, printed),
-                )
-                for size in CROSS_CHECK_SIZES
-            ),
+            *(equal_at(size, ", cross-check with concrete matrices") for size in CROSS_CHECK_SIZES),
         )
         return Verdict.HOLDS, Proof(claim=statement, steps=steps), None
     sizes = [s for s in PROOF_SIZES if s >= first]
@@ -248,17 +247,7 @@ def jacobian_decision(
             check=lambda s=size, w=witness: jacobian_counterexample(key, s, printed) == w,
         )
         return Verdict.FAILS, Proof(claim=statement, steps=(step,)), witness
-    steps = tuple(
-        Step(
-            statement=(
-                f"D = {size}: the printed matrix equals the transpose of sympy.diff of the "
-                "paper's forward (denominator layout, eps added to the squared norm)"
-            ),
-            method="symbolic identity",
-            check=lambda s=size: printed_jacobian_matches(key, s, printed),
-        )
-        for size in sizes
-    )
+    steps = tuple(equal_at(size, "") for size in sizes)
     return Verdict.HOLDS, Proof(claim=statement, steps=steps), None
 
 
@@ -327,10 +316,7 @@ def symbolic_gram_identity() -> bool:
     """:func:`_gram_identity` for a symbolic D: entry (a, b) with sums over 1..D."""
     gamma = sp.IndexedBase("gamma", real=True)
     a, b, l = _ROW, _COLUMN, _L  # noqa: E741 - the summation index
-
-    def p(r, c):
-        return sp.KroneckerDelta(r, c) - 1 / SIZE
-
+    p = projector_entry
     left = total(gamma[a] * p(a, l) * gamma[b] * p(b, l), l)
     right = gamma[a] ** 2 * sp.KroneckerDelta(a, b) - gamma[a] * gamma[b] / SIZE
     return sum_identity(left, right)()
@@ -406,15 +392,14 @@ def symbolic_spectral_check(key: str) -> bool:
     module = row_norm(key)
     x = sp.IndexedBase("x", real=True)
     a, b, l = _ROW, _COLUMN, _L  # noqa: E741 - the summation index
-    center = total(x[l], l) / SIZE if module.centered else sp.S.Zero
-    second = total((x[l] - center) ** 2, l) / SIZE
+    center, second = sum_statistics(x, module.centered)
     scale = module.scale_of(second)
 
     def dev(t):
         return x[t] - center
 
     def pc(r, c):
-        return sp.KroneckerDelta(r, c) - (1 / SIZE if module.centered else 0)
+        return projector_entry(r, c, module.centered)
 
     def qm(r, c):
         return dev(r) * dev(c) / (SIZE * second)
@@ -442,7 +427,7 @@ def symbolic_attained_check(key: str) -> bool:
     derived = sp.diff(forms["y_a"], x[_COLUMN]).replace(
         lambda e: isinstance(e, sp.Indexed) and e.base == x, lambda e: c
     )
-    centering = sp.KroneckerDelta(_ROW, _COLUMN) - (1 / SIZE if module.centered else 0)
+    centering = projector_entry(_ROW, _COLUMN, module.centered)
     return sum_identity(derived, gamma[_ROW] * centering / sp.sqrt(eps))()
 
 

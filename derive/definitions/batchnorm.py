@@ -45,6 +45,7 @@ from derive.definitions.norms import (
     m_a,
     r,
     s,
+    sum_statistics,
     vector,
 )
 from proofs.core import SIZE, Proof, Step, is_zero, sum_identity, total
@@ -209,8 +210,7 @@ def symbolic_batchnorm_checks(denom: str, closed: BatchNormForm | None = None) -
     k, c, q = sp.symbols("a b q", integer=True, positive=True)
     x, g = sp.IndexedBase("x", real=True), sp.IndexedBase("g", real=True)
     gamma, beta = sp.Symbol("gamma", real=True), sp.Symbol("beta", real=True)
-    mean = total(x[q], q) / size
-    var = total((x[q] - mean) ** 2, q) / size
+    mean, var = sum_statistics(x)
     denominator = sp.sqrt(var + eps) if denom == "sqrt_var_eps" else sp.sqrt(var) + eps
 
     def y(t):

@@ -62,6 +62,14 @@ def vector(name: str, size: int) -> sp.Matrix:
     return sp.Matrix(sp.symbols(f"{name}1:{size + 1}", real=True))
 
 
+def sum_statistics(x: sp.IndexedBase, centered: bool = True) -> tuple[sp.Expr, sp.Expr]:
+    """``(center, second moment)`` of the entries ``x[1..D]`` for every size D (``n``), as
+    sums over 1..D: the mean (0 if not ``centered``) and the mean square about it."""
+    k = sp.Symbol("l", integer=True, positive=True)
+    center = sp.Sum(x[k], (k, 1, n)) / n if centered else sp.S.Zero
+    return center, sp.Sum((x[k] - center) ** 2, (k, 1, n)) / n
+
+
 @dataclass(frozen=True)
 class RowNorm:
     """A normalization of each row: center, second moment, scale, affine output.
@@ -135,8 +143,7 @@ class RowNorm:
             sp.IndexedBase(name, real=True) for name in ("x", "gamma", "beta", "g")
         )
         k = sp.Symbol("l", integer=True, positive=True)
-        center = sp.Sum(x[k], (k, 1, n)) / n if self.centered else sp.S.Zero
-        second = sp.Sum((x[k] - center) ** 2, (k, 1, n)) / n
+        center, second = sum_statistics(x, self.centered)
         scale = self.scale_of(second)
 
         def output(t):
@@ -258,20 +265,15 @@ def paper_forward(key: str, size: int, eps_paper: sp.Expr) -> sp.Matrix:
 
 def paper_forward_entry(key: str, b: sp.Symbol) -> sp.Expr:
     """Entry ``b`` of :func:`paper_forward` for every size D at once: ``x``, ``gamma`` and
-    ``beta`` as ``IndexedBase`` entries, the row sums as sums over 1..D of the symbolic
-    size ``proofs.core.SIZE`` (``D``), the paper's eps ``epsilon_p``."""
+    ``beta`` as ``IndexedBase`` entries, the row sums as sums over 1..D (:func:`sum_statistics`;
+    ``n`` is ``proofs.core.SIZE``), the paper's eps ``epsilon_p``."""
     x, gamma, beta = (sp.IndexedBase(name, real=True) for name in ("x", "gamma", "beta"))
-    size = sp.Symbol("D", integer=True, positive=True)
     eps_paper = sp.Symbol("epsilon_p", positive=True)
-    l = sp.Symbol("l", integer=True, positive=True)  # noqa: E741 - the summation index
-    mean = sp.Sum(x[l], (l, 1, size)) / size
-    if key == "layernorm":
-        squares = sp.Sum((x[l] - mean) ** 2, (l, 1, size))
-        z = sp.sqrt(size) * (x[b] - mean) / sp.sqrt(squares + eps_paper)
-    elif key == "rmsnorm":
-        z = sp.sqrt(size) * x[b] / sp.sqrt(sp.Sum(x[l] ** 2, (l, 1, size)) + eps_paper)
+    center, second = sum_statistics(x, centered=key != "rmsnorm")
+    if key in ("layernorm", "rmsnorm"):  # |y|^2 = D times the second moment
+        z = sp.sqrt(n) * (x[b] - center) / sp.sqrt(n * second + eps_paper)
     elif key == "centernorm":
-        z = size / (size - 1) * (x[b] - mean)
+        z = n / (n - 1) * (x[b] - center)
     else:
         raise KeyError(key)
     return gamma[b] * z + beta[b]

@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import sympy as sp
@@ -249,8 +250,9 @@ def _closing_task() -> tuple[list[str], dict[str, str]]:
     return [*envelopes, *certificates], {**figures, **copies}
 
 
-def _run(tasks: list[tuple[str, Callable, object]], workers: int) -> dict[str, object]:
-    """Run ``(label, function, argument)`` tasks; their results by label.
+def _run(tasks: list[tuple[str, Callable[[], object]]], workers: int) -> dict[str, object]:
+    """Run ``(label, task)`` pairs (a task: a picklable function of no arguments, such as a
+    ``functools.partial`` of a module-level function); their results by label.
 
     With ``workers`` > 1 the tasks run in that many fresh processes (``spawn``: no state of
     this one is inherited), each task in one piece; the results are the same objects a
@@ -259,19 +261,14 @@ def _run(tasks: list[tuple[str, Callable, object]], workers: int) -> dict[str, o
     progress = Progress("liptable report", len(tasks))
     results: dict[str, object] = {}
     if workers <= 1:
-        for label, function, argument in tasks:
+        for label, task in tasks:
             progress.step(label)
-            results[label] = function(argument) if argument is not None else function()
+            results[label] = task()
         progress.close()
         return results
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        pending = {
-            (
-                pool.submit(function, argument) if argument is not None else pool.submit(function)
-            ): label
-            for label, function, argument in tasks
-        }
+        pending = {pool.submit(task): label for label, task in tasks}
         for future in as_completed(pending):
             label = pending[future]
             progress.step(label)
@@ -294,11 +291,11 @@ def build(modules: Iterable[str] | None = None, workers: int | None = None) -> d
     names = _modules(modules)
     workers = default_workers() if workers is None else workers
     indices = [i for i, c in enumerate(CLAIMS) if c.module in names]
-    tasks: list[tuple[str, Callable, object]] = []
+    tasks: list[tuple[str, Callable[[], object]]] = []
     if modules is None:  # the envelopes span every module: only in the full report
-        tasks.append(("FP16 envelopes and certificates", _closing_task, None))
-    tasks += [(f"section {name}", _section_task, name) for name in names]
-    tasks += [(f"claim {CLAIMS[i].id}", _claim_task, i) for i in indices]
+        tasks.append(("FP16 envelopes and certificates", _closing_task))
+    tasks += [(f"section {name}", partial(_section_task, name)) for name in names]
+    tasks += [(f"claim {CLAIMS[i].id}", partial(_claim_task, i)) for i in indices]
     done = _run(tasks, workers)
     rendered = sorted((done[f"claim {CLAIMS[i].id}"] for i in indices), key=lambda r: r.index)
     files: dict[str, str] = {}
