@@ -1,10 +1,10 @@
 """``liptable certify``: an elementwise kernel checked at every input of a format, on Dask.
 
-The kernel's forward or derivative (mixed mode for float16) is compared, input by input,
-with the correctly rounded reference of :mod:`derive.reference` (python-flint balls, mpmath
-where they cannot decide): for float16 the exhaustive table, for float32 the references
-computed shard by shard. The VJP ``g * f'(x)`` of float16 is compared at every pair of
-finite halves (x, g) with the correctly rounded product
+The kernel's forward or derivative (mixed mode for float16 and bfloat16) is compared, input
+by input, with the correctly rounded reference of :mod:`derive.reference` (python-flint
+balls, mpmath where they cannot decide): for float16 and bfloat16 the exhaustive tables,
+for float32 the references computed shard by shard. The VJP ``g * f'(x)`` of float16 is
+compared at every pair of finite halves (x, g) with the correctly rounded product
 (:func:`derive.reference.products.vjp_reference`). The inputs
 are the bit patterns of the format (of a pair: x's bits, then g's), cut into contiguous
 shards; every shard is one task on a Dask distributed cluster (a ``LocalCluster`` of one
@@ -36,7 +36,8 @@ from distributed import Client, LocalCluster, as_completed
 from derive.definitions.activations import elementwise
 from derive.digests import kernel_digest, reference_digest
 from derive.progress import Progress
-from derive.reference.core import float16_table, reference_array
+from derive.reference.core import bfloat16_table, float16_table, reference_array
+from derive.reference.formats import BFLOAT16, finfo
 from derive.reference.products import vjp_reference
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
 #: The formats certify knows: (dtype, unsigned view, bits per shard).
 FORMATS = {
     "float16": (np.float16, np.uint16, 14),
+    "bfloat16": (BFLOAT16.type, np.uint16, 14),
     "float32": (np.float32, np.uint32, 18),
 }
 QUANTITIES = ("forward", "derivative", "vjp")
@@ -68,7 +70,7 @@ SPREAD = 64
 def finite_inputs(dtype: str, quantity: str = "forward") -> int:
     """Finite inputs of the format: 2^16 - 2^11 for float16, 2^32 - 2^24 for float32; for
     the VJP the pairs of finite values, (2^16 - 2^11)^2 for float16."""
-    info = np.finfo(FORMATS[dtype][0])
+    info = finfo(FORMATS[dtype][0])
     width = 8 * info.dtype.itemsize
     values = (1 << width) - (1 << (info.nmant + 1))
     return values * values if quantity == "vjp" else values
@@ -138,6 +140,8 @@ def _reference(key: str, quantity: str, xs: np.ndarray) -> np.ndarray:
     expr = _expression(key, quantity)
     if xs.dtype == np.float16:
         return float16_table(expr).lookup(xs)
+    if xs.dtype == BFLOAT16:
+        return bfloat16_table(expr).lookup(xs)
     return reference_array(expr, xs, xs.dtype)
 
 
@@ -158,13 +162,15 @@ def check_shard(key: str, quantity: str, dtype: str, start: int, stop: int, kern
     if quantity == "vjp":
         xs = (patterns >> np.uint64(16)).astype(unsigned).view(float_type)
         gs = (patterns & np.uint64(0xFFFF)).astype(unsigned).view(float_type)
-        keep = np.isfinite(xs) & np.isfinite(gs)
+        with np.errstate(invalid="ignore"):  # a bfloat16 signaling NaN widened to test it
+            keep = np.isfinite(xs) & np.isfinite(gs)
         xs, gs = xs[keep], gs[keep]
         got = (kernel or _vjp_kernel)(key, xs, gs)
         want = vjp_reference(_expression(key, "derivative"), xs, gs)
     else:
         xs = patterns.astype(unsigned).view(float_type)
-        xs = xs[np.isfinite(xs)]
+        with np.errstate(invalid="ignore"):
+            xs = xs[np.isfinite(xs)]
         got = (kernel or _kernel)(key, quantity, xs)
         want = _reference(key, quantity, xs)
     with np.errstate(invalid="ignore", over="ignore"):

@@ -234,13 +234,14 @@ def main(argv: list[str] | None = None) -> int:
         "certify",
         help="check an elementwise kernel at every input of a format, sharded on Dask",
         description="Compare the kernel's forward, derivative or VJP with the correctly "
-        "rounded reference at every finite input of the format (float16: 63,488; float32: "
+        "rounded reference at every finite input of the format (float16: 63,488; bfloat16: "
+        "65,280; float32: "
         "4,278,190,080; the float16 VJP g * f'(x): every pair (x, g), 4,030,726,144), in "
         "resumable shards on a Dask LocalCluster (or --scheduler), and write a JSON "
         "certificate.",
     )
     certify.add_argument("module", help="sigmoid, relu, swish, gelu_none, gelu_tanh, gelu_sigmoid")
-    certify.add_argument("--dtype", choices=("float16", "float32"), default="float16")
+    certify.add_argument("--dtype", choices=("float16", "bfloat16", "float32"), default="float16")
     certify.add_argument(
         "--quantity",
         choices=("forward", "derivative", "vjp"),

@@ -4,23 +4,31 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 from numpy.typing import ArrayLike
 
-#: The dtypes every kernel accepts; outputs have the input's dtype.
+#: The dtypes every kernel computes in; outputs have the input's dtype. bfloat16 arrays
+#: reach the elementwise loops as they are and the other kernels widened to float64
+#: (``kernels._bf16.widened``).
 FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 
 
-def float_array(value: ArrayLike, name: str) -> np.ndarray:
-    """``value`` as a native-byte-order float16/32/64 array (never a copy we write into).
+def float_array(value: ArrayLike, name: str, *, bfloat16: bool = False) -> np.ndarray:
+    """``value`` as a native-byte-order float16/32/64 array (never a copy we write into),
+    or a bfloat16 array where the caller takes one (``bfloat16=True``).
 
     Raises TypeError for any other dtype (integers, booleans, complex, objects): a silent
     cast would hide a caller's mistake.
     """
     array = np.asarray(value)
+    if bfloat16 and array.dtype == BFLOAT16:
+        return array
     if array.dtype.newbyteorder("=") not in FLOAT_DTYPES:
+        accepted = "bfloat16, float16" if bfloat16 else "float16"
         raise TypeError(
-            f"{name}: expected a float16, float32 or float64 array, got dtype {array.dtype}"
+            f"{name}: expected a {accepted}, float32 or float64 array, got dtype {array.dtype}"
         )
     if not array.dtype.isnative:
         array = array.astype(array.dtype.newbyteorder("="))
@@ -45,11 +53,14 @@ def flat(array: np.ndarray) -> np.ndarray:
 
 def strict_mode(strict_fp16: object, dtype: np.dtype) -> bool:
     """The ``strict_fp16`` flag, checked: a bool (TypeError for anything else, such as the
-    string ``"no"``), and True only with float16 input (ValueError otherwise)."""
+    string ``"no"``), and True only with 16-bit input, float16 (and bfloat16 where the kernel
+    has strict bfloat16 loops), ValueError otherwise."""
     if not isinstance(strict_fp16, (bool, np.bool_)):
         raise TypeError(f"strict_fp16: expected True or False, got {strict_fp16!r}")
-    if strict_fp16 and np.dtype(dtype) != np.float16:
-        raise ValueError(f"strict_fp16: applies to float16 input only, got dtype {dtype}")
+    if strict_fp16 and np.dtype(dtype) not in (np.dtype(np.float16), BFLOAT16):
+        raise ValueError(
+            f"strict_fp16: applies to float16 and bfloat16 input only, got dtype {dtype}"
+        )
     return bool(strict_fp16)
 
 

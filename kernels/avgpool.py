@@ -49,6 +49,7 @@ import numpy as np
 from numba import njit, prange
 from numpy.typing import ArrayLike
 
+from kernels._bf16 import widened
 from kernels._dd import dd_add, dd_div
 from kernels._f16 import round_to_half
 from kernels._pool import (
@@ -293,6 +294,7 @@ def _divisor(count: int, strict: bool) -> float:
     return round_to_half(float(count)) if strict else float(count)
 
 
+@widened
 def forward(x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     """``sum(x) / D`` over the last axis: (..., D) -> (...), x's dtype."""
     x, rows, strict = global_rows(x, strict_fp16)
@@ -301,6 +303,7 @@ def forward(x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     return finish(out, x.dtype, x.shape[:-1])
 
 
+@widened
 def vjp(x: ArrayLike, g: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     """``dx_i = g / D`` for ``g`` of shape (...) (x's shape without the last axis)."""
     x, rows, strict = global_rows(x, strict_fp16)
@@ -310,6 +313,7 @@ def vjp(x: ArrayLike, g: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     return finish(dx, x.dtype, x.shape)
 
 
+@widened
 def jacobian(x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     """``(1/D) 1^T`` as a (1, D) array for one sample ``x`` of shape (D,)."""
     x, rows, strict = global_rows(x, strict_fp16)
@@ -319,6 +323,7 @@ def jacobian(x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     return finish(np.full(rows.shape, weight), x.dtype, rows.shape)
 
 
+@widened
 def forward2d(
     x: ArrayLike,
     kernel_size: IntPair,
@@ -341,6 +346,7 @@ def forward2d(
     return finish(out, x.dtype, shape)
 
 
+@widened
 def vjp2d(
     x: ArrayLike,
     g: ArrayLike,
@@ -363,6 +369,7 @@ def vjp2d(
     return finish(dx, x.dtype, x.shape)
 
 
+@widened
 def jacobian2d(
     x: ArrayLike,
     kernel_size: IntPair,

@@ -44,6 +44,7 @@ import numba
 import numpy as np
 from numpy.typing import ArrayLike
 
+from kernels._bf16 import widened
 from kernels._f16 import round_to_half
 from kernels._generated import batchnorm as _generated
 from kernels._threads import thread_safe
@@ -228,6 +229,7 @@ def _prepare(x, gamma, beta, eps, training, running_mean, running_var, momentum,
     )
 
 
+@widened
 def forward(
     x: ArrayLike,
     gamma: ArrayLike,
@@ -253,6 +255,7 @@ def forward(
     return p.restore(p.finish(out))
 
 
+@widened
 def vjp(
     x: ArrayLike,
     g: ArrayLike,
@@ -288,6 +291,7 @@ def vjp(
     return p.restore(p.finish(dx)), p.finish(dgamma), p.finish(dbeta)
 
 
+@widened
 def jacobian(
     x: ArrayLike,
     gamma: ArrayLike,

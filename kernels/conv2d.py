@@ -78,6 +78,7 @@ import numpy as np
 from numba import njit, prange
 from numpy.typing import ArrayLike
 
+from kernels._bf16 import widened
 from kernels._f16 import round_to_half
 from kernels._threads import thread_safe
 from kernels._validate import MAX_EXTENT, choice, float_array, pair, strict_mode
@@ -646,6 +647,7 @@ def _jacobian_values(geometry: _Geometry, W, strict: bool) -> np.ndarray:
 # --------------------------------------------------------------------------------------
 
 
+@widened
 def forward(
     x: ArrayLike,
     W: ArrayLike,
@@ -661,6 +663,7 @@ def forward(
     return args.finish(_forward_values(args.geometry, args.x, args.W, args.b, args.strict))
 
 
+@widened
 def vjp(
     x: ArrayLike,
     g: ArrayLike,
@@ -686,6 +689,7 @@ def vjp(
     return args.finish(dx), args.finish(dw), None if args.b is None else args.finish(db)
 
 
+@widened
 def jacobian(
     x: ArrayLike,
     W: ArrayLike,

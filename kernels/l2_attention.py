@@ -70,6 +70,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from kernels import _attention as _a
+from kernels._bf16 import widened
 from kernels._validate import strict_mode
 
 __all__ = ["forward", "jacobian", "vjp"]
@@ -118,12 +119,14 @@ class _Prepared:
         return dX, dWq, dWv
 
 
+@widened
 def forward(X: ArrayLike, Wq: ArrayLike, Wv: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     """``Y = P X A Wv^T`` with ``P = softmax_rows(-|q_i - q_j|^2 / sqrt(d))``: (N, dv)."""
     p = _Prepared(X, Wq, Wv, strict_fp16)
     return _a.finish(p.forward(), p.dtype)
 
 
+@widened
 def vjp(
     X: ArrayLike, G: ArrayLike, Wq: ArrayLike, Wv: ArrayLike, *, strict_fp16: bool = False
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -134,6 +137,7 @@ def vjp(
     return tuple(_a.finish(v, p.dtype) for v in p.backward(G))
 
 
+@widened
 def jacobian(
     X: ArrayLike, Wq: ArrayLike, Wv: ArrayLike, *, strict_fp16: bool = False
 ) -> np.ndarray:

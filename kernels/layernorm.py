@@ -38,6 +38,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from kernels import _rownorm
+from kernels._bf16 import widened
 from kernels._generated import layernorm as _generated
 
 
@@ -45,6 +46,7 @@ def _prepare(x, gamma, beta, eps, strict_fp16) -> _rownorm.Prepared:
     return _rownorm.Prepared(x, gamma, beta, eps, 1, strict_fp16, "LayerNorm")
 
 
+@widened
 def forward(
     x: ArrayLike, gamma: ArrayLike, beta: ArrayLike, eps: float = 1e-5, *, strict_fp16: bool = False
 ) -> np.ndarray:
@@ -52,6 +54,7 @@ def forward(
     return _rownorm.forward(_generated, _prepare(x, gamma, beta, eps, strict_fp16))
 
 
+@widened
 def vjp(
     x: ArrayLike,
     g: ArrayLike,
@@ -65,6 +68,7 @@ def vjp(
     return _rownorm.vjp(_generated, _prepare(x, gamma, beta, eps, strict_fp16), g)
 
 
+@widened
 def jacobian(
     x: ArrayLike, gamma: ArrayLike, beta: ArrayLike, eps: float = 1e-5, *, strict_fp16: bool = False
 ) -> np.ndarray:

@@ -63,6 +63,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
+from kernels._bf16 import widened
 from kernels._generated.weightnorm import matmul_nt_f16s
 from kernels._validate import float_array, strict_mode
 
@@ -128,6 +129,7 @@ class _Prepared:
             return values.astype(self.x.dtype)
 
 
+@widened
 def forward(
     x: ArrayLike, W: ArrayLike, b: ArrayLike | None = None, *, strict_fp16: bool = False
 ) -> np.ndarray:
@@ -137,6 +139,7 @@ def forward(
     return p.finish(y).reshape(*p.x.shape[:-1], p.outputs)
 
 
+@widened
 def vjp(
     x: ArrayLike,
     g: ArrayLike,
@@ -174,6 +177,7 @@ def vjp(
     )
 
 
+@widened
 def jacobian(
     x: ArrayLike, W: ArrayLike, b: ArrayLike | None = None, *, strict_fp16: bool = False
 ) -> np.ndarray:

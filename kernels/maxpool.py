@@ -55,6 +55,7 @@ import numpy as np
 from numba import njit, prange
 from numpy.typing import ArrayLike
 
+from kernels._bf16 import widened
 from kernels._dd import dd_add
 from kernels._f16 import round_to_half
 from kernels._pool import (
@@ -275,6 +276,7 @@ def _jacobian2d(planes, kh, kw, sh, sw, ph, pw, out_h, out_w, out):
 # --- public API -----------------------------------------------------------------------------
 
 
+@widened
 def forward(x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     """``max`` over the last axis: (..., D) -> (...); NaN if the row holds a NaN."""
     x, rows, _ = global_rows(x, strict_fp16)
@@ -283,6 +285,7 @@ def forward(x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     return finish(out, x.dtype, x.shape[:-1])
 
 
+@widened
 def vjp(x: ArrayLike, g: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     """``dx = (g / k) 1(x == max)``, k the number of maximisers; g has shape (...)."""
     x, rows, _ = global_rows(x, strict_fp16)
@@ -293,6 +296,7 @@ def vjp(x: ArrayLike, g: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     return finish(dx, x.dtype, x.shape)
 
 
+@widened
 def jacobian(x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     """``(1/k) 1(x == max)`` as a (1, D) array for one sample ``x`` of shape (D,)."""
     x = float_array(x, "x")
@@ -301,6 +305,7 @@ def jacobian(x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     return vjp(x, np.ones((), x.dtype), strict_fp16=strict_fp16).reshape(1, -1)
 
 
+@widened
 def forward2d(
     x: ArrayLike,
     kernel_size: IntPair,
@@ -317,6 +322,7 @@ def forward2d(
     return finish(out, x.dtype, (*x.shape[:-2], geometry.out_height, geometry.out_width))
 
 
+@widened
 def vjp2d(
     x: ArrayLike,
     g: ArrayLike,
@@ -341,6 +347,7 @@ def vjp2d(
     return finish(dx, x.dtype, x.shape)
 
 
+@widened
 def jacobian2d(
     x: ArrayLike,
     kernel_size: IntPair,

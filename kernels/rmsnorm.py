@@ -28,6 +28,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from kernels import _rownorm
+from kernels._bf16 import widened
 from kernels._generated import rmsnorm as _generated
 
 
@@ -35,6 +36,7 @@ def _prepare(x, gamma, beta, eps, strict_fp16) -> _rownorm.Prepared:
     return _rownorm.Prepared(x, gamma, beta, eps, 1, strict_fp16, "RMSNorm")
 
 
+@widened
 def forward(
     x: ArrayLike,
     gamma: ArrayLike,
@@ -47,6 +49,7 @@ def forward(
     return _rownorm.forward(_generated, _prepare(x, gamma, beta, eps, strict_fp16))
 
 
+@widened
 def vjp(
     x: ArrayLike,
     g: ArrayLike,
@@ -60,6 +63,7 @@ def vjp(
     return _rownorm.vjp(_generated, _prepare(x, gamma, beta, eps, strict_fp16), g)
 
 
+@widened
 def jacobian(
     x: ArrayLike,
     gamma: ArrayLike,

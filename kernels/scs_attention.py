@@ -72,6 +72,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from kernels import _attention as _a
+from kernels._bf16 import widened
 from kernels._validate import eps_value, real, strict_mode
 
 __all__ = ["forward", "jacobian", "vjp"]
@@ -134,6 +135,7 @@ class _Prepared:
         return dX, ar.mm(dQ.T, self.X), ar.mm(dK.T, self.X), ar.mm(dV.T, self.X)
 
 
+@widened
 def forward(
     X: ArrayLike,
     Wq: ArrayLike,
@@ -150,6 +152,7 @@ def forward(
     return _a.finish(p.forward(), p.dtype)
 
 
+@widened
 def vjp(
     X: ArrayLike,
     G: ArrayLike,
@@ -169,6 +172,7 @@ def vjp(
     return tuple(_a.finish(v, p.dtype) for v in p.backward(G))
 
 
+@widened
 def jacobian(
     X: ArrayLike,
     Wq: ArrayLike,

@@ -142,6 +142,7 @@ import numpy as np
 from numba import njit, prange
 from numpy.typing import ArrayLike
 
+from kernels._bf16 import widened
 from kernels._dd import dd_add, dd_div, dd_exp, dd_mul, dd_sub, two_sum
 from kernels._f16 import (
     float64_to_half_bits,
@@ -741,11 +742,13 @@ def _vjp(p: _Prepared, g: ArrayLike) -> np.ndarray:
     return p.finish(out, p.x.shape)
 
 
+@widened
 def forward(x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     """Softmax of each row (last axis) of ``x``; same shape and dtype as ``x``."""
     return _forward(_Prepared(x, strict_fp16))
 
 
+@widened
 def vjp(x: ArrayLike, g: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     """``dx_i = y_i (g_i - <g, y>)`` per row, for ``g`` of the shape and dtype of ``x``."""
     return _vjp(_Prepared(x, strict_fp16), g)
@@ -761,6 +764,7 @@ def _vjp_exact(x: ArrayLike, g: ArrayLike, *, strict_fp16: bool = False) -> np.n
     return _vjp(_Prepared(x, strict_fp16, exact=True), g)
 
 
+@widened
 def jacobian(x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     """``diag(y) - y y^T`` for one sample ``x`` of shape (D,): (D, D), numerator layout."""
     p = _Prepared(x, strict_fp16, exact=True)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
+from kernels._bf16 import widened
 from kernels._f16 import round_to_half
 from kernels._generated import weightnorm as _generated
 from kernels._threads import thread_safe
@@ -109,6 +110,7 @@ class _Prepared:
             return values.astype(self.x.dtype)
 
 
+@widened
 def forward(
     x: ArrayLike, v: ArrayLike, gamma: ArrayLike, eps: float = 0.0, *, strict_fp16: bool = False
 ) -> np.ndarray:
@@ -118,6 +120,7 @@ def forward(
     return p.finish(y).reshape(*p.x.shape[:-1], p.v.shape[0])
 
 
+@widened
 def vjp(
     x: ArrayLike,
     g: ArrayLike,
@@ -147,6 +150,7 @@ def vjp(
     return p.finish(dx).reshape(p.x.shape), p.finish(dv), p.finish(dgamma)
 
 
+@widened
 def jacobian(
     x: ArrayLike, v: ArrayLike, gamma: ArrayLike, eps: float = 0.0, *, strict_fp16: bool = False
 ) -> np.ndarray:

@@ -13,6 +13,7 @@ with common subexpressions shared. Each mode fixes how values are represented:
 ``f16s``  "strict" half precision: values are float64 holding binary16 numbers, and the
           result of every operation (including ``exp``, ``erf``, ...) is rounded to
           binary16 by ``round_to_half``, as pure half arithmetic would do.
+``bf16s`` "strict" bfloat16, the same with ``round_to_bfloat16`` (8 significant bits).
 
 Why wider arithmetic than the input's: the stable forms still add terms of opposite sign
 near the roots and minima of the derivatives (GeLU-tanh's derivative at x = -1.18 sums
@@ -62,6 +63,7 @@ MODES: dict[str, Mode] = {
     "f64": Mode("f64", "np.float64", 53, None),
     "dd": Mode("dd", "np.float64", 53, None, pairs=True),
     "f16s": Mode("f16s", "np.float64", 11, "round_to_half"),
+    "bf16s": Mode("bf16s", "np.float64", 8, "round_to_bfloat16"),
 }
 
 #: Double-double operations of ``kernels/_dd.py`` for the binary operators.
@@ -360,7 +362,7 @@ def expression_function(
 
     For the per-element stages of the vector modules: no branches, and IEEE arithmetic
     decides what NaN and inf give (``error_model="numpy"``: 1/0 is inf, not an exception).
-    ``f64`` and ``f16s`` modes only (arguments are floats).
+    ``f64``, ``f16s`` and ``bf16s`` modes only (arguments are floats).
     """
     if mode.pairs:
         raise EmitError("expression_function: double-double arguments are not supported")

@@ -41,10 +41,11 @@ HEADER = '''\
 forward:    {forward}
 derivative: {derivative}
 
-Scalar functions exist per arithmetic mode: ``_f64`` (float64: float32 and mixed float16
-arrays are widened to it and rounded once; float64 arrays too, unless the form may cancel),
-``_dd`` (double-double, for float64 arrays where a sum of the form may cancel) and
-``_f16s`` (strict half precision: every intermediate rounded to binary16).
+Scalar functions exist per arithmetic mode: ``_f64`` (float64: float32 and mixed float16 and
+bfloat16 arrays are widened to it and rounded once; float64 arrays too, unless the form may
+cancel), ``_dd`` (double-double, for float64 arrays where a sum of the form may cancel),
+``_f16s`` and ``_bf16s`` (strict half and bfloat16: every intermediate rounded to binary16 or
+to bfloat16).
 NaN gives NaN; +-inf gives the limit of the expression.{bounded_doc}
 """
 
@@ -53,19 +54,20 @@ import math
 import numpy as np
 from numba import njit, prange
 
-{dd_import}from kernels._f16 import {f16_names}
+{bf16_import}{dd_import}from kernels._f16 import {f16_names}
 {vmath_import}'''
 
 BOUNDED_DOC = """
 
 ``_fe`` functions evaluate the same form branch-free in float64 and return ``(v, e)`` with
 a proven bound ``e`` on the error of ``v`` (``kernels/_vmath.py``). The float32 and mixed
-float16 loops run blocks of ``BLOCK`` elements vectorized on them and keep the rounded
+float16 and bfloat16 loops run blocks of ``BLOCK`` elements vectorized on them and keep the rounded
 ``v`` where the whole interval ``[v - e, v + e]`` rounds to it: that is the correctly
 rounded value. The undecided elements of a block (rare; NaN, inf and out-of-range inputs
 among them) are recomputed with the ``_f64`` function, as every element was before."""
 
-#: The bounded loops, one template per quantity for float32 and mixed float16: ``{read}``
+#: The bounded loops, one template per quantity for float32 and mixed float16 and bfloat16:
+#: ``{read}``
 #: widens an element to float64, ``{decide}`` is the decision test, ``{narrow}`` rounds a
 #: float64 from the scalar path to the output's storage.
 BOUNDED_UNARY = """\
@@ -85,7 +87,8 @@ def {q}_{suffix}_loop({x}, out):
             for i in range(xs.size):
                 v, e = {q}_fe({read}(xs[i]))
                 if not {decide}(v, e)[1]:
-                    ys[i] = {narrow}({q}_f64({read}(xs[i])))
+                    w = {read}(xs[i])
+                    ys[i] = {narrow}({q}_f64(w))
 """
 
 BOUNDED_VJP = """\
@@ -110,10 +113,12 @@ def vjp_{suffix}_loop({x}, {g}, out):
                 dy = {read}(gs[i])
                 v = dy * d
                 if not {decide}(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
-                    ys[i] = {narrow}(dy * derivative_f64({read}(xs[i])))
+                    w = {read}(xs[i])
+                    ys[i] = {narrow}(dy * derivative_f64(w))
 """
 
-#: The fields of the bounded templates per storage: float32 arrays, and float16 as bits.
+#: The fields of the bounded templates per storage: float32 arrays, float16 and bfloat16 as
+#: bits.
 BOUNDED_STORAGE = {
     "f32": {
         "x": "x",
@@ -128,6 +133,13 @@ BOUNDED_STORAGE = {
         "read": "half_bits_to_float64",
         "decide": "decided_half",
         "narrow": "float64_to_half_bits",
+    },
+    "bf16": {
+        "x": "bits",
+        "g": "g_bits",
+        "read": "bfloat16_bits_to_float64",
+        "decide": "decided_bfloat16",
+        "narrow": "float64_to_bfloat16_bits",
     },
 }
 
@@ -154,6 +166,18 @@ def {q}_f16_loop(bits, out):
 def {q}_f16s_loop(bits, out):
     for i in range(bits.size):
         out[i] = float64_to_half_bits({q}_f16s(half_bits_to_float64(bits[i])))
+
+
+@njit(cache=True, parallel=True)
+def {q}_bf16_loop(bits, out):
+    for i in prange(bits.size):
+        out[i] = float64_to_bfloat16_bits({q}_f64(bfloat16_bits_to_float64(bits[i])))
+
+
+@njit(cache=True)
+def {q}_bf16s_loop(bits, out):
+    for i in range(bits.size):
+        out[i] = float64_to_bfloat16_bits({q}_bf16s(bfloat16_bits_to_float64(bits[i])))
 """
 
 VJP_LOOPS = """\
@@ -182,6 +206,21 @@ def vjp_f16s_loop(bits, g_bits, out):
         dy = half_bits_to_float64(g_bits[i])
         dx = round_to_half(dy * derivative_f16s(half_bits_to_float64(bits[i])))
         out[i] = float64_to_half_bits(dx)
+
+
+@njit(cache=True, parallel=True)
+def vjp_bf16_loop(bits, g_bits, out):
+    for i in prange(bits.size):
+        dy = bfloat16_bits_to_float64(g_bits[i])
+        out[i] = float64_to_bfloat16_bits(dy * derivative_f64(bfloat16_bits_to_float64(bits[i])))
+
+
+@njit(cache=True)
+def vjp_bf16s_loop(bits, g_bits, out):
+    for i in range(bits.size):
+        dy = bfloat16_bits_to_float64(g_bits[i])
+        dx = round_to_bfloat16(dy * derivative_bf16s(bfloat16_bits_to_float64(bits[i])))
+        out[i] = float64_to_bfloat16_bits(dx)
 """
 
 
@@ -222,6 +261,14 @@ def _replace_loop(loops: str, name: str, text: str) -> str:
     index = next(i for i, block in enumerate(blocks) if f"def {name}(" in block)
     blocks[index] = text.strip("\n")
     return "\n\n\n".join(blocks)
+
+
+def _bf16_import(fast: bool) -> str:
+    """The import of ``kernels._bf16``: the bounded loops also decide bfloat16 roundings."""
+    names = ["bfloat16_bits_to_float64", "float64_to_bfloat16_bits", "round_to_bfloat16"]
+    if fast:
+        names.insert(1, "decided_bfloat16")
+    return "from kernels._bf16 import (\n" + "".join(f"    {n},\n" for n in names) + ")\n"
 
 
 def _vmath_import(functions: list[str]) -> str:
@@ -291,6 +338,7 @@ def generate_source(module: Elementwise) -> str:
             if fast
             else "float64_to_half_bits, half_bits_to_float64, round_to_half"
         ),
+        bf16_import=_bf16_import(fast),
         vmath_import=_vmath_import(functions) if fast else "",
     )
     forward, derivative = module_forms(module)

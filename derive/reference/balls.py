@@ -40,6 +40,7 @@ from flint import arb, fmpz
 from mpmath import libmp
 
 from derive.definitions.activations import x
+from derive.reference.formats import finfo, round_float64
 from proofs.arb import ArbTranslationError, to_arb, working_precision
 
 __all__ = [
@@ -222,8 +223,8 @@ def enclose(expr: sp.Expr, points: np.ndarray, prec: int) -> Enclosures:
 
 def decide(found: Enclosures, dtype: npt.DTypeLike) -> tuple[np.ndarray, np.ndarray]:
     """``(decided, spacing)``: where ``found`` decides the float64 rounding, the rounding to
-    ``dtype`` (float16, float32 or float64) and the binade in ``dtype`` (module docstring),
-    and ``dtype``'s spacing in that binade."""
+    ``dtype`` (float16, bfloat16, float32 or float64) and the binade in ``dtype`` (module
+    docstring), and ``dtype``'s spacing in that binade."""
     hi, err, side = found.hi, found.err, found.side
     target = np.dtype(dtype)
     exact_zero = (hi == 0) & (err == 0)
@@ -235,7 +236,7 @@ def decide(found: Enclosures, dtype: npt.DTypeLike) -> tuple[np.ndarray, np.ndar
         above = np.nextafter(safe_hi, np.inf)
         gap = np.minimum(safe_hi - below, above - safe_hi)
         ok64 = 2 * bound < gap
-        low_t, high_t = below.astype(target), above.astype(target)
+        low_t, high_t = round_float64(below, target), round_float64(above, target)
         same = low_t.view(_BITS[target.itemsize]) == high_t.view(_BITS[target.itemsize])
         low, high, here = (_spacing(v, target) for v in (below, above, safe_hi))
         spacing = np.where(side < 0, low, here)
@@ -251,7 +252,7 @@ _BITS = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 def _spacing(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """``dtype``'s spacing at ``|values|`` (finite), by the conventions of
     :func:`derive.reference.core.ulp` (at 0: the smallest subnormal)."""
-    info = np.finfo(dtype)
+    info = finfo(dtype)
     _, exponent = np.frexp(np.abs(values))
     top = np.where(values == 0, info.minexp, np.clip(exponent - 1, info.minexp, info.maxexp - 1))
     return np.ldexp(1.0, top - info.nmant)
@@ -283,7 +284,7 @@ def rounded_parts(
         done = pending[ok]
         exact[done] = values[ok]
         with np.errstate(over="ignore"):
-            rounded[done] = values[ok].astype(target)
+            rounded[done] = round_float64(values[ok], target)
         spacing[done] = _spacing(values[ok], target)
         decided[done] = True
         return rounded, exact, spacing, decided
@@ -298,7 +299,7 @@ def rounded_parts(
         done = pending[ok]
         exact[done] = found.hi[ok]
         with np.errstate(over="ignore"):
-            rounded[done] = found.hi[ok].astype(target)
+            rounded[done] = round_float64(found.hi[ok], target)
         spacing[done] = where[ok]
         decided[done] = True
         pending = pending[~ok & ~found.tight]

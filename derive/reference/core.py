@@ -91,6 +91,7 @@ from mpmath import libmp
 
 from derive.definitions.activations import x
 from derive.reference import balls
+from derive.reference.formats import BFLOAT16, finfo
 
 __all__ = [
     "FLOOR_BITS",
@@ -99,6 +100,7 @@ __all__ = [
     "Float16Table",
     "FloatFormat",
     "PrecisionError",
+    "bfloat16_table",
     "check_dps",
     "condition_number",
     "correctly_rounded",
@@ -310,17 +312,18 @@ def _pow2(exponent: int) -> mpmath.mpf:
     return mpmath.mp.make_mpf(libmp.from_man_exp(1, exponent))
 
 
-_SUPPORTED = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+_SUPPORTED = (np.dtype(np.float16), BFLOAT16, np.dtype(np.float32), np.dtype(np.float64))
 
 
 @cache
 def _format_of(dtype: np.dtype) -> FloatFormat:
-    info = np.finfo(dtype)
+    info = finfo(dtype)
     return FloatFormat(dtype, int(info.nmant) + 1, int(info.minexp), int(info.maxexp) - 1)
 
 
 def float_format(dtype: npt.DTypeLike) -> FloatFormat:
-    """The :class:`FloatFormat` of float16, float32 or float64, from ``np.finfo``.
+    """The :class:`FloatFormat` of float16, bfloat16, float32 or float64, from their
+    ``finfo``.
 
     >>> f = float_format(np.float16)
     >>> (f.precision, f.emin, f.emax, float(f.max_finite), float(f.overflow_threshold))
@@ -328,7 +331,7 @@ def float_format(dtype: npt.DTypeLike) -> FloatFormat:
     """
     dt = np.dtype(dtype)
     if dt not in _SUPPORTED:
-        raise TypeError(f"dtype must be float16, float32 or float64, got {dt}")
+        raise TypeError(f"dtype must be float16, bfloat16, float32 or float64, got {dt}")
     return _format_of(dt)
 
 
@@ -840,10 +843,21 @@ def _float64_or_none(xm: mpmath.mpf) -> float | None:
 
 
 def _float_inputs(xs: npt.ArrayLike) -> np.ndarray:
+    """``xs`` as an array of a supported format; bfloat16 inputs widened (exactly) to
+    float32, which NumPy reads as numbers."""
     arr = np.asarray(xs)
     if arr.dtype not in _SUPPORTED:
-        raise TypeError(f"xs must be a float16, float32 or float64 array, got {arr.dtype}")
-    return arr
+        raise TypeError(
+            f"xs must be a float16, bfloat16, float32 or float64 array, got {arr.dtype}"
+        )
+    return _widened(arr) if arr.dtype == BFLOAT16 else arr
+
+
+def _widened(bfloat16: np.ndarray) -> np.ndarray:
+    """bfloat16 values as float32 (exact), NaNs quiet: a signaling NaN would raise NumPy's
+    invalid-value warning in every later cast."""
+    wide = bfloat16.astype(np.float32)
+    return np.where(np.isnan(wide), np.float32(np.nan), wide)
 
 
 def _mpmath_rounded(
@@ -928,11 +942,12 @@ def reference_array(
 
 @dataclass(frozen=True, eq=False)
 class Float16Table:
-    """``f`` at all 65,536 float16 inputs, indexed by the input's bit pattern.
+    """``f`` at all 65,536 inputs of a 16-bit format (``dtype``: float16, or bfloat16 for a
+    :func:`bfloat16_table`), indexed by the input's bit pattern.
 
-    ``rounded`` is the correctly rounded float16 result (from >= 50-digit references);
+    ``rounded`` is the correctly rounded result in that format (from >= 50-digit references);
     ``exact`` the same reference correctly rounded to float64 (enough to measure float16 ULP
-    errors to within 2^-42 ULP) and ``spacing`` its :func:`ulp` in float16. The arrays are
+    errors to within 2^-42 ULP) and ``spacing`` its :func:`ulp` in the format. The arrays are
     read-only; ``seconds`` is the (wall-clock) time the build took. Where ``|f(x)|`` is below
     2^-1076, ``rounded`` and ``exact`` are the zero of the sign of ``f(x)`` where the ball
     references prove that sign (at every finite half of the catalog's expressions), else an
@@ -946,25 +961,26 @@ class Float16Table:
     exact: np.ndarray
     spacing: np.ndarray
     seconds: float = field(default=0.0)
+    dtype: np.dtype = field(default=np.dtype(np.float16))
 
     def lookup(self, xs: npt.ArrayLike) -> np.ndarray:
-        """The correctly rounded float16 results at the float16 inputs ``xs``."""
+        """The correctly rounded results at the inputs ``xs`` (of the table's format)."""
         arr = np.asarray(xs)
-        if arr.dtype != np.float16:
-            raise TypeError(f"xs must be float16, got {arr.dtype}")
+        if arr.dtype != self.dtype:
+            raise TypeError(f"xs must be {self.dtype}, got {arr.dtype}")
         return self.rounded[arr.view(np.uint16)]
 
     def ulp_errors(self, xs: npt.ArrayLike, actual: npt.ArrayLike) -> np.ndarray:
-        """:func:`ulp_error` of ``actual`` (a result at each float16 input ``xs``), as float64.
+        """:func:`ulp_error` of ``actual`` (a result at each input ``xs``), as float64.
 
         Same conventions as :func:`ulp_error`: NaN against NaN and a matching overflow are 0,
         any other mismatch of class is inf.
         """
         arr = np.asarray(xs)
         got = np.asarray(actual).astype(np.float64)
-        if arr.dtype != np.float16 or arr.shape != got.shape:
+        if arr.dtype != self.dtype or arr.shape != got.shape:
             raise ValueError(
-                f"xs must be float16 with the shape of actual {got.shape}, got {arr.dtype} "
+                f"xs must be {self.dtype} with the shape of actual {got.shape}, got {arr.dtype} "
                 f"{arr.shape}"
             )
         bits = arr.view(np.uint16)
@@ -980,6 +996,7 @@ class Float16Table:
 
 
 _FLOAT16_TABLES: dict[tuple[sp.Expr, int], Float16Table] = {}
+_BFLOAT16_TABLES: dict[tuple[sp.Expr, int], Float16Table] = {}
 
 
 def float16_table(expr: sp.Expr, digits: int = MIN_REFERENCE_DIGITS) -> Float16Table:
@@ -994,23 +1011,36 @@ def float16_table(expr: sp.Expr, digits: int = MIN_REFERENCE_DIGITS) -> Float16T
     1.0 / 4.0 s, GeLU 1.0 / 2.5 s (all-mpmath: 0.8-30 s each, GeLU's derivative the
     slowest, 67 s for all twelve against 13 s).
     """
+    return _exhaustive_table(expr, np.dtype(np.float16), digits, _FLOAT16_TABLES)
+
+
+def bfloat16_table(expr: sp.Expr, digits: int = MIN_REFERENCE_DIGITS) -> Float16Table:
+    """The exhaustive bfloat16 table of ``expr`` (all 65,536 bfloat16 inputs, results
+    correctly rounded to bfloat16), built and cached as :func:`float16_table`."""
+    return _exhaustive_table(expr, BFLOAT16, digits, _BFLOAT16_TABLES)
+
+
+def _exhaustive_table(
+    expr: sp.Expr, dtype: np.dtype, digits: int, tables: dict[tuple[sp.Expr, int], Float16Table]
+) -> Float16Table:
     check_dps(digits, MIN_REFERENCE_DIGITS, "digits")
     key = (sp.sympify(expr), int(digits))
-    table = _FLOAT16_TABLES.get(key)
+    table = tables.get(key)
     if table is None:
         start = time.perf_counter()
-        inputs = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
-        rounded, exact, spacing, decided = balls.rounded_parts(key[0], inputs, np.float16)
+        inputs = np.arange(1 << 16, dtype=np.uint16).view(dtype)
+        points = _widened(inputs) if dtype == BFLOAT16 else inputs
+        rounded, exact, spacing, decided = balls.rounded_parts(key[0], points, dtype)
         rest = np.flatnonzero(~decided)
         rounded[rest], exact[rest], spacing[rest] = mpmath_rounded(
-            key[0], inputs[rest], np.float16, key[1]
+            key[0], points[rest], dtype, key[1]
         )
         for array in (inputs, rounded, exact, spacing):
             array.setflags(write=False)
         table = Float16Table(
-            key[0], key[1], inputs, rounded, exact, spacing, time.perf_counter() - start
+            key[0], key[1], inputs, rounded, exact, spacing, time.perf_counter() - start, dtype
         )
-        _FLOAT16_TABLES[key] = table
+        tables[key] = table
     return table
 
 

@@ -6,15 +6,16 @@
 forward:    x*(erf(sqrt(2)*x/2) + 1)/2
 derivative: sqrt(2)*x*exp(-x**2/2)/(2*sqrt(pi)) + erf(sqrt(2)*x/2)/2 + 1/2
 
-Scalar functions exist per arithmetic mode: ``_f64`` (float64: float32 and mixed float16
-arrays are widened to it and rounded once; float64 arrays too, unless the form may cancel),
-``_dd`` (double-double, for float64 arrays where a sum of the form may cancel) and
-``_f16s`` (strict half precision: every intermediate rounded to binary16).
+Scalar functions exist per arithmetic mode: ``_f64`` (float64: float32 and mixed float16 and
+bfloat16 arrays are widened to it and rounded once; float64 arrays too, unless the form may
+cancel), ``_dd`` (double-double, for float64 arrays where a sum of the form may cancel),
+``_f16s`` and ``_bf16s`` (strict half and bfloat16: every intermediate rounded to binary16 or
+to bfloat16).
 NaN gives NaN; +-inf gives the limit of the expression.
 
 ``_fe`` functions evaluate the same form branch-free in float64 and return ``(v, e)`` with
 a proven bound ``e`` on the error of ``v`` (``kernels/_vmath.py``). The float32 and mixed
-float16 loops run blocks of ``BLOCK`` elements vectorized on them and keep the rounded
+float16 and bfloat16 loops run blocks of ``BLOCK`` elements vectorized on them and keep the rounded
 ``v`` where the whole interval ``[v - e, v + e]`` rounds to it: that is the correctly
 rounded value. The undecided elements of a block (rare; NaN, inf and out-of-range inputs
 among them) are recomputed with the ``_f64`` function, as every element was before.
@@ -25,6 +26,12 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from kernels._bf16 import (
+    bfloat16_bits_to_float64,
+    decided_bfloat16,
+    float64_to_bfloat16_bits,
+    round_to_bfloat16,
+)
 from kernels._dd import dd_add, dd_erfc, dd_exp, dd_mul
 from kernels._f16 import decided_half, float64_to_half_bits, half_bits_to_float64, round_to_half
 from kernels._vmath import (
@@ -45,20 +52,26 @@ _F16S_4 = np.float64(0.0)  # 0
 _F16S_5 = np.float64(np.inf)  # oo
 _F16S_6 = np.float64(0.5)  # 1/2
 _F16S_7 = np.float64(0.70703125)  # sqrt(2)/2
-_F64_8 = np.float64(1.0)  # 1
-_F64_9 = np.float64(0.3989422804014327)  # sqrt(2)/(2*sqrt(pi))
-_DD_10h = np.float64(0.0)  # 0
-_DD_10l = np.float64(0.0)
-_DD_11h = np.float64(1.0)  # 1
-_DD_11l = np.float64(0.0)
-_DD_12h = np.float64(0.3989422804014327)  # sqrt(2)/(2*sqrt(pi))
-_DD_12l = np.float64(-2.49232720227773e-17)
-_DD_13h = np.float64(0.5)  # 1/2
-_DD_13l = np.float64(0.0)
-_DD_14h = np.float64(0.7071067811865476)  # sqrt(2)/2
-_DD_14l = np.float64(-4.833646656726457e-17)
-_F16S_15 = np.float64(1.0)  # 1
-_F16S_16 = np.float64(0.39892578125)  # sqrt(2)/(2*sqrt(pi))
+_BF16S_8 = np.float64(0.0)  # 0
+_BF16S_9 = np.float64(np.inf)  # oo
+_BF16S_10 = np.float64(0.5)  # 1/2
+_BF16S_11 = np.float64(0.70703125)  # sqrt(2)/2
+_F64_12 = np.float64(1.0)  # 1
+_F64_13 = np.float64(0.3989422804014327)  # sqrt(2)/(2*sqrt(pi))
+_DD_14h = np.float64(0.0)  # 0
+_DD_14l = np.float64(0.0)
+_DD_15h = np.float64(1.0)  # 1
+_DD_15l = np.float64(0.0)
+_DD_16h = np.float64(0.3989422804014327)  # sqrt(2)/(2*sqrt(pi))
+_DD_16l = np.float64(-2.49232720227773e-17)
+_DD_17h = np.float64(0.5)  # 1/2
+_DD_17l = np.float64(0.0)
+_DD_18h = np.float64(0.7071067811865476)  # sqrt(2)/2
+_DD_18l = np.float64(-4.833646656726457e-17)
+_F16S_19 = np.float64(1.0)  # 1
+_F16S_20 = np.float64(0.39892578125)  # sqrt(2)/(2*sqrt(pi))
+_BF16S_21 = np.float64(1.0)  # 1
+_BF16S_22 = np.float64(0.3984375)  # sqrt(2)/(2*sqrt(pi))
 
 
 @njit(cache=True)
@@ -95,6 +108,23 @@ def forward_f16s(x):
     return t4
 
 
+@njit(cache=True)
+def forward_bf16s(x):
+    """gelu_none forward, mode bf16s: erfc keeps full relative accuracy in the left tail where
+    1 + erf cancels.
+    """
+    if x != x:
+        return x
+    if math.isinf(x):
+        return _BF16S_9 if x > 0 else _BF16S_8
+    t0 = round_to_bfloat16(_BF16S_10 * x)
+    t1 = round_to_bfloat16(_BF16S_11 * x)
+    t2 = -t1
+    t3 = round_to_bfloat16(math.erfc(t2))
+    t4 = round_to_bfloat16(t0 * t3)
+    return t4
+
+
 @njit(cache=True, inline="always", error_model="numpy")
 def forward_fe(x):
     """gelu_none forward, bounded f64: ``(v, e)`` with ``|v - forward(x)| <= e``; erfc keeps
@@ -126,8 +156,8 @@ def derivative_f64(x):
     if x != x:
         return x
     if math.isinf(x):
-        return _F64_8 if x > 0 else _F64_0
-    t0 = _F64_9 * x
+        return _F64_12 if x > 0 else _F64_0
+    t0 = _F64_13 * x
     t1 = x * x
     t2 = _F64_2 * t1
     t3 = -t2
@@ -147,18 +177,18 @@ def derivative_dd(x):
     if x != x:
         return x
     if math.isinf(x):
-        return _DD_11h if x > 0 else _DD_10h
+        return _DD_15h if x > 0 else _DD_14h
     xh, xl = x, 0.0
-    t0h, t0l = dd_mul(_DD_12h, _DD_12l, xh, xl)
+    t0h, t0l = dd_mul(_DD_16h, _DD_16l, xh, xl)
     t1h, t1l = dd_mul(xh, xl, xh, xl)
-    t2h, t2l = dd_mul(_DD_13h, _DD_13l, t1h, t1l)
+    t2h, t2l = dd_mul(_DD_17h, _DD_17l, t1h, t1l)
     t3h, t3l = -t2h, -t2l
     t4h, t4l = dd_exp(t3h, t3l)
     t5h, t5l = dd_mul(t0h, t0l, t4h, t4l)
-    t6h, t6l = dd_mul(_DD_14h, _DD_14l, xh, xl)
+    t6h, t6l = dd_mul(_DD_18h, _DD_18l, xh, xl)
     t7h, t7l = -t6h, -t6l
     t8h, t8l = dd_erfc(t7h, t7l)
-    t9h, t9l = dd_mul(_DD_13h, _DD_13l, t8h, t8l)
+    t9h, t9l = dd_mul(_DD_17h, _DD_17l, t8h, t8l)
     t10h, t10l = dd_add(t5h, t5l, t9h, t9l)
     return t10h + t10l
 
@@ -169,8 +199,8 @@ def derivative_f16s(x):
     if x != x:
         return x
     if math.isinf(x):
-        return _F16S_15 if x > 0 else _F16S_4
-    t0 = round_to_half(_F16S_16 * x)
+        return _F16S_19 if x > 0 else _F16S_4
+    t0 = round_to_half(_F16S_20 * x)
     t1 = round_to_half(x * x)
     t2 = round_to_half(_F16S_6 * t1)
     t3 = -t2
@@ -184,16 +214,37 @@ def derivative_f16s(x):
     return t10
 
 
+@njit(cache=True)
+def derivative_bf16s(x):
+    """gelu_none derivative, mode bf16s: Phi(x) + x phi(x) with Phi via erfc."""
+    if x != x:
+        return x
+    if math.isinf(x):
+        return _BF16S_21 if x > 0 else _BF16S_8
+    t0 = round_to_bfloat16(_BF16S_22 * x)
+    t1 = round_to_bfloat16(x * x)
+    t2 = round_to_bfloat16(_BF16S_10 * t1)
+    t3 = -t2
+    t4 = round_to_bfloat16(math.exp(t3))
+    t5 = round_to_bfloat16(t0 * t4)
+    t6 = round_to_bfloat16(_BF16S_11 * x)
+    t7 = -t6
+    t8 = round_to_bfloat16(math.erfc(t7))
+    t9 = round_to_bfloat16(_BF16S_10 * t8)
+    t10 = round_to_bfloat16(t5 + t9)
+    return t10
+
+
 @njit(cache=True, inline="always", error_model="numpy")
 def derivative_fe(x):
     """gelu_none derivative, bounded f64: ``(v, e)`` with ``|v - derivative(x)| <= e``; Phi(x)
     + x phi(x) with Phi via erfc.
     """
-    _F64_9_e = U * abs(_F64_9)
-    t0 = _F64_9 * x
+    _F64_13_e = U * abs(_F64_13)
+    t0 = _F64_13 * x
     t0_e = TINY
     t0_e = fma(U, abs(t0), t0_e)
-    t0_e = fma(abs(x), _F64_9_e, t0_e)
+    t0_e = fma(abs(x), _F64_13_e, t0_e)
     t1 = x * x
     t1_e = TINY
     t1_e = fma(U, abs(t1), t1_e)
@@ -250,7 +301,8 @@ def forward_f32_loop(x, out):
             for i in range(xs.size):
                 v, e = forward_fe(np.float64(xs[i]))
                 if not decided_float32(v, e)[1]:
-                    ys[i] = np.float32(forward_f64(np.float64(xs[i])))
+                    w = np.float64(xs[i])
+                    ys[i] = np.float32(forward_f64(w))
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -269,13 +321,40 @@ def forward_f16_loop(bits, out):
             for i in range(xs.size):
                 v, e = forward_fe(half_bits_to_float64(xs[i]))
                 if not decided_half(v, e)[1]:
-                    ys[i] = float64_to_half_bits(forward_f64(half_bits_to_float64(xs[i])))
+                    w = half_bits_to_float64(xs[i])
+                    ys[i] = float64_to_half_bits(forward_f64(w))
 
 
 @njit(cache=True)
 def forward_f16s_loop(bits, out):
     for i in range(bits.size):
         out[i] = float64_to_half_bits(forward_f16s(half_bits_to_float64(bits[i])))
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def forward_bf16_loop(bits, out):
+    n = bits.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        xs = bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        undecided = 0
+        for i in range(xs.size):
+            v, e = forward_fe(bfloat16_bits_to_float64(xs[i]))
+            y, ok = decided_bfloat16(v, e)
+            ys[i] = y
+            undecided += 0 if ok else 1
+        if undecided:
+            for i in range(xs.size):
+                v, e = forward_fe(bfloat16_bits_to_float64(xs[i]))
+                if not decided_bfloat16(v, e)[1]:
+                    w = bfloat16_bits_to_float64(xs[i])
+                    ys[i] = float64_to_bfloat16_bits(forward_f64(w))
+
+
+@njit(cache=True)
+def forward_bf16s_loop(bits, out):
+    for i in range(bits.size):
+        out[i] = float64_to_bfloat16_bits(forward_bf16s(bfloat16_bits_to_float64(bits[i])))
 
 
 @njit(cache=True, parallel=True)
@@ -300,7 +379,8 @@ def derivative_f32_loop(x, out):
             for i in range(xs.size):
                 v, e = derivative_fe(np.float64(xs[i]))
                 if not decided_float32(v, e)[1]:
-                    ys[i] = np.float32(derivative_f64(np.float64(xs[i])))
+                    w = np.float64(xs[i])
+                    ys[i] = np.float32(derivative_f64(w))
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -319,13 +399,40 @@ def derivative_f16_loop(bits, out):
             for i in range(xs.size):
                 v, e = derivative_fe(half_bits_to_float64(xs[i]))
                 if not decided_half(v, e)[1]:
-                    ys[i] = float64_to_half_bits(derivative_f64(half_bits_to_float64(xs[i])))
+                    w = half_bits_to_float64(xs[i])
+                    ys[i] = float64_to_half_bits(derivative_f64(w))
 
 
 @njit(cache=True)
 def derivative_f16s_loop(bits, out):
     for i in range(bits.size):
         out[i] = float64_to_half_bits(derivative_f16s(half_bits_to_float64(bits[i])))
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def derivative_bf16_loop(bits, out):
+    n = bits.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        xs = bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        undecided = 0
+        for i in range(xs.size):
+            v, e = derivative_fe(bfloat16_bits_to_float64(xs[i]))
+            y, ok = decided_bfloat16(v, e)
+            ys[i] = y
+            undecided += 0 if ok else 1
+        if undecided:
+            for i in range(xs.size):
+                v, e = derivative_fe(bfloat16_bits_to_float64(xs[i]))
+                if not decided_bfloat16(v, e)[1]:
+                    w = bfloat16_bits_to_float64(xs[i])
+                    ys[i] = float64_to_bfloat16_bits(derivative_f64(w))
+
+
+@njit(cache=True)
+def derivative_bf16s_loop(bits, out):
+    for i in range(bits.size):
+        out[i] = float64_to_bfloat16_bits(derivative_bf16s(bfloat16_bits_to_float64(bits[i])))
 
 
 @njit(cache=True, parallel=True)
@@ -355,7 +462,8 @@ def vjp_f32_loop(x, g, out):
                 dy = np.float64(gs[i])
                 v = dy * d
                 if not decided_float32(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
-                    ys[i] = np.float32(dy * derivative_f64(np.float64(xs[i])))
+                    w = np.float64(xs[i])
+                    ys[i] = np.float32(dy * derivative_f64(w))
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -379,7 +487,8 @@ def vjp_f16_loop(bits, g_bits, out):
                 dy = half_bits_to_float64(gs[i])
                 v = dy * d
                 if not decided_half(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
-                    ys[i] = float64_to_half_bits(dy * derivative_f64(half_bits_to_float64(xs[i])))
+                    w = half_bits_to_float64(xs[i])
+                    ys[i] = float64_to_half_bits(dy * derivative_f64(w))
 
 
 @njit(cache=True)
@@ -388,3 +497,36 @@ def vjp_f16s_loop(bits, g_bits, out):
         dy = half_bits_to_float64(g_bits[i])
         dx = round_to_half(dy * derivative_f16s(half_bits_to_float64(bits[i])))
         out[i] = float64_to_half_bits(dx)
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def vjp_bf16_loop(bits, g_bits, out):
+    n = bits.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        xs = bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        gs = g_bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        undecided = 0
+        for i in range(xs.size):
+            d, d_e = derivative_fe(bfloat16_bits_to_float64(xs[i]))
+            dy = bfloat16_bits_to_float64(gs[i])
+            v = dy * d
+            y, ok = decided_bfloat16(v, abs(dy) * d_e + U * abs(v) + TINY)
+            ys[i] = y
+            undecided += 0 if ok else 1
+        if undecided:
+            for i in range(xs.size):
+                d, d_e = derivative_fe(bfloat16_bits_to_float64(xs[i]))
+                dy = bfloat16_bits_to_float64(gs[i])
+                v = dy * d
+                if not decided_bfloat16(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
+                    w = bfloat16_bits_to_float64(xs[i])
+                    ys[i] = float64_to_bfloat16_bits(dy * derivative_f64(w))
+
+
+@njit(cache=True)
+def vjp_bf16s_loop(bits, g_bits, out):
+    for i in range(bits.size):
+        dy = bfloat16_bits_to_float64(g_bits[i])
+        dx = round_to_bfloat16(dy * derivative_bf16s(bfloat16_bits_to_float64(bits[i])))
+        out[i] = float64_to_bfloat16_bits(dx)

@@ -7,15 +7,16 @@ forward:    x/(1 + exp(-851*x/500))
 derivative: 851*x*exp(-851*x/500)/(500*(1 + exp(-851*x/500))**2) + 1/(1 +
             exp(-851*x/500))
 
-Scalar functions exist per arithmetic mode: ``_f64`` (float64: float32 and mixed float16
-arrays are widened to it and rounded once; float64 arrays too, unless the form may cancel),
-``_dd`` (double-double, for float64 arrays where a sum of the form may cancel) and
-``_f16s`` (strict half precision: every intermediate rounded to binary16).
+Scalar functions exist per arithmetic mode: ``_f64`` (float64: float32 and mixed float16 and
+bfloat16 arrays are widened to it and rounded once; float64 arrays too, unless the form may
+cancel), ``_dd`` (double-double, for float64 arrays where a sum of the form may cancel),
+``_f16s`` and ``_bf16s`` (strict half and bfloat16: every intermediate rounded to binary16 or
+to bfloat16).
 NaN gives NaN; +-inf gives the limit of the expression.
 
 ``_fe`` functions evaluate the same form branch-free in float64 and return ``(v, e)`` with
 a proven bound ``e`` on the error of ``v`` (``kernels/_vmath.py``). The float32 and mixed
-float16 loops run blocks of ``BLOCK`` elements vectorized on them and keep the rounded
+float16 and bfloat16 loops run blocks of ``BLOCK`` elements vectorized on them and keep the rounded
 ``v`` where the whole interval ``[v - e, v + e]`` rounds to it: that is the correctly
 rounded value. The undecided elements of a block (rare; NaN, inf and out-of-range inputs
 among them) are recomputed with the ``_f64`` function, as every element was before.
@@ -26,6 +27,12 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from kernels._bf16 import (
+    bfloat16_bits_to_float64,
+    decided_bfloat16,
+    float64_to_bfloat16_bits,
+    round_to_bfloat16,
+)
 from kernels._dd import dd_add, dd_div, dd_exp, dd_mul
 from kernels._f16 import decided_half, float64_to_half_bits, half_bits_to_float64, round_to_half
 from kernels._vmath import (
@@ -47,16 +54,21 @@ _F16S_4 = np.float64(0.0)  # 0
 _F16S_5 = np.float64(np.inf)  # oo
 _F16S_6 = np.float64(1.0)  # 1
 _F16S_7 = np.float64(1.7021484375)  # 851/500
-_F64_8 = np.float64(4294967296.0)  # 4294967296
-_DD_9h = np.float64(0.0)  # 0
-_DD_9l = np.float64(0.0)
-_DD_10h = np.float64(1.0)  # 1
-_DD_10l = np.float64(0.0)
-_DD_11h = np.float64(4294967296.0)  # 4294967296
-_DD_11l = np.float64(0.0)
-_DD_12h = np.float64(1.702)  # 851/500
-_DD_12l = np.float64(4.263256414560601e-17)
-_F16S_13 = np.float64(4294967296.0)  # 4294967296
+_BF16S_8 = np.float64(0.0)  # 0
+_BF16S_9 = np.float64(np.inf)  # oo
+_BF16S_10 = np.float64(1.0)  # 1
+_BF16S_11 = np.float64(1.703125)  # 851/500
+_F64_12 = np.float64(4294967296.0)  # 4294967296
+_DD_13h = np.float64(0.0)  # 0
+_DD_13l = np.float64(0.0)
+_DD_14h = np.float64(1.0)  # 1
+_DD_14l = np.float64(0.0)
+_DD_15h = np.float64(4294967296.0)  # 4294967296
+_DD_15l = np.float64(0.0)
+_DD_16h = np.float64(1.702)  # 851/500
+_DD_16l = np.float64(4.263256414560601e-17)
+_F16S_17 = np.float64(4294967296.0)  # 4294967296
+_BF16S_18 = np.float64(4294967296.0)  # 4294967296
 
 
 @njit(cache=True)
@@ -102,6 +114,29 @@ def forward_f16s(x):
         t7 = round_to_half(x * t6)
         t8 = round_to_half(_F16S_6 + t6)
         t9 = round_to_half(t7 / t8)
+        return t9
+
+
+@njit(cache=True)
+def forward_bf16s(x):
+    """gelu_sigmoid forward, mode bf16s: x sigma(1.702 x) with the stable sigmoid."""
+    if x != x:
+        return x
+    if math.isinf(x):
+        return _BF16S_9 if x > 0 else _BF16S_8
+    if x >= _BF16S_8:
+        t0 = round_to_bfloat16(_BF16S_11 * x)
+        t1 = -t0
+        t2 = round_to_bfloat16(math.exp(t1))
+        t3 = round_to_bfloat16(_BF16S_10 + t2)
+        t4 = round_to_bfloat16(x / t3)
+        return t4
+    else:
+        t5 = round_to_bfloat16(_BF16S_11 * x)
+        t6 = round_to_bfloat16(math.exp(t5))
+        t7 = round_to_bfloat16(x * t6)
+        t8 = round_to_bfloat16(_BF16S_10 + t6)
+        t9 = round_to_bfloat16(t7 / t8)
         return t9
 
 
@@ -152,9 +187,9 @@ def derivative_f64(x):
     """gelu_sigmoid derivative, mode f64: as Swish's derivative at 1.702 x."""
     if x != x:
         return x
-    if x > _F64_8:
+    if x > _F64_12:
         return _F64_2
-    if x < -_F64_8:
+    if x < -_F64_12:
         return _F64_0
     if x >= _F64_0:
         t0 = _F64_3 * x
@@ -185,30 +220,30 @@ def derivative_dd(x):
     """gelu_sigmoid derivative, mode dd: as Swish's derivative at 1.702 x."""
     if x != x:
         return x
-    if x > _DD_11h:
-        return _DD_10h
-    if x < -_DD_11h:
-        return _DD_9h
+    if x > _DD_15h:
+        return _DD_14h
+    if x < -_DD_15h:
+        return _DD_13h
     xh, xl = x, 0.0
-    if x >= _DD_9h:
-        t0h, t0l = dd_mul(_DD_12h, _DD_12l, xh, xl)
-        t1h, t1l = dd_mul(_DD_12h, _DD_12l, xh, xl)
+    if x >= _DD_13h:
+        t0h, t0l = dd_mul(_DD_16h, _DD_16l, xh, xl)
+        t1h, t1l = dd_mul(_DD_16h, _DD_16l, xh, xl)
         t2h, t2l = -t1h, -t1l
         t3h, t3l = dd_exp(t2h, t2l)
         t4h, t4l = dd_mul(t0h, t0l, t3h, t3l)
-        t5h, t5l = dd_add(_DD_10h, _DD_10l, t4h, t4l)
+        t5h, t5l = dd_add(_DD_14h, _DD_14l, t4h, t4l)
         t6h, t6l = dd_add(t5h, t5l, t3h, t3l)
-        t7h, t7l = dd_add(_DD_10h, _DD_10l, t3h, t3l)
+        t7h, t7l = dd_add(_DD_14h, _DD_14l, t3h, t3l)
         t8h, t8l = dd_mul(t7h, t7l, t7h, t7l)
         t9h, t9l = dd_div(t6h, t6l, t8h, t8l)
         return t9h + t9l
     else:
-        t10h, t10l = dd_mul(_DD_12h, _DD_12l, xh, xl)
-        t11h, t11l = dd_add(_DD_10h, _DD_10l, t10h, t10l)
+        t10h, t10l = dd_mul(_DD_16h, _DD_16l, xh, xl)
+        t11h, t11l = dd_add(_DD_14h, _DD_14l, t10h, t10l)
         t12h, t12l = dd_exp(t10h, t10l)
         t13h, t13l = dd_add(t11h, t11l, t12h, t12l)
         t14h, t14l = dd_mul(t13h, t13l, t12h, t12l)
-        t15h, t15l = dd_add(_DD_10h, _DD_10l, t12h, t12l)
+        t15h, t15l = dd_add(_DD_14h, _DD_14l, t12h, t12l)
         t16h, t16l = dd_mul(t15h, t15l, t15h, t15l)
         t17h, t17l = dd_div(t14h, t14l, t16h, t16l)
         return t17h + t17l
@@ -219,9 +254,9 @@ def derivative_f16s(x):
     """gelu_sigmoid derivative, mode f16s: as Swish's derivative at 1.702 x."""
     if x != x:
         return x
-    if x > _F16S_13:
+    if x > _F16S_17:
         return _F16S_6
-    if x < -_F16S_13:
+    if x < -_F16S_17:
         return _F16S_4
     if x >= _F16S_4:
         t0 = round_to_half(_F16S_7 * x)
@@ -244,6 +279,39 @@ def derivative_f16s(x):
         t15 = round_to_half(_F16S_6 + t12)
         t16 = round_to_half(t15 * t15)
         t17 = round_to_half(t14 / t16)
+        return t17
+
+
+@njit(cache=True)
+def derivative_bf16s(x):
+    """gelu_sigmoid derivative, mode bf16s: as Swish's derivative at 1.702 x."""
+    if x != x:
+        return x
+    if x > _BF16S_18:
+        return _BF16S_10
+    if x < -_BF16S_18:
+        return _BF16S_8
+    if x >= _BF16S_8:
+        t0 = round_to_bfloat16(_BF16S_11 * x)
+        t1 = round_to_bfloat16(_BF16S_11 * x)
+        t2 = -t1
+        t3 = round_to_bfloat16(math.exp(t2))
+        t4 = round_to_bfloat16(t0 * t3)
+        t5 = round_to_bfloat16(_BF16S_10 + t4)
+        t6 = round_to_bfloat16(t5 + t3)
+        t7 = round_to_bfloat16(_BF16S_10 + t3)
+        t8 = round_to_bfloat16(t7 * t7)
+        t9 = round_to_bfloat16(t6 / t8)
+        return t9
+    else:
+        t10 = round_to_bfloat16(_BF16S_11 * x)
+        t11 = round_to_bfloat16(_BF16S_10 + t10)
+        t12 = round_to_bfloat16(math.exp(t10))
+        t13 = round_to_bfloat16(t11 + t12)
+        t14 = round_to_bfloat16(t13 * t12)
+        t15 = round_to_bfloat16(_BF16S_10 + t12)
+        t16 = round_to_bfloat16(t15 * t15)
+        t17 = round_to_bfloat16(t14 / t16)
         return t17
 
 
@@ -341,7 +409,8 @@ def forward_f32_loop(x, out):
             for i in range(xs.size):
                 v, e = forward_fe(np.float64(xs[i]))
                 if not decided_float32(v, e)[1]:
-                    ys[i] = np.float32(forward_f64(np.float64(xs[i])))
+                    w = np.float64(xs[i])
+                    ys[i] = np.float32(forward_f64(w))
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -360,13 +429,40 @@ def forward_f16_loop(bits, out):
             for i in range(xs.size):
                 v, e = forward_fe(half_bits_to_float64(xs[i]))
                 if not decided_half(v, e)[1]:
-                    ys[i] = float64_to_half_bits(forward_f64(half_bits_to_float64(xs[i])))
+                    w = half_bits_to_float64(xs[i])
+                    ys[i] = float64_to_half_bits(forward_f64(w))
 
 
 @njit(cache=True)
 def forward_f16s_loop(bits, out):
     for i in range(bits.size):
         out[i] = float64_to_half_bits(forward_f16s(half_bits_to_float64(bits[i])))
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def forward_bf16_loop(bits, out):
+    n = bits.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        xs = bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        undecided = 0
+        for i in range(xs.size):
+            v, e = forward_fe(bfloat16_bits_to_float64(xs[i]))
+            y, ok = decided_bfloat16(v, e)
+            ys[i] = y
+            undecided += 0 if ok else 1
+        if undecided:
+            for i in range(xs.size):
+                v, e = forward_fe(bfloat16_bits_to_float64(xs[i]))
+                if not decided_bfloat16(v, e)[1]:
+                    w = bfloat16_bits_to_float64(xs[i])
+                    ys[i] = float64_to_bfloat16_bits(forward_f64(w))
+
+
+@njit(cache=True)
+def forward_bf16s_loop(bits, out):
+    for i in range(bits.size):
+        out[i] = float64_to_bfloat16_bits(forward_bf16s(bfloat16_bits_to_float64(bits[i])))
 
 
 @njit(cache=True, parallel=True)
@@ -391,7 +487,8 @@ def derivative_f32_loop(x, out):
             for i in range(xs.size):
                 v, e = derivative_fe(np.float64(xs[i]))
                 if not decided_float32(v, e)[1]:
-                    ys[i] = np.float32(derivative_f64(np.float64(xs[i])))
+                    w = np.float64(xs[i])
+                    ys[i] = np.float32(derivative_f64(w))
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -410,13 +507,40 @@ def derivative_f16_loop(bits, out):
             for i in range(xs.size):
                 v, e = derivative_fe(half_bits_to_float64(xs[i]))
                 if not decided_half(v, e)[1]:
-                    ys[i] = float64_to_half_bits(derivative_f64(half_bits_to_float64(xs[i])))
+                    w = half_bits_to_float64(xs[i])
+                    ys[i] = float64_to_half_bits(derivative_f64(w))
 
 
 @njit(cache=True)
 def derivative_f16s_loop(bits, out):
     for i in range(bits.size):
         out[i] = float64_to_half_bits(derivative_f16s(half_bits_to_float64(bits[i])))
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def derivative_bf16_loop(bits, out):
+    n = bits.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        xs = bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        undecided = 0
+        for i in range(xs.size):
+            v, e = derivative_fe(bfloat16_bits_to_float64(xs[i]))
+            y, ok = decided_bfloat16(v, e)
+            ys[i] = y
+            undecided += 0 if ok else 1
+        if undecided:
+            for i in range(xs.size):
+                v, e = derivative_fe(bfloat16_bits_to_float64(xs[i]))
+                if not decided_bfloat16(v, e)[1]:
+                    w = bfloat16_bits_to_float64(xs[i])
+                    ys[i] = float64_to_bfloat16_bits(derivative_f64(w))
+
+
+@njit(cache=True)
+def derivative_bf16s_loop(bits, out):
+    for i in range(bits.size):
+        out[i] = float64_to_bfloat16_bits(derivative_bf16s(bfloat16_bits_to_float64(bits[i])))
 
 
 @njit(cache=True, parallel=True)
@@ -446,7 +570,8 @@ def vjp_f32_loop(x, g, out):
                 dy = np.float64(gs[i])
                 v = dy * d
                 if not decided_float32(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
-                    ys[i] = np.float32(dy * derivative_f64(np.float64(xs[i])))
+                    w = np.float64(xs[i])
+                    ys[i] = np.float32(dy * derivative_f64(w))
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -470,7 +595,8 @@ def vjp_f16_loop(bits, g_bits, out):
                 dy = half_bits_to_float64(gs[i])
                 v = dy * d
                 if not decided_half(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
-                    ys[i] = float64_to_half_bits(dy * derivative_f64(half_bits_to_float64(xs[i])))
+                    w = half_bits_to_float64(xs[i])
+                    ys[i] = float64_to_half_bits(dy * derivative_f64(w))
 
 
 @njit(cache=True)
@@ -479,3 +605,36 @@ def vjp_f16s_loop(bits, g_bits, out):
         dy = half_bits_to_float64(g_bits[i])
         dx = round_to_half(dy * derivative_f16s(half_bits_to_float64(bits[i])))
         out[i] = float64_to_half_bits(dx)
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def vjp_bf16_loop(bits, g_bits, out):
+    n = bits.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        xs = bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        gs = g_bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        undecided = 0
+        for i in range(xs.size):
+            d, d_e = derivative_fe(bfloat16_bits_to_float64(xs[i]))
+            dy = bfloat16_bits_to_float64(gs[i])
+            v = dy * d
+            y, ok = decided_bfloat16(v, abs(dy) * d_e + U * abs(v) + TINY)
+            ys[i] = y
+            undecided += 0 if ok else 1
+        if undecided:
+            for i in range(xs.size):
+                d, d_e = derivative_fe(bfloat16_bits_to_float64(xs[i]))
+                dy = bfloat16_bits_to_float64(gs[i])
+                v = dy * d
+                if not decided_bfloat16(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
+                    w = bfloat16_bits_to_float64(xs[i])
+                    ys[i] = float64_to_bfloat16_bits(dy * derivative_f64(w))
+
+
+@njit(cache=True)
+def vjp_bf16s_loop(bits, g_bits, out):
+    for i in range(bits.size):
+        dy = bfloat16_bits_to_float64(g_bits[i])
+        dx = round_to_bfloat16(dy * derivative_bf16s(bfloat16_bits_to_float64(bits[i])))
+        out[i] = float64_to_bfloat16_bits(dx)

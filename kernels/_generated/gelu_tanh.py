@@ -8,15 +8,16 @@ derivative: sqrt(2)*x*(1 - tanh(sqrt(2)*(8943*x**3/200000 +
             x)/sqrt(pi))**2)*(26829*x**2/200000 + 1)/(2*sqrt(pi)) +
             tanh(sqrt(2)*(8943*x**3/200000 + x)/sqrt(pi))/2 + 1/2
 
-Scalar functions exist per arithmetic mode: ``_f64`` (float64: float32 and mixed float16
-arrays are widened to it and rounded once; float64 arrays too, unless the form may cancel),
-``_dd`` (double-double, for float64 arrays where a sum of the form may cancel) and
-``_f16s`` (strict half precision: every intermediate rounded to binary16).
+Scalar functions exist per arithmetic mode: ``_f64`` (float64: float32 and mixed float16 and
+bfloat16 arrays are widened to it and rounded once; float64 arrays too, unless the form may
+cancel), ``_dd`` (double-double, for float64 arrays where a sum of the form may cancel),
+``_f16s`` and ``_bf16s`` (strict half and bfloat16: every intermediate rounded to binary16 or
+to bfloat16).
 NaN gives NaN; +-inf gives the limit of the expression.
 
 ``_fe`` functions evaluate the same form branch-free in float64 and return ``(v, e)`` with
 a proven bound ``e`` on the error of ``v`` (``kernels/_vmath.py``). The float32 and mixed
-float16 loops run blocks of ``BLOCK`` elements vectorized on them and keep the rounded
+float16 and bfloat16 loops run blocks of ``BLOCK`` elements vectorized on them and keep the rounded
 ``v`` where the whole interval ``[v - e, v + e]`` rounds to it: that is the correctly
 rounded value. The undecided elements of a block (rare; NaN, inf and out-of-range inputs
 among them) are recomputed with the ``_f64`` function, as every element was before.
@@ -27,6 +28,12 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from kernels._bf16 import (
+    bfloat16_bits_to_float64,
+    decided_bfloat16,
+    float64_to_bfloat16_bits,
+    round_to_bfloat16,
+)
 from kernels._dd import dd_add, dd_div, dd_exp, dd_mul
 from kernels._f16 import decided_half, float64_to_half_bits, half_bits_to_float64, round_to_half
 from kernels._vmath import (
@@ -50,22 +57,29 @@ _F16S_6 = np.float64(np.inf)  # oo
 _F16S_7 = np.float64(1.0)  # 1
 _F16S_8 = np.float64(1.595703125)  # 2*sqrt(2)/sqrt(pi)
 _F16S_9 = np.float64(0.044708251953125)  # 8943/200000
-_F64_10 = np.float64(4294967296.0)  # 4294967296
-_F64_11 = np.float64(0.134145)  # 26829/200000
-_DD_12h = np.float64(0.0)  # 0
-_DD_12l = np.float64(0.0)
-_DD_13h = np.float64(1.0)  # 1
-_DD_13l = np.float64(0.0)
-_DD_14h = np.float64(4294967296.0)  # 4294967296
-_DD_14l = np.float64(0.0)
-_DD_15h = np.float64(1.5957691216057308)  # 2*sqrt(2)/sqrt(pi)
-_DD_15l = np.float64(-9.96930880911092e-17)
-_DD_16h = np.float64(0.134145)  # 26829/200000
-_DD_16l = np.float64(1.3526957332032908e-17)
-_DD_17h = np.float64(0.044715)  # 8943/200000
-_DD_17l = np.float64(2.1960211427085595e-18)
-_F16S_18 = np.float64(4294967296.0)  # 4294967296
-_F16S_19 = np.float64(0.1341552734375)  # 26829/200000
+_BF16S_10 = np.float64(0.0)  # 0
+_BF16S_11 = np.float64(np.inf)  # oo
+_BF16S_12 = np.float64(1.0)  # 1
+_BF16S_13 = np.float64(1.59375)  # 2*sqrt(2)/sqrt(pi)
+_BF16S_14 = np.float64(0.044677734375)  # 8943/200000
+_F64_15 = np.float64(4294967296.0)  # 4294967296
+_F64_16 = np.float64(0.134145)  # 26829/200000
+_DD_17h = np.float64(0.0)  # 0
+_DD_17l = np.float64(0.0)
+_DD_18h = np.float64(1.0)  # 1
+_DD_18l = np.float64(0.0)
+_DD_19h = np.float64(4294967296.0)  # 4294967296
+_DD_19l = np.float64(0.0)
+_DD_20h = np.float64(1.5957691216057308)  # 2*sqrt(2)/sqrt(pi)
+_DD_20l = np.float64(-9.96930880911092e-17)
+_DD_21h = np.float64(0.134145)  # 26829/200000
+_DD_21l = np.float64(1.3526957332032908e-17)
+_DD_22h = np.float64(0.044715)  # 8943/200000
+_DD_22l = np.float64(2.1960211427085595e-18)
+_F16S_23 = np.float64(4294967296.0)  # 4294967296
+_F16S_24 = np.float64(0.1341552734375)  # 26829/200000
+_BF16S_25 = np.float64(4294967296.0)  # 4294967296
+_BF16S_26 = np.float64(0.1337890625)  # 26829/200000
 
 
 @njit(cache=True)
@@ -131,6 +145,39 @@ def forward_f16s(x):
         t15 = round_to_half(x * t14)
         t16 = round_to_half(_F16S_7 + t14)
         t17 = round_to_half(t15 / t16)
+        return t17
+
+
+@njit(cache=True)
+def forward_bf16s(x):
+    """gelu_tanh forward, mode bf16s: (1 + tanh u)/2 = sigma(2u): no cancellation of 1 + tanh u
+    for x << 0.
+    """
+    if x != x:
+        return x
+    if math.isinf(x):
+        return _BF16S_11 if x > 0 else _BF16S_10
+    if x >= _BF16S_10:
+        t0 = round_to_bfloat16(x * x)
+        t1 = round_to_bfloat16(t0 * x)
+        t2 = round_to_bfloat16(_BF16S_14 * t1)
+        t3 = round_to_bfloat16(x + t2)
+        t4 = round_to_bfloat16(_BF16S_13 * t3)
+        t5 = -t4
+        t6 = round_to_bfloat16(math.exp(t5))
+        t7 = round_to_bfloat16(_BF16S_12 + t6)
+        t8 = round_to_bfloat16(x / t7)
+        return t8
+    else:
+        t9 = round_to_bfloat16(x * x)
+        t10 = round_to_bfloat16(t9 * x)
+        t11 = round_to_bfloat16(_BF16S_14 * t10)
+        t12 = round_to_bfloat16(x + t11)
+        t13 = round_to_bfloat16(_BF16S_13 * t12)
+        t14 = round_to_bfloat16(math.exp(t13))
+        t15 = round_to_bfloat16(x * t14)
+        t16 = round_to_bfloat16(_BF16S_12 + t14)
+        t17 = round_to_bfloat16(t15 / t16)
         return t17
 
 
@@ -218,14 +265,14 @@ def derivative_f64(x):
     """
     if x != x:
         return x
-    if x > _F64_10:
+    if x > _F64_15:
         return _F64_2
-    if x < -_F64_10:
+    if x < -_F64_15:
         return _F64_0
     if x >= _F64_0:
         t0 = _F64_3 * x
         t1 = x * x
-        t2 = _F64_11 * t1
+        t2 = _F64_16 * t1
         t3 = _F64_2 + t2
         t4 = t0 * t3
         t5 = t1 * x
@@ -244,7 +291,7 @@ def derivative_f64(x):
     else:
         t17 = _F64_3 * x
         t18 = x * x
-        t19 = _F64_11 * t18
+        t19 = _F64_16 * t18
         t20 = _F64_2 + t19
         t21 = t17 * t20
         t22 = _F64_2 + t21
@@ -268,45 +315,45 @@ def derivative_dd(x):
     """
     if x != x:
         return x
-    if x > _DD_14h:
-        return _DD_13h
-    if x < -_DD_14h:
-        return _DD_12h
+    if x > _DD_19h:
+        return _DD_18h
+    if x < -_DD_19h:
+        return _DD_17h
     xh, xl = x, 0.0
-    if x >= _DD_12h:
-        t0h, t0l = dd_mul(_DD_15h, _DD_15l, xh, xl)
+    if x >= _DD_17h:
+        t0h, t0l = dd_mul(_DD_20h, _DD_20l, xh, xl)
         t1h, t1l = dd_mul(xh, xl, xh, xl)
-        t2h, t2l = dd_mul(_DD_16h, _DD_16l, t1h, t1l)
-        t3h, t3l = dd_add(_DD_13h, _DD_13l, t2h, t2l)
+        t2h, t2l = dd_mul(_DD_21h, _DD_21l, t1h, t1l)
+        t3h, t3l = dd_add(_DD_18h, _DD_18l, t2h, t2l)
         t4h, t4l = dd_mul(t0h, t0l, t3h, t3l)
         t5h, t5l = dd_mul(t1h, t1l, xh, xl)
-        t6h, t6l = dd_mul(_DD_17h, _DD_17l, t5h, t5l)
+        t6h, t6l = dd_mul(_DD_22h, _DD_22l, t5h, t5l)
         t7h, t7l = dd_add(xh, xl, t6h, t6l)
-        t8h, t8l = dd_mul(_DD_15h, _DD_15l, t7h, t7l)
+        t8h, t8l = dd_mul(_DD_20h, _DD_20l, t7h, t7l)
         t9h, t9l = -t8h, -t8l
         t10h, t10l = dd_exp(t9h, t9l)
         t11h, t11l = dd_mul(t4h, t4l, t10h, t10l)
-        t12h, t12l = dd_add(_DD_13h, _DD_13l, t11h, t11l)
+        t12h, t12l = dd_add(_DD_18h, _DD_18l, t11h, t11l)
         t13h, t13l = dd_add(t12h, t12l, t10h, t10l)
-        t14h, t14l = dd_add(_DD_13h, _DD_13l, t10h, t10l)
+        t14h, t14l = dd_add(_DD_18h, _DD_18l, t10h, t10l)
         t15h, t15l = dd_mul(t14h, t14l, t14h, t14l)
         t16h, t16l = dd_div(t13h, t13l, t15h, t15l)
         return t16h + t16l
     else:
-        t17h, t17l = dd_mul(_DD_15h, _DD_15l, xh, xl)
+        t17h, t17l = dd_mul(_DD_20h, _DD_20l, xh, xl)
         t18h, t18l = dd_mul(xh, xl, xh, xl)
-        t19h, t19l = dd_mul(_DD_16h, _DD_16l, t18h, t18l)
-        t20h, t20l = dd_add(_DD_13h, _DD_13l, t19h, t19l)
+        t19h, t19l = dd_mul(_DD_21h, _DD_21l, t18h, t18l)
+        t20h, t20l = dd_add(_DD_18h, _DD_18l, t19h, t19l)
         t21h, t21l = dd_mul(t17h, t17l, t20h, t20l)
-        t22h, t22l = dd_add(_DD_13h, _DD_13l, t21h, t21l)
+        t22h, t22l = dd_add(_DD_18h, _DD_18l, t21h, t21l)
         t23h, t23l = dd_mul(t18h, t18l, xh, xl)
-        t24h, t24l = dd_mul(_DD_17h, _DD_17l, t23h, t23l)
+        t24h, t24l = dd_mul(_DD_22h, _DD_22l, t23h, t23l)
         t25h, t25l = dd_add(xh, xl, t24h, t24l)
-        t26h, t26l = dd_mul(_DD_15h, _DD_15l, t25h, t25l)
+        t26h, t26l = dd_mul(_DD_20h, _DD_20l, t25h, t25l)
         t27h, t27l = dd_exp(t26h, t26l)
         t28h, t28l = dd_add(t22h, t22l, t27h, t27l)
         t29h, t29l = dd_mul(t28h, t28l, t27h, t27l)
-        t30h, t30l = dd_add(_DD_13h, _DD_13l, t27h, t27l)
+        t30h, t30l = dd_add(_DD_18h, _DD_18l, t27h, t27l)
         t31h, t31l = dd_mul(t30h, t30l, t30h, t30l)
         t32h, t32l = dd_div(t29h, t29l, t31h, t31l)
         return t32h + t32l
@@ -319,14 +366,14 @@ def derivative_f16s(x):
     """
     if x != x:
         return x
-    if x > _F16S_18:
+    if x > _F16S_23:
         return _F16S_7
-    if x < -_F16S_18:
+    if x < -_F16S_23:
         return _F16S_5
     if x >= _F16S_5:
         t0 = round_to_half(_F16S_8 * x)
         t1 = round_to_half(x * x)
-        t2 = round_to_half(_F16S_19 * t1)
+        t2 = round_to_half(_F16S_24 * t1)
         t3 = round_to_half(_F16S_7 + t2)
         t4 = round_to_half(t0 * t3)
         t5 = round_to_half(t1 * x)
@@ -345,7 +392,7 @@ def derivative_f16s(x):
     else:
         t17 = round_to_half(_F16S_8 * x)
         t18 = round_to_half(x * x)
-        t19 = round_to_half(_F16S_19 * t18)
+        t19 = round_to_half(_F16S_24 * t18)
         t20 = round_to_half(_F16S_7 + t19)
         t21 = round_to_half(t17 * t20)
         t22 = round_to_half(_F16S_7 + t21)
@@ -362,6 +409,56 @@ def derivative_f16s(x):
         return t32
 
 
+@njit(cache=True)
+def derivative_bf16s(x):
+    """gelu_tanh derivative, mode bf16s: sigma(2u) + 2 x u' sigma(2u) sigma(-2u), one fraction
+    per sign.
+    """
+    if x != x:
+        return x
+    if x > _BF16S_25:
+        return _BF16S_12
+    if x < -_BF16S_25:
+        return _BF16S_10
+    if x >= _BF16S_10:
+        t0 = round_to_bfloat16(_BF16S_13 * x)
+        t1 = round_to_bfloat16(x * x)
+        t2 = round_to_bfloat16(_BF16S_26 * t1)
+        t3 = round_to_bfloat16(_BF16S_12 + t2)
+        t4 = round_to_bfloat16(t0 * t3)
+        t5 = round_to_bfloat16(t1 * x)
+        t6 = round_to_bfloat16(_BF16S_14 * t5)
+        t7 = round_to_bfloat16(x + t6)
+        t8 = round_to_bfloat16(_BF16S_13 * t7)
+        t9 = -t8
+        t10 = round_to_bfloat16(math.exp(t9))
+        t11 = round_to_bfloat16(t4 * t10)
+        t12 = round_to_bfloat16(_BF16S_12 + t11)
+        t13 = round_to_bfloat16(t12 + t10)
+        t14 = round_to_bfloat16(_BF16S_12 + t10)
+        t15 = round_to_bfloat16(t14 * t14)
+        t16 = round_to_bfloat16(t13 / t15)
+        return t16
+    else:
+        t17 = round_to_bfloat16(_BF16S_13 * x)
+        t18 = round_to_bfloat16(x * x)
+        t19 = round_to_bfloat16(_BF16S_26 * t18)
+        t20 = round_to_bfloat16(_BF16S_12 + t19)
+        t21 = round_to_bfloat16(t17 * t20)
+        t22 = round_to_bfloat16(_BF16S_12 + t21)
+        t23 = round_to_bfloat16(t18 * x)
+        t24 = round_to_bfloat16(_BF16S_14 * t23)
+        t25 = round_to_bfloat16(x + t24)
+        t26 = round_to_bfloat16(_BF16S_13 * t25)
+        t27 = round_to_bfloat16(math.exp(t26))
+        t28 = round_to_bfloat16(t22 + t27)
+        t29 = round_to_bfloat16(t28 * t27)
+        t30 = round_to_bfloat16(_BF16S_12 + t27)
+        t31 = round_to_bfloat16(t30 * t30)
+        t32 = round_to_bfloat16(t29 / t31)
+        return t32
+
+
 @njit(cache=True, inline="always", error_model="numpy")
 def derivative_fe(x):
     """gelu_tanh derivative, bounded f64: ``(v, e)`` with ``|v - derivative(x)| <= e``;
@@ -373,16 +470,16 @@ def derivative_fe(x):
     t0_e = TINY
     t0_e = fma(U, abs(t0), t0_e)
     t0_e = fma(abs(a), _F64_3_e, t0_e)
-    _F64_11_e = U * abs(_F64_11)
+    _F64_16_e = U * abs(_F64_16)
     t1 = a * a
     t1_e = TINY
     t1_e = fma(U, abs(t1), t1_e)
-    t2 = _F64_11 * t1
+    t2 = _F64_16 * t1
     t2_e = TINY
     t2_e = fma(U, abs(t2), t2_e)
-    t2_e = fma(abs(_F64_11), t1_e, t2_e)
-    t2_e = fma(abs(t1), _F64_11_e, t2_e)
-    t2_e = fma(_F64_11_e, t1_e, t2_e)
+    t2_e = fma(abs(_F64_16), t1_e, t2_e)
+    t2_e = fma(abs(t1), _F64_16_e, t2_e)
+    t2_e = fma(_F64_16_e, t1_e, t2_e)
     t3 = _F64_2 + t2
     t3_e = t2_e + TINY
     t3_e = fma(U, abs(t3), t3_e)
@@ -523,7 +620,8 @@ def forward_f32_loop(x, out):
             for i in range(xs.size):
                 v, e = forward_fe(np.float64(xs[i]))
                 if not decided_float32(v, e)[1]:
-                    ys[i] = np.float32(forward_f64(np.float64(xs[i])))
+                    w = np.float64(xs[i])
+                    ys[i] = np.float32(forward_f64(w))
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -542,13 +640,40 @@ def forward_f16_loop(bits, out):
             for i in range(xs.size):
                 v, e = forward_fe(half_bits_to_float64(xs[i]))
                 if not decided_half(v, e)[1]:
-                    ys[i] = float64_to_half_bits(forward_f64(half_bits_to_float64(xs[i])))
+                    w = half_bits_to_float64(xs[i])
+                    ys[i] = float64_to_half_bits(forward_f64(w))
 
 
 @njit(cache=True)
 def forward_f16s_loop(bits, out):
     for i in range(bits.size):
         out[i] = float64_to_half_bits(forward_f16s(half_bits_to_float64(bits[i])))
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def forward_bf16_loop(bits, out):
+    n = bits.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        xs = bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        undecided = 0
+        for i in range(xs.size):
+            v, e = forward_fe(bfloat16_bits_to_float64(xs[i]))
+            y, ok = decided_bfloat16(v, e)
+            ys[i] = y
+            undecided += 0 if ok else 1
+        if undecided:
+            for i in range(xs.size):
+                v, e = forward_fe(bfloat16_bits_to_float64(xs[i]))
+                if not decided_bfloat16(v, e)[1]:
+                    w = bfloat16_bits_to_float64(xs[i])
+                    ys[i] = float64_to_bfloat16_bits(forward_f64(w))
+
+
+@njit(cache=True)
+def forward_bf16s_loop(bits, out):
+    for i in range(bits.size):
+        out[i] = float64_to_bfloat16_bits(forward_bf16s(bfloat16_bits_to_float64(bits[i])))
 
 
 @njit(cache=True, parallel=True)
@@ -573,7 +698,8 @@ def derivative_f32_loop(x, out):
             for i in range(xs.size):
                 v, e = derivative_fe(np.float64(xs[i]))
                 if not decided_float32(v, e)[1]:
-                    ys[i] = np.float32(derivative_f64(np.float64(xs[i])))
+                    w = np.float64(xs[i])
+                    ys[i] = np.float32(derivative_f64(w))
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -592,13 +718,40 @@ def derivative_f16_loop(bits, out):
             for i in range(xs.size):
                 v, e = derivative_fe(half_bits_to_float64(xs[i]))
                 if not decided_half(v, e)[1]:
-                    ys[i] = float64_to_half_bits(derivative_f64(half_bits_to_float64(xs[i])))
+                    w = half_bits_to_float64(xs[i])
+                    ys[i] = float64_to_half_bits(derivative_f64(w))
 
 
 @njit(cache=True)
 def derivative_f16s_loop(bits, out):
     for i in range(bits.size):
         out[i] = float64_to_half_bits(derivative_f16s(half_bits_to_float64(bits[i])))
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def derivative_bf16_loop(bits, out):
+    n = bits.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        xs = bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        undecided = 0
+        for i in range(xs.size):
+            v, e = derivative_fe(bfloat16_bits_to_float64(xs[i]))
+            y, ok = decided_bfloat16(v, e)
+            ys[i] = y
+            undecided += 0 if ok else 1
+        if undecided:
+            for i in range(xs.size):
+                v, e = derivative_fe(bfloat16_bits_to_float64(xs[i]))
+                if not decided_bfloat16(v, e)[1]:
+                    w = bfloat16_bits_to_float64(xs[i])
+                    ys[i] = float64_to_bfloat16_bits(derivative_f64(w))
+
+
+@njit(cache=True)
+def derivative_bf16s_loop(bits, out):
+    for i in range(bits.size):
+        out[i] = float64_to_bfloat16_bits(derivative_bf16s(bfloat16_bits_to_float64(bits[i])))
 
 
 @njit(cache=True, parallel=True)
@@ -628,7 +781,8 @@ def vjp_f32_loop(x, g, out):
                 dy = np.float64(gs[i])
                 v = dy * d
                 if not decided_float32(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
-                    ys[i] = np.float32(dy * derivative_f64(np.float64(xs[i])))
+                    w = np.float64(xs[i])
+                    ys[i] = np.float32(dy * derivative_f64(w))
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -652,7 +806,8 @@ def vjp_f16_loop(bits, g_bits, out):
                 dy = half_bits_to_float64(gs[i])
                 v = dy * d
                 if not decided_half(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
-                    ys[i] = float64_to_half_bits(dy * derivative_f64(half_bits_to_float64(xs[i])))
+                    w = half_bits_to_float64(xs[i])
+                    ys[i] = float64_to_half_bits(dy * derivative_f64(w))
 
 
 @njit(cache=True)
@@ -661,3 +816,36 @@ def vjp_f16s_loop(bits, g_bits, out):
         dy = half_bits_to_float64(g_bits[i])
         dx = round_to_half(dy * derivative_f16s(half_bits_to_float64(bits[i])))
         out[i] = float64_to_half_bits(dx)
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def vjp_bf16_loop(bits, g_bits, out):
+    n = bits.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        xs = bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        gs = g_bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        undecided = 0
+        for i in range(xs.size):
+            d, d_e = derivative_fe(bfloat16_bits_to_float64(xs[i]))
+            dy = bfloat16_bits_to_float64(gs[i])
+            v = dy * d
+            y, ok = decided_bfloat16(v, abs(dy) * d_e + U * abs(v) + TINY)
+            ys[i] = y
+            undecided += 0 if ok else 1
+        if undecided:
+            for i in range(xs.size):
+                d, d_e = derivative_fe(bfloat16_bits_to_float64(xs[i]))
+                dy = bfloat16_bits_to_float64(gs[i])
+                v = dy * d
+                if not decided_bfloat16(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
+                    w = bfloat16_bits_to_float64(xs[i])
+                    ys[i] = float64_to_bfloat16_bits(dy * derivative_f64(w))
+
+
+@njit(cache=True)
+def vjp_bf16s_loop(bits, g_bits, out):
+    for i in range(bits.size):
+        dy = bfloat16_bits_to_float64(g_bits[i])
+        dx = round_to_bfloat16(dy * derivative_bf16s(bfloat16_bits_to_float64(bits[i])))
+        out[i] = float64_to_bfloat16_bits(dx)

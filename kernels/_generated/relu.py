@@ -6,10 +6,11 @@
 forward:    Piecewise((x, x > 0), (0, True))
 derivative: Piecewise((1, x > 0), (0, True))
 
-Scalar functions exist per arithmetic mode: ``_f64`` (float64: float32 and mixed float16
-arrays are widened to it and rounded once; float64 arrays too, unless the form may cancel),
-``_dd`` (double-double, for float64 arrays where a sum of the form may cancel) and
-``_f16s`` (strict half precision: every intermediate rounded to binary16).
+Scalar functions exist per arithmetic mode: ``_f64`` (float64: float32 and mixed float16 and
+bfloat16 arrays are widened to it and rounded once; float64 arrays too, unless the form may
+cancel), ``_dd`` (double-double, for float64 arrays where a sum of the form may cancel),
+``_f16s`` and ``_bf16s`` (strict half and bfloat16: every intermediate rounded to binary16 or
+to bfloat16).
 NaN gives NaN; +-inf gives the limit of the expression.
 """
 
@@ -18,14 +19,22 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from kernels._bf16 import (
+    bfloat16_bits_to_float64,
+    float64_to_bfloat16_bits,
+    round_to_bfloat16,
+)
 from kernels._f16 import float64_to_half_bits, half_bits_to_float64, round_to_half
 
 _F64_0 = np.float64(0.0)  # 0
 _F64_1 = np.float64(np.inf)  # oo
 _F16S_2 = np.float64(0.0)  # 0
 _F16S_3 = np.float64(np.inf)  # oo
-_F64_4 = np.float64(1.0)  # 1
-_F16S_5 = np.float64(1.0)  # 1
+_BF16S_4 = np.float64(0.0)  # 0
+_BF16S_5 = np.float64(np.inf)  # oo
+_F64_6 = np.float64(1.0)  # 1
+_F16S_7 = np.float64(1.0)  # 1
+_BF16S_8 = np.float64(1.0)  # 1
 
 
 @njit(cache=True)
@@ -55,6 +64,19 @@ def forward_f16s(x):
 
 
 @njit(cache=True)
+def forward_bf16s(x):
+    """relu forward, mode bf16s: exact as defined."""
+    if x != x:
+        return x
+    if math.isinf(x):
+        return _BF16S_5 if x > 0 else _BF16S_4
+    if x > _BF16S_4:
+        return x
+    else:
+        return _BF16S_4
+
+
+@njit(cache=True)
 def derivative_f64(x):
     """relu derivative, mode f64: exact as defined; the kink convention is the Piecewise's:
     relu'(0) = 0.
@@ -62,9 +84,9 @@ def derivative_f64(x):
     if x != x:
         return x
     if math.isinf(x):
-        return _F64_4 if x > 0 else _F64_0
+        return _F64_6 if x > 0 else _F64_0
     if x > _F64_0:
-        return _F64_4
+        return _F64_6
     else:
         return _F64_0
 
@@ -77,11 +99,26 @@ def derivative_f16s(x):
     if x != x:
         return x
     if math.isinf(x):
-        return _F16S_5 if x > 0 else _F16S_2
+        return _F16S_7 if x > 0 else _F16S_2
     if x > _F16S_2:
-        return _F16S_5
+        return _F16S_7
     else:
         return _F16S_2
+
+
+@njit(cache=True)
+def derivative_bf16s(x):
+    """relu derivative, mode bf16s: exact as defined; the kink convention is the Piecewise's:
+    relu'(0) = 0.
+    """
+    if x != x:
+        return x
+    if math.isinf(x):
+        return _BF16S_8 if x > 0 else _BF16S_4
+    if x > _BF16S_4:
+        return _BF16S_8
+    else:
+        return _BF16S_4
 
 
 @njit(cache=True, parallel=True)
@@ -109,6 +146,18 @@ def forward_f16s_loop(bits, out):
 
 
 @njit(cache=True, parallel=True)
+def forward_bf16_loop(bits, out):
+    for i in prange(bits.size):
+        out[i] = float64_to_bfloat16_bits(forward_f64(bfloat16_bits_to_float64(bits[i])))
+
+
+@njit(cache=True)
+def forward_bf16s_loop(bits, out):
+    for i in range(bits.size):
+        out[i] = float64_to_bfloat16_bits(forward_bf16s(bfloat16_bits_to_float64(bits[i])))
+
+
+@njit(cache=True, parallel=True)
 def derivative_f64_loop(x, out):
     for i in prange(x.size):
         out[i] = derivative_f64(x[i])
@@ -130,6 +179,18 @@ def derivative_f16_loop(bits, out):
 def derivative_f16s_loop(bits, out):
     for i in range(bits.size):
         out[i] = float64_to_half_bits(derivative_f16s(half_bits_to_float64(bits[i])))
+
+
+@njit(cache=True, parallel=True)
+def derivative_bf16_loop(bits, out):
+    for i in prange(bits.size):
+        out[i] = float64_to_bfloat16_bits(derivative_f64(bfloat16_bits_to_float64(bits[i])))
+
+
+@njit(cache=True)
+def derivative_bf16s_loop(bits, out):
+    for i in range(bits.size):
+        out[i] = float64_to_bfloat16_bits(derivative_bf16s(bfloat16_bits_to_float64(bits[i])))
 
 
 @njit(cache=True, parallel=True)
@@ -157,3 +218,18 @@ def vjp_f16s_loop(bits, g_bits, out):
         dy = half_bits_to_float64(g_bits[i])
         dx = round_to_half(dy * derivative_f16s(half_bits_to_float64(bits[i])))
         out[i] = float64_to_half_bits(dx)
+
+
+@njit(cache=True, parallel=True)
+def vjp_bf16_loop(bits, g_bits, out):
+    for i in prange(bits.size):
+        dy = bfloat16_bits_to_float64(g_bits[i])
+        out[i] = float64_to_bfloat16_bits(dy * derivative_f64(bfloat16_bits_to_float64(bits[i])))
+
+
+@njit(cache=True)
+def vjp_bf16s_loop(bits, g_bits, out):
+    for i in range(bits.size):
+        dy = bfloat16_bits_to_float64(g_bits[i])
+        dx = round_to_bfloat16(dy * derivative_bf16s(bfloat16_bits_to_float64(bits[i])))
+        out[i] = float64_to_bfloat16_bits(dx)

@@ -6,15 +6,16 @@
 forward:    1/(1 + exp(-x))
 derivative: exp(-x)/(1 + exp(-x))**2
 
-Scalar functions exist per arithmetic mode: ``_f64`` (float64: float32 and mixed float16
-arrays are widened to it and rounded once; float64 arrays too, unless the form may cancel),
-``_dd`` (double-double, for float64 arrays where a sum of the form may cancel) and
-``_f16s`` (strict half precision: every intermediate rounded to binary16).
+Scalar functions exist per arithmetic mode: ``_f64`` (float64: float32 and mixed float16 and
+bfloat16 arrays are widened to it and rounded once; float64 arrays too, unless the form may
+cancel), ``_dd`` (double-double, for float64 arrays where a sum of the form may cancel),
+``_f16s`` and ``_bf16s`` (strict half and bfloat16: every intermediate rounded to binary16 or
+to bfloat16).
 NaN gives NaN; +-inf gives the limit of the expression.
 
 ``_fe`` functions evaluate the same form branch-free in float64 and return ``(v, e)`` with
 a proven bound ``e`` on the error of ``v`` (``kernels/_vmath.py``). The float32 and mixed
-float16 loops run blocks of ``BLOCK`` elements vectorized on them and keep the rounded
+float16 and bfloat16 loops run blocks of ``BLOCK`` elements vectorized on them and keep the rounded
 ``v`` where the whole interval ``[v - e, v + e]`` rounds to it: that is the correctly
 rounded value. The undecided elements of a block (rare; NaN, inf and out-of-range inputs
 among them) are recomputed with the ``_f64`` function, as every element was before.
@@ -25,6 +26,12 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from kernels._bf16 import (
+    bfloat16_bits_to_float64,
+    decided_bfloat16,
+    float64_to_bfloat16_bits,
+    round_to_bfloat16,
+)
 from kernels._f16 import decided_half, float64_to_half_bits, half_bits_to_float64, round_to_half
 from kernels._vmath import (
     BLOCK,
@@ -41,6 +48,8 @@ _F64_0 = np.float64(0.0)  # 0
 _F64_1 = np.float64(1.0)  # 1
 _F16S_2 = np.float64(0.0)  # 0
 _F16S_3 = np.float64(1.0)  # 1
+_BF16S_4 = np.float64(0.0)  # 0
+_BF16S_5 = np.float64(1.0)  # 1
 
 
 @njit(cache=True)
@@ -80,6 +89,28 @@ def forward_f16s(x):
         t4 = round_to_half(math.exp(x))
         t5 = round_to_half(_F16S_3 + t4)
         t6 = round_to_half(t4 / t5)
+        return t6
+
+
+@njit(cache=True)
+def forward_bf16s(x):
+    """sigmoid forward, mode bf16s: exp of a non-positive argument only: no overflow for x <<
+    0.
+    """
+    if x != x:
+        return x
+    if math.isinf(x):
+        return _BF16S_5 if x > 0 else _BF16S_4
+    if x >= _BF16S_4:
+        t0 = -x
+        t1 = round_to_bfloat16(math.exp(t0))
+        t2 = round_to_bfloat16(_BF16S_5 + t1)
+        t3 = round_to_bfloat16(_BF16S_5 / t2)
+        return t3
+    else:
+        t4 = round_to_bfloat16(math.exp(x))
+        t5 = round_to_bfloat16(_BF16S_5 + t4)
+        t6 = round_to_bfloat16(t4 / t5)
         return t6
 
 
@@ -157,6 +188,30 @@ def derivative_f16s(x):
         return t8
 
 
+@njit(cache=True)
+def derivative_bf16s(x):
+    """sigmoid derivative, mode bf16s: sigma(1 - sigma) without the cancellation of 1 - sigma
+    for x >> 0.
+    """
+    if x != x:
+        return x
+    if math.isinf(x):
+        return _BF16S_4
+    if x >= _BF16S_4:
+        t0 = -x
+        t1 = round_to_bfloat16(math.exp(t0))
+        t2 = round_to_bfloat16(_BF16S_5 + t1)
+        t3 = round_to_bfloat16(t2 * t2)
+        t4 = round_to_bfloat16(t1 / t3)
+        return t4
+    else:
+        t5 = round_to_bfloat16(math.exp(x))
+        t6 = round_to_bfloat16(_BF16S_5 + t5)
+        t7 = round_to_bfloat16(t6 * t6)
+        t8 = round_to_bfloat16(t5 / t7)
+        return t8
+
+
 @njit(cache=True, inline="always", error_model="numpy")
 def derivative_fe(x):
     """sigmoid derivative, bounded f64: ``(v, e)`` with ``|v - derivative(x)| <= e``; sigma(1 -
@@ -209,7 +264,8 @@ def forward_f32_loop(x, out):
             for i in range(xs.size):
                 v, e = forward_fe(np.float64(xs[i]))
                 if not decided_float32(v, e)[1]:
-                    ys[i] = np.float32(forward_f64(np.float64(xs[i])))
+                    w = np.float64(xs[i])
+                    ys[i] = np.float32(forward_f64(w))
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -228,13 +284,40 @@ def forward_f16_loop(bits, out):
             for i in range(xs.size):
                 v, e = forward_fe(half_bits_to_float64(xs[i]))
                 if not decided_half(v, e)[1]:
-                    ys[i] = float64_to_half_bits(forward_f64(half_bits_to_float64(xs[i])))
+                    w = half_bits_to_float64(xs[i])
+                    ys[i] = float64_to_half_bits(forward_f64(w))
 
 
 @njit(cache=True)
 def forward_f16s_loop(bits, out):
     for i in range(bits.size):
         out[i] = float64_to_half_bits(forward_f16s(half_bits_to_float64(bits[i])))
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def forward_bf16_loop(bits, out):
+    n = bits.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        xs = bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        undecided = 0
+        for i in range(xs.size):
+            v, e = forward_fe(bfloat16_bits_to_float64(xs[i]))
+            y, ok = decided_bfloat16(v, e)
+            ys[i] = y
+            undecided += 0 if ok else 1
+        if undecided:
+            for i in range(xs.size):
+                v, e = forward_fe(bfloat16_bits_to_float64(xs[i]))
+                if not decided_bfloat16(v, e)[1]:
+                    w = bfloat16_bits_to_float64(xs[i])
+                    ys[i] = float64_to_bfloat16_bits(forward_f64(w))
+
+
+@njit(cache=True)
+def forward_bf16s_loop(bits, out):
+    for i in range(bits.size):
+        out[i] = float64_to_bfloat16_bits(forward_bf16s(bfloat16_bits_to_float64(bits[i])))
 
 
 @njit(cache=True, parallel=True)
@@ -259,7 +342,8 @@ def derivative_f32_loop(x, out):
             for i in range(xs.size):
                 v, e = derivative_fe(np.float64(xs[i]))
                 if not decided_float32(v, e)[1]:
-                    ys[i] = np.float32(derivative_f64(np.float64(xs[i])))
+                    w = np.float64(xs[i])
+                    ys[i] = np.float32(derivative_f64(w))
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -278,13 +362,40 @@ def derivative_f16_loop(bits, out):
             for i in range(xs.size):
                 v, e = derivative_fe(half_bits_to_float64(xs[i]))
                 if not decided_half(v, e)[1]:
-                    ys[i] = float64_to_half_bits(derivative_f64(half_bits_to_float64(xs[i])))
+                    w = half_bits_to_float64(xs[i])
+                    ys[i] = float64_to_half_bits(derivative_f64(w))
 
 
 @njit(cache=True)
 def derivative_f16s_loop(bits, out):
     for i in range(bits.size):
         out[i] = float64_to_half_bits(derivative_f16s(half_bits_to_float64(bits[i])))
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def derivative_bf16_loop(bits, out):
+    n = bits.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        xs = bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        undecided = 0
+        for i in range(xs.size):
+            v, e = derivative_fe(bfloat16_bits_to_float64(xs[i]))
+            y, ok = decided_bfloat16(v, e)
+            ys[i] = y
+            undecided += 0 if ok else 1
+        if undecided:
+            for i in range(xs.size):
+                v, e = derivative_fe(bfloat16_bits_to_float64(xs[i]))
+                if not decided_bfloat16(v, e)[1]:
+                    w = bfloat16_bits_to_float64(xs[i])
+                    ys[i] = float64_to_bfloat16_bits(derivative_f64(w))
+
+
+@njit(cache=True)
+def derivative_bf16s_loop(bits, out):
+    for i in range(bits.size):
+        out[i] = float64_to_bfloat16_bits(derivative_bf16s(bfloat16_bits_to_float64(bits[i])))
 
 
 @njit(cache=True, parallel=True)
@@ -314,7 +425,8 @@ def vjp_f32_loop(x, g, out):
                 dy = np.float64(gs[i])
                 v = dy * d
                 if not decided_float32(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
-                    ys[i] = np.float32(dy * derivative_f64(np.float64(xs[i])))
+                    w = np.float64(xs[i])
+                    ys[i] = np.float32(dy * derivative_f64(w))
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -338,7 +450,8 @@ def vjp_f16_loop(bits, g_bits, out):
                 dy = half_bits_to_float64(gs[i])
                 v = dy * d
                 if not decided_half(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
-                    ys[i] = float64_to_half_bits(dy * derivative_f64(half_bits_to_float64(xs[i])))
+                    w = half_bits_to_float64(xs[i])
+                    ys[i] = float64_to_half_bits(dy * derivative_f64(w))
 
 
 @njit(cache=True)
@@ -347,3 +460,36 @@ def vjp_f16s_loop(bits, g_bits, out):
         dy = half_bits_to_float64(g_bits[i])
         dx = round_to_half(dy * derivative_f16s(half_bits_to_float64(bits[i])))
         out[i] = float64_to_half_bits(dx)
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def vjp_bf16_loop(bits, g_bits, out):
+    n = bits.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        xs = bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        gs = g_bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        undecided = 0
+        for i in range(xs.size):
+            d, d_e = derivative_fe(bfloat16_bits_to_float64(xs[i]))
+            dy = bfloat16_bits_to_float64(gs[i])
+            v = dy * d
+            y, ok = decided_bfloat16(v, abs(dy) * d_e + U * abs(v) + TINY)
+            ys[i] = y
+            undecided += 0 if ok else 1
+        if undecided:
+            for i in range(xs.size):
+                d, d_e = derivative_fe(bfloat16_bits_to_float64(xs[i]))
+                dy = bfloat16_bits_to_float64(gs[i])
+                v = dy * d
+                if not decided_bfloat16(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
+                    w = bfloat16_bits_to_float64(xs[i])
+                    ys[i] = float64_to_bfloat16_bits(dy * derivative_f64(w))
+
+
+@njit(cache=True)
+def vjp_bf16s_loop(bits, g_bits, out):
+    for i in range(bits.size):
+        dy = bfloat16_bits_to_float64(g_bits[i])
+        dx = round_to_bfloat16(dy * derivative_bf16s(bfloat16_bits_to_float64(bits[i])))
+        out[i] = float64_to_bfloat16_bits(dx)

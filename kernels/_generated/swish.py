@@ -6,15 +6,16 @@
 forward:    x/(1 + exp(-x))
 derivative: x*exp(-x)/(1 + exp(-x))**2 + 1/(1 + exp(-x))
 
-Scalar functions exist per arithmetic mode: ``_f64`` (float64: float32 and mixed float16
-arrays are widened to it and rounded once; float64 arrays too, unless the form may cancel),
-``_dd`` (double-double, for float64 arrays where a sum of the form may cancel) and
-``_f16s`` (strict half precision: every intermediate rounded to binary16).
+Scalar functions exist per arithmetic mode: ``_f64`` (float64: float32 and mixed float16 and
+bfloat16 arrays are widened to it and rounded once; float64 arrays too, unless the form may
+cancel), ``_dd`` (double-double, for float64 arrays where a sum of the form may cancel),
+``_f16s`` and ``_bf16s`` (strict half and bfloat16: every intermediate rounded to binary16 or
+to bfloat16).
 NaN gives NaN; +-inf gives the limit of the expression.
 
 ``_fe`` functions evaluate the same form branch-free in float64 and return ``(v, e)`` with
 a proven bound ``e`` on the error of ``v`` (``kernels/_vmath.py``). The float32 and mixed
-float16 loops run blocks of ``BLOCK`` elements vectorized on them and keep the rounded
+float16 and bfloat16 loops run blocks of ``BLOCK`` elements vectorized on them and keep the rounded
 ``v`` where the whole interval ``[v - e, v + e]`` rounds to it: that is the correctly
 rounded value. The undecided elements of a block (rare; NaN, inf and out-of-range inputs
 among them) are recomputed with the ``_f64`` function, as every element was before.
@@ -25,6 +26,12 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from kernels._bf16 import (
+    bfloat16_bits_to_float64,
+    decided_bfloat16,
+    float64_to_bfloat16_bits,
+    round_to_bfloat16,
+)
 from kernels._dd import dd_add, dd_div, dd_exp, dd_mul
 from kernels._f16 import decided_half, float64_to_half_bits, half_bits_to_float64, round_to_half
 from kernels._vmath import (
@@ -44,10 +51,13 @@ _F64_2 = np.float64(1.0)  # 1
 _F16S_3 = np.float64(0.0)  # 0
 _F16S_4 = np.float64(np.inf)  # oo
 _F16S_5 = np.float64(1.0)  # 1
-_DD_6h = np.float64(0.0)  # 0
-_DD_6l = np.float64(0.0)
-_DD_7h = np.float64(1.0)  # 1
-_DD_7l = np.float64(0.0)
+_BF16S_6 = np.float64(0.0)  # 0
+_BF16S_7 = np.float64(np.inf)  # oo
+_BF16S_8 = np.float64(1.0)  # 1
+_DD_9h = np.float64(0.0)  # 0
+_DD_9l = np.float64(0.0)
+_DD_10h = np.float64(1.0)  # 1
+_DD_10l = np.float64(0.0)
 
 
 @njit(cache=True)
@@ -89,6 +99,27 @@ def forward_f16s(x):
         t5 = round_to_half(x * t4)
         t6 = round_to_half(_F16S_5 + t4)
         t7 = round_to_half(t5 / t6)
+        return t7
+
+
+@njit(cache=True)
+def forward_bf16s(x):
+    """swish forward, mode bf16s: x sigma(x) with the stable sigmoid."""
+    if x != x:
+        return x
+    if math.isinf(x):
+        return _BF16S_7 if x > 0 else _BF16S_6
+    if x >= _BF16S_6:
+        t0 = -x
+        t1 = round_to_bfloat16(math.exp(t0))
+        t2 = round_to_bfloat16(_BF16S_8 + t1)
+        t3 = round_to_bfloat16(x / t2)
+        return t3
+    else:
+        t4 = round_to_bfloat16(math.exp(x))
+        t5 = round_to_bfloat16(x * t4)
+        t6 = round_to_bfloat16(_BF16S_8 + t4)
+        t7 = round_to_bfloat16(t5 / t6)
         return t7
 
 
@@ -166,24 +197,24 @@ def derivative_dd(x):
     if x != x:
         return x
     if math.isinf(x):
-        return _DD_7h if x > 0 else _DD_6h
+        return _DD_10h if x > 0 else _DD_9h
     xh, xl = x, 0.0
-    if x >= _DD_6h:
+    if x >= _DD_9h:
         t0h, t0l = -xh, -xl
         t1h, t1l = dd_exp(t0h, t0l)
         t2h, t2l = dd_mul(xh, xl, t1h, t1l)
-        t3h, t3l = dd_add(_DD_7h, _DD_7l, t2h, t2l)
+        t3h, t3l = dd_add(_DD_10h, _DD_10l, t2h, t2l)
         t4h, t4l = dd_add(t3h, t3l, t1h, t1l)
-        t5h, t5l = dd_add(_DD_7h, _DD_7l, t1h, t1l)
+        t5h, t5l = dd_add(_DD_10h, _DD_10l, t1h, t1l)
         t6h, t6l = dd_mul(t5h, t5l, t5h, t5l)
         t7h, t7l = dd_div(t4h, t4l, t6h, t6l)
         return t7h + t7l
     else:
-        t8h, t8l = dd_add(_DD_7h, _DD_7l, xh, xl)
+        t8h, t8l = dd_add(_DD_10h, _DD_10l, xh, xl)
         t9h, t9l = dd_exp(xh, xl)
         t10h, t10l = dd_add(t8h, t8l, t9h, t9l)
         t11h, t11l = dd_mul(t10h, t10l, t9h, t9l)
-        t12h, t12l = dd_add(_DD_7h, _DD_7l, t9h, t9l)
+        t12h, t12l = dd_add(_DD_10h, _DD_10l, t9h, t9l)
         t13h, t13l = dd_mul(t12h, t12l, t12h, t12l)
         t14h, t14l = dd_div(t11h, t11l, t13h, t13l)
         return t14h + t14l
@@ -216,6 +247,36 @@ def derivative_f16s(x):
         t12 = round_to_half(_F16S_5 + t9)
         t13 = round_to_half(t12 * t12)
         t14 = round_to_half(t11 / t13)
+        return t14
+
+
+@njit(cache=True)
+def derivative_bf16s(x):
+    """swish derivative, mode bf16s: one fraction per sign: no 1 - sigma cancellation, no
+    overflow.
+    """
+    if x != x:
+        return x
+    if math.isinf(x):
+        return _BF16S_8 if x > 0 else _BF16S_6
+    if x >= _BF16S_6:
+        t0 = -x
+        t1 = round_to_bfloat16(math.exp(t0))
+        t2 = round_to_bfloat16(x * t1)
+        t3 = round_to_bfloat16(_BF16S_8 + t2)
+        t4 = round_to_bfloat16(t3 + t1)
+        t5 = round_to_bfloat16(_BF16S_8 + t1)
+        t6 = round_to_bfloat16(t5 * t5)
+        t7 = round_to_bfloat16(t4 / t6)
+        return t7
+    else:
+        t8 = round_to_bfloat16(_BF16S_8 + x)
+        t9 = round_to_bfloat16(math.exp(x))
+        t10 = round_to_bfloat16(t8 + t9)
+        t11 = round_to_bfloat16(t10 * t9)
+        t12 = round_to_bfloat16(_BF16S_8 + t9)
+        t13 = round_to_bfloat16(t12 * t12)
+        t14 = round_to_bfloat16(t11 / t13)
         return t14
 
 
@@ -301,7 +362,8 @@ def forward_f32_loop(x, out):
             for i in range(xs.size):
                 v, e = forward_fe(np.float64(xs[i]))
                 if not decided_float32(v, e)[1]:
-                    ys[i] = np.float32(forward_f64(np.float64(xs[i])))
+                    w = np.float64(xs[i])
+                    ys[i] = np.float32(forward_f64(w))
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -320,13 +382,40 @@ def forward_f16_loop(bits, out):
             for i in range(xs.size):
                 v, e = forward_fe(half_bits_to_float64(xs[i]))
                 if not decided_half(v, e)[1]:
-                    ys[i] = float64_to_half_bits(forward_f64(half_bits_to_float64(xs[i])))
+                    w = half_bits_to_float64(xs[i])
+                    ys[i] = float64_to_half_bits(forward_f64(w))
 
 
 @njit(cache=True)
 def forward_f16s_loop(bits, out):
     for i in range(bits.size):
         out[i] = float64_to_half_bits(forward_f16s(half_bits_to_float64(bits[i])))
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def forward_bf16_loop(bits, out):
+    n = bits.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        xs = bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        undecided = 0
+        for i in range(xs.size):
+            v, e = forward_fe(bfloat16_bits_to_float64(xs[i]))
+            y, ok = decided_bfloat16(v, e)
+            ys[i] = y
+            undecided += 0 if ok else 1
+        if undecided:
+            for i in range(xs.size):
+                v, e = forward_fe(bfloat16_bits_to_float64(xs[i]))
+                if not decided_bfloat16(v, e)[1]:
+                    w = bfloat16_bits_to_float64(xs[i])
+                    ys[i] = float64_to_bfloat16_bits(forward_f64(w))
+
+
+@njit(cache=True)
+def forward_bf16s_loop(bits, out):
+    for i in range(bits.size):
+        out[i] = float64_to_bfloat16_bits(forward_bf16s(bfloat16_bits_to_float64(bits[i])))
 
 
 @njit(cache=True, parallel=True)
@@ -351,7 +440,8 @@ def derivative_f32_loop(x, out):
             for i in range(xs.size):
                 v, e = derivative_fe(np.float64(xs[i]))
                 if not decided_float32(v, e)[1]:
-                    ys[i] = np.float32(derivative_f64(np.float64(xs[i])))
+                    w = np.float64(xs[i])
+                    ys[i] = np.float32(derivative_f64(w))
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -370,13 +460,40 @@ def derivative_f16_loop(bits, out):
             for i in range(xs.size):
                 v, e = derivative_fe(half_bits_to_float64(xs[i]))
                 if not decided_half(v, e)[1]:
-                    ys[i] = float64_to_half_bits(derivative_f64(half_bits_to_float64(xs[i])))
+                    w = half_bits_to_float64(xs[i])
+                    ys[i] = float64_to_half_bits(derivative_f64(w))
 
 
 @njit(cache=True)
 def derivative_f16s_loop(bits, out):
     for i in range(bits.size):
         out[i] = float64_to_half_bits(derivative_f16s(half_bits_to_float64(bits[i])))
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def derivative_bf16_loop(bits, out):
+    n = bits.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        xs = bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        undecided = 0
+        for i in range(xs.size):
+            v, e = derivative_fe(bfloat16_bits_to_float64(xs[i]))
+            y, ok = decided_bfloat16(v, e)
+            ys[i] = y
+            undecided += 0 if ok else 1
+        if undecided:
+            for i in range(xs.size):
+                v, e = derivative_fe(bfloat16_bits_to_float64(xs[i]))
+                if not decided_bfloat16(v, e)[1]:
+                    w = bfloat16_bits_to_float64(xs[i])
+                    ys[i] = float64_to_bfloat16_bits(derivative_f64(w))
+
+
+@njit(cache=True)
+def derivative_bf16s_loop(bits, out):
+    for i in range(bits.size):
+        out[i] = float64_to_bfloat16_bits(derivative_bf16s(bfloat16_bits_to_float64(bits[i])))
 
 
 @njit(cache=True, parallel=True)
@@ -406,7 +523,8 @@ def vjp_f32_loop(x, g, out):
                 dy = np.float64(gs[i])
                 v = dy * d
                 if not decided_float32(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
-                    ys[i] = np.float32(dy * derivative_f64(np.float64(xs[i])))
+                    w = np.float64(xs[i])
+                    ys[i] = np.float32(dy * derivative_f64(w))
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -430,7 +548,8 @@ def vjp_f16_loop(bits, g_bits, out):
                 dy = half_bits_to_float64(gs[i])
                 v = dy * d
                 if not decided_half(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
-                    ys[i] = float64_to_half_bits(dy * derivative_f64(half_bits_to_float64(xs[i])))
+                    w = half_bits_to_float64(xs[i])
+                    ys[i] = float64_to_half_bits(dy * derivative_f64(w))
 
 
 @njit(cache=True)
@@ -439,3 +558,36 @@ def vjp_f16s_loop(bits, g_bits, out):
         dy = half_bits_to_float64(g_bits[i])
         dx = round_to_half(dy * derivative_f16s(half_bits_to_float64(bits[i])))
         out[i] = float64_to_half_bits(dx)
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def vjp_bf16_loop(bits, g_bits, out):
+    n = bits.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        xs = bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        gs = g_bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
+        undecided = 0
+        for i in range(xs.size):
+            d, d_e = derivative_fe(bfloat16_bits_to_float64(xs[i]))
+            dy = bfloat16_bits_to_float64(gs[i])
+            v = dy * d
+            y, ok = decided_bfloat16(v, abs(dy) * d_e + U * abs(v) + TINY)
+            ys[i] = y
+            undecided += 0 if ok else 1
+        if undecided:
+            for i in range(xs.size):
+                d, d_e = derivative_fe(bfloat16_bits_to_float64(xs[i]))
+                dy = bfloat16_bits_to_float64(gs[i])
+                v = dy * d
+                if not decided_bfloat16(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
+                    w = bfloat16_bits_to_float64(xs[i])
+                    ys[i] = float64_to_bfloat16_bits(dy * derivative_f64(w))
+
+
+@njit(cache=True)
+def vjp_bf16s_loop(bits, g_bits, out):
+    for i in range(bits.size):
+        dy = bfloat16_bits_to_float64(g_bits[i])
+        dx = round_to_bfloat16(dy * derivative_bf16s(bfloat16_bits_to_float64(bits[i])))
+        out[i] = float64_to_bfloat16_bits(dx)

@@ -166,7 +166,8 @@ def _to_sympy(node: ast.AST, names: dict[str, sp.Expr]) -> sp.Expr:
     if isinstance(node, ast.Call):
         callee = ast.unparse(node.func)
         (argument,) = (_to_sympy(a, names) for a in node.args)
-        return argument if callee == "round_to_half" else _CALLS[callee](argument)
+        rounding = callee in ("round_to_half", "round_to_bfloat16")
+        return argument if rounding else _CALLS[callee](argument)
     raise AssertionError(f"unexpected node {ast.unparse(node)}")
 
 

@@ -15,7 +15,7 @@ FLOATS = (np.float16, np.float32, np.float64)
 @pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__)
 @pytest.mark.parametrize("bad", [np.arange(3), np.array([True]), np.array([1 + 2j]), ["a"]])
 def test_unsupported_dtypes_raise_type_error_naming_x(module, bad):
-    with pytest.raises(TypeError, match=r"^x: expected a float16, float32 or float64"):
+    with pytest.raises(TypeError, match=r"^x: expected a bfloat16, float16, float32 or float64"):
         module.forward(bad)
 
 
@@ -26,7 +26,7 @@ def test_vjp_checks_g(module):
         module.vjp(x, np.zeros(4))
     with pytest.raises(TypeError, match=r"^g: expected dtype float64"):
         module.vjp(x, np.zeros(3, dtype=np.float32))
-    with pytest.raises(TypeError, match=r"^g: expected a float16"):
+    with pytest.raises(TypeError, match=r"^g: expected a bfloat16, float16"):
         module.vjp(x, np.zeros(3, dtype=np.int64))
 
 

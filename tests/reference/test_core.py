@@ -115,7 +115,7 @@ def test_format_parameters_match_finfo(dtype):
 
 def test_unsupported_dtypes_are_refused():
     for bad in (np.int32, np.complex64, np.longdouble):
-        with pytest.raises(TypeError, match="float16, float32 or float64"):
+        with pytest.raises(TypeError, match="float16, bfloat16, float32 or float64"):
             round_to_dtype(1.0, bad)
 
 
