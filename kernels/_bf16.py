@@ -29,8 +29,8 @@ widening goes through float32 (a signaling NaN is quieted by the float32 -> floa
 '0x3f81'
 >>> bfloat16_bits_to_float64(0x0001) == 2.0**-133
 True
->>> round_to_bfloat16(3.0e38) == BFLOAT16_MAX
-True
+>>> round_to_bfloat16(3.385e38) == BFLOAT16_MAX, round_to_bfloat16(BFLOAT16_OVERFLOW_THRESHOLD)
+(True, inf)
 """
 
 from __future__ import annotations
