@@ -56,8 +56,8 @@ FORMATS = {
     "float32": (np.float32, np.uint32, 18),
 }
 QUANTITIES = ("forward", "derivative", "vjp")
-#: The VJP's inputs are pairs (x, g) of float16 bit patterns, 2^23 pairs per shard.
-VJP_DTYPES = ("float16",)
+#: The VJP's inputs are pairs (x, g) of 16-bit patterns, 2^23 pairs per shard.
+VJP_DTYPES = ("float16", "bfloat16")
 _VJP_SHARD_BITS = 23
 
 #: Inputs listed by value in a certificate (all are counted).

@@ -236,7 +236,8 @@ def main(argv: list[str] | None = None) -> int:
         description="Compare the kernel's forward, derivative or VJP with the correctly "
         "rounded reference at every finite input of the format (float16: 63,488; bfloat16: "
         "65,280; float32: "
-        "4,278,190,080; the float16 VJP g * f'(x): every pair (x, g), 4,030,726,144), in "
+        "4,278,190,080; the VJP g * f'(x): every pair (x, g), 4,030,726,144 for float16 and "
+        "4,261,478,400 for bfloat16), in "
         "resumable shards on a Dask LocalCluster (or --scheduler), and write a JSON "
         "certificate.",
     )
@@ -246,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         "--quantity",
         choices=("forward", "derivative", "vjp"),
         default="forward",
-        help="vjp: float16 only, every pair (x, g)",
+        help="vjp: float16 and bfloat16, every pair (x, g)",
     )
     slice_ = certify.add_mutually_exclusive_group()
     slice_.add_argument(

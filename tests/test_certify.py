@@ -12,7 +12,8 @@ import sympy as sp
 from derive import certify
 from derive.cli import main
 from derive.definitions.activations import elementwise
-from derive.reference.core import float16_table, reference_array
+from derive.reference.core import bfloat16_table, float16_table, reference_array
+from derive.reference.formats import BFLOAT16
 from derive.reference.products import vjp_reference
 
 
@@ -101,38 +102,58 @@ def test_unknown_module_is_a_clear_error(capsys):
     assert "no elementwise module" in capsys.readouterr().err
 
 
-def _slow_vjp_reference(key, x, g):
-    """g f'(x) correctly rounded to half, the product taken as one expression by the generic
-    reference path (balls, then mpmath), not by vjp_reference's float64 product."""
+def _slow_vjp_reference(key, x, g, dtype):
+    """g f'(x) correctly rounded to the format, the product taken as one expression by the
+    generic reference path (balls, then mpmath), not by vjp_reference's float64 product."""
     scaled = sp.piecewise_fold(sp.Rational(float(g)) * elementwise(key).derivative)
-    return reference_array(scaled, np.array([x], np.float16), np.float16)[0]
+    return reference_array(scaled, np.array([x], dtype), dtype)[0]
 
 
+#: Per format: its exhaustive table, pinned x and g (exact derivatives at 0 and in ReLU times
+#: subnormal g at midpoints, the largest values, GeLU's underflowing tail).
+_VJP_CASES = {
+    "float16": (
+        float16_table,
+        [0.0, -0.0, 1.0, -3.0, 8.75, -40.0, 65504.0, -65504.0, 6e-8],
+        [6e-8, -1.8e-7, 3e-7, 65504.0, -65504.0, 1.0, -0.0, 1024.0, 0.0],
+    ),
+    "bfloat16": (
+        bfloat16_table,
+        [0.0, -0.0, 1.0, -3.0, 8.75, -40.0, 3.3895e38, -3.3895e38, 1e-38, -1e20],
+        [2.0**-133, -3 * 2.0**-133, 1e-38, 3.3895e38, -3.3895e38, 1.0, -0.0, 1e30, 0.0],
+    ),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("key", ["sigmoid", "gelu_none", "relu"])
-def test_the_vjp_reference_is_the_correctly_rounded_product(key):
+def test_the_vjp_reference_is_the_correctly_rounded_product(key, dtype):
     """vjp_reference against the generic path, bit for bit (signed zeros included), at pairs
     that test each of its cases: exact derivatives (x = 0, ReLU) times subnormal g whose
-    product is a half midpoint, products that overflow or round to 65504, GeLU's underflowing
-    tail (signed zeros), and random pairs."""
+    product is a midpoint, products that overflow or round to the largest value, GeLU's
+    underflowing tail (signed zeros), and random pairs."""
+    table_of, xs, gs = _VJP_CASES[dtype]
+    fmt = np.dtype(BFLOAT16 if dtype == "bfloat16" else dtype)
     rng = np.random.default_rng(7)
-    halves = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
-    finite = halves[np.isfinite(halves)]
-    xs = [0.0, -0.0, 1.0, -3.0, 8.75, -40.0, 65504.0, -65504.0, 6e-8]
-    gs = [6e-8, -1.8e-7, 3e-7, 65504.0, -65504.0, 1.0, -0.0, 1024.0, 0.0]
+    values = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(fmt)
+    finite = values[np.isfinite(values.astype(np.float32))]
     pairs = [(x, g) for x in xs for g in gs]
     pairs += list(zip(rng.choice(finite, 60), rng.choice(finite, 60), strict=True))
-    x = np.array([p[0] for p in pairs], np.float16)
-    g = np.array([p[1] for p in pairs], np.float16)
+    x = np.array([float(p[0]) for p in pairs]).astype(fmt)
+    g = np.array([float(p[1]) for p in pairs]).astype(fmt)
     got = vjp_reference(elementwise(key).derivative, x, g)
-    slope = float16_table(elementwise(key).derivative).exact[x.view(np.uint16)]
-    nonzero = (g != 0) & (slope != 0)
-    want = [_slow_vjp_reference(key, a, b) for a, b in zip(x[nonzero], g[nonzero], strict=True)]
-    assert got[nonzero].view(np.uint16).tolist() == np.array(want).view(np.uint16).tolist()
+    slope = table_of(elementwise(key).derivative).exact[x.view(np.uint16)]
+    nonzero = (g.astype(np.float32) != 0) & (slope != 0)
+    want = [
+        _slow_vjp_reference(key, a, b, fmt) for a, b in zip(x[nonzero], g[nonzero], strict=True)
+    ]
+    assert got[nonzero].view(np.uint16).tolist() == np.array(want, fmt).view(np.uint16).tolist()
     # g = +-0 or f'(x) = +-0: a zero of IEEE's sign, sign(g) sign(f'(x)) (an exact product of
     # 0 has no sign of its own; the generic path gives +0)
-    assert np.all(got[~nonzero] == 0)
-    signs = np.signbit(g[~nonzero]) ^ np.signbit(slope[~nonzero])
-    assert np.array_equal(np.signbit(got[~nonzero]), signs)
+    zeros = got[~nonzero].astype(np.float32)
+    assert np.all(zeros == 0)
+    signs = np.signbit(g[~nonzero].astype(np.float32)) ^ np.signbit(slope[~nonzero])
+    assert np.array_equal(np.signbit(zeros), signs)
 
 
 def test_vjp_pairs_shard_and_the_kernel_is_checked():

@@ -1,7 +1,8 @@
-"""The correctly rounded VJP of an elementwise module, ``g * f'(x)``, at pairs of halves.
+"""The correctly rounded VJP of an elementwise module, ``g * f'(x)``, at pairs of float16
+or of bfloat16 values.
 
 Fast enough for all 2^32 pairs (``liptable certify --quantity vjp``): one float64 product
-per pair from the exhaustive float16 table of ``f'``, decided by an error interval, and the
+per pair from the format's exhaustive table of ``f'``, decided by an error interval, and the
 generic references (:func:`derive.reference.core.reference_array`) for the rest.
 """
 
@@ -13,28 +14,35 @@ import numpy as np
 import sympy as sp
 
 from derive.reference.balls import enclose, exact_form
-from derive.reference.core import float16_table, reference_array
+from derive.reference.core import bfloat16_table, float16_table, reference_array
+from derive.reference.formats import BFLOAT16, round_float64
 
 __all__ = ["vjp_reference"]
 
 #: Product error of :func:`vjp_reference`: |p - g f'(x)| <= 2^-52 |p| (1 + 2^-52) from the
 #: float64 product and the float64 rounding of f'(x); the margin is twice that, which also
-#: covers the rounding of p -+ w. The absolute part covers float64's subnormal range
-#: (|g| < 2^16 times f'(x)'s error of at most 2^-1075, plus the product's 2^-1075).
+#: covers the rounding of p -+ w. The absolute part covers float64's subnormal range: |g|
+#: (below 2^16 for float16, 2^128 for bfloat16) times f'(x)'s error of at most 2^-1075,
+#: plus the product's 2^-1075.
 _RELATIVE_MARGIN = 2.0**-51
-_ABSOLUTE_MARGIN = 2.0**-1050
-#: Below this |f'(x)|, every half g gives |g f'(x)| < 2^-984: the product rounds to a zero.
+_ABSOLUTE_MARGIN = {np.dtype(np.float16): 2.0**-1050, BFLOAT16: 2.0**-940}
+#: Below this |f'(x)|, every g gives |g f'(x)| < 2^-872, far below half the smallest
+#: subnormal of either format: the product rounds to a zero.
 _TINY_DERIVATIVE = 2.0**-1000
+#: The significand bits of g: a float64 d whose low bits (this many) are zero times g fits.
+_SIGNIFICAND_BITS = {np.dtype(np.float16): 11, BFLOAT16: 8}
+_TABLES = {np.dtype(np.float16): float16_table, BFLOAT16: bfloat16_table}
 
 
 @functools.cache
-def _derivative_facts(expr: sp.Expr) -> tuple[np.ndarray, np.ndarray]:
-    """``(d, exact)`` at every half bit pattern: f'(x) correctly rounded to float64 (the
-    exhaustive table's), and whether that float64 is f'(x) itself (proven by a ball of
-    radius 0 or an exact form; NaN inputs are never exact)."""
-    table = float16_table(expr)
+def _derivative_facts(expr: sp.Expr, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """``(d, exact)`` at every bit pattern of the 16-bit ``dtype``: f'(x) correctly rounded
+    to float64 (the exhaustive table's), and whether that float64 is f'(x) itself (proven by
+    a ball of radius 0 or an exact form; NaN inputs are never exact)."""
+    table = _TABLES[dtype](expr)
     d = table.exact
-    finite = np.isfinite(table.inputs)
+    with np.errstate(invalid="ignore"):  # bfloat16's signaling NaNs, widened to be tested
+        finite = np.isfinite(table.inputs.astype(np.float32))
     exact = np.zeros(d.size, dtype=bool)
     if exact_form(expr) is not None:
         exact[finite] = True
@@ -46,37 +54,39 @@ def _derivative_facts(expr: sp.Expr) -> tuple[np.ndarray, np.ndarray]:
 
 
 def vjp_reference(derivative: sp.Expr, xs: np.ndarray, gs: np.ndarray) -> np.ndarray:
-    """``g * f'(x)`` correctly rounded to half at finite float16 ``xs`` and ``gs``, for
-    ``f'(x)`` = ``derivative`` (a SymPy expression in ``x``).
+    """``g * f'(x)`` correctly rounded to the format of ``xs`` and ``gs`` (finite float16 or
+    bfloat16 values) for ``f'(x)`` = ``derivative`` (a SymPy expression in ``x``).
 
     With ``d`` = f'(x) correctly rounded to float64, the product ``p = g d`` in float64 is
     within ``w = 2^-51 |p| + 2^-1050`` of ``g f'(x)``; where ``p - w`` and ``p + w`` round to
-    the same half (rounding is monotone), so does ``g f'(x)``, and the result is ``p``
-    rounded. ``p`` is the product itself, rounded once, where ``d`` is exact and its
-    significand short enough (the low 11 of its 52 bits zero) for ``g d`` to fit in float64.
-    Where ``|d| < 2^-1000`` or ``p = +-0``, ``g f'(x)`` is below 2^-984 and the result is the
+    the same value of the format (rounding is monotone), so does ``g f'(x)``, and the result
+    is ``p`` rounded. ``p`` is the product itself, rounded once, where ``d`` is exact and its
+    significand short enough (the low 11 of its 52 bits zero for a float16 g, 8 for bfloat16)
+    for ``g d`` to fit in float64.
+    Where ``|d| < 2^-1000`` or ``p = +-0``, ``g f'(x)`` is below 2^-872 and the result is the
     zero of ``p``'s sign, IEEE's ``sign(g) sign(d)`` (``d`` has the sign of f'(x); for
     ``g = 0`` or ``f'(x) = 0`` the exact product 0 has no sign of its own). The few
     undecided pairs are evaluated as ``g f'(x)`` by balls and mpmath
     (:func:`derive.reference.core.reference_array`).
     """
-    d_all, exact_all = _derivative_facts(sp.sympify(derivative))
+    dtype = np.dtype(xs.dtype)
+    d_all, exact_all = _derivative_facts(sp.sympify(derivative), dtype)
     bits = xs.view(np.uint16)
     d, exact = d_all[bits], exact_all[bits]
     g = gs.astype(np.float64)
     with np.errstate(over="ignore", under="ignore"):
         p = g * d
-        short = (d.view(np.uint64) & np.uint64(0x7FF)) == 0
+        short = (d.view(np.uint64) & np.uint64((1 << _SIGNIFICAND_BITS[dtype]) - 1)) == 0
         product_exact = exact & short & ((np.abs(p) >= 2.0**-1022) | (p == 0))
-        # |g f'(x)| < 2^16 2^-1000 rounds to the half zero of p's sign: d has f'(x)'s sign
+        # |g f'(x)| < 2^128 2^-1000 rounds to the zero of p's sign: d has f'(x)'s sign
         # (a nonzero float64 within 2^-1075 of it, or its signed zero), p = g d has g d's
         signed_zero = (np.abs(d) < _TINY_DERIVATIVE) | (p == 0)
-        w = np.abs(p) * _RELATIVE_MARGIN + _ABSOLUTE_MARGIN
-        low, high = (p - w).astype(np.float16), (p + w).astype(np.float16)
-        out = p.astype(np.float16)  # also the zero's sign, which p + 0 would lose
+        w = np.abs(p) * _RELATIVE_MARGIN + _ABSOLUTE_MARGIN[dtype]
+        low, high = round_float64(p - w, dtype), round_float64(p + w, dtype)
+        out = round_float64(p, dtype)  # also the zero's sign, which p + 0 would lose
     straddles = low.view(np.uint16) != high.view(np.uint16)
     undecided = np.flatnonzero(~product_exact & ~signed_zero & straddles)
     for i in undecided:
         scaled = sp.piecewise_fold(sp.Rational(float(gs[i])) * derivative)
-        out[i] = reference_array(scaled, xs[i : i + 1], np.float16)[0]
+        out[i] = reference_array(scaled, xs[i : i + 1], dtype)[0]
     return out
