@@ -59,6 +59,7 @@ __all__ = [
     "BFLOAT16_SMALLEST_NORMAL",
     "BFLOAT16_SMALLEST_SUBNORMAL",
     "bfloat16_bits_to_float64",
+    "bfloat16_tie_broken",
     "decided_bfloat16",
     "float64_to_bfloat16_bits",
     "round_to_bfloat16",
@@ -224,3 +225,16 @@ def widened(function: Callable[..., Any]) -> Callable[..., Any]:
         return _narrowed(function(*bound.args, **bound.kwargs))
 
     return kernel
+
+
+@njit(cache=True, inline="always")
+def bfloat16_tie_broken(v: float, deviation: float) -> np.uint16:
+    """``float64_to_bfloat16_bits(v)``, except where ``v`` lies exactly on the midpoint
+    between two bfloat16 numbers (its float64 neighbours round apart) and ``deviation``,
+    the sign of the exact value minus ``v``, is known (nonzero): then the neighbour on that
+    side (see ``kernels._vmath.float32_tie_broken``)."""
+    low = float64_to_bfloat16_bits(np.nextafter(v, -np.inf))
+    high = float64_to_bfloat16_bits(np.nextafter(v, np.inf))
+    if low != high and deviation != 0.0:
+        return high if deviation > 0.0 else low
+    return float64_to_bfloat16_bits(v)

@@ -75,6 +75,7 @@ __all__ = [
     "decided_float32",
     "erfc_bounded",
     "exp_bounded",
+    "float32_tie_broken",
     "fma",
 ]
 
@@ -228,3 +229,17 @@ def decided_float32(v, e):
     high = np.float32(v + w)
     same = reinterpret(low, np.int32) == reinterpret(high, np.int32)
     return np.float32(v), same & (low == high)  # the float comparison is False for NaN
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def float32_tie_broken(v, deviation):
+    """``float32(v)``, except where ``v`` lies exactly on the midpoint between two float32
+    numbers (its float64 neighbours round apart) and ``deviation``, the sign of the exact
+    value minus ``v``, is known (nonzero): then the neighbour on that side. The undecided
+    elements of the bounded loops end here: a float64 evaluation of x/2 + x^2/4 at a float32
+    subnormal x gives the midpoint x/2 exactly, which plain rounding sends to even."""
+    low = np.float32(np.nextafter(v, -np.inf))
+    high = np.float32(np.nextafter(v, np.inf))
+    if low != high and deviation != 0.0:
+        return high if deviation > 0.0 else low
+    return np.float32(v)

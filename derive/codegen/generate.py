@@ -68,7 +68,7 @@ among them) are recomputed with the ``_f64`` function, as every element was befo
 
 #: The bounded loops, one template per quantity for float32 and mixed float16 and bfloat16:
 #: ``{read}``
-#: widens an element to float64, ``{decide}`` is the decision test, ``{narrow}`` rounds a
+#: widens an element to float64, ``{decide}`` is the decision test, ``{settle}`` rounds a
 #: float64 from the scalar path to the output's storage.
 BOUNDED_UNARY = """\
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -88,7 +88,8 @@ def {q}_{suffix}_loop({x}, out):
                 v, e = {q}_fe({read}(xs[i]))
                 if not {decide}(v, e)[1]:
                     w = {read}(xs[i])
-                    ys[i] = {narrow}({q}_f64(w))
+                    f = {q}_f64(w)
+                    ys[i] = {settle}
 """
 
 BOUNDED_VJP = """\
@@ -114,32 +115,43 @@ def vjp_{suffix}_loop({x}, {g}, out):
                 v = dy * d
                 if not {decide}(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
                     w = {read}(xs[i])
-                    ys[i] = {narrow}(dy * derivative_f64(w))
+                    d = derivative_f64(w)
+                    f = dy * d
+                    ys[i] = {settle_product}
 """
 
 #: The fields of the bounded templates per storage: float32 arrays, float16 and bfloat16 as
 #: bits.
+#: ``{settle}`` rounds an undecided element's float64 value ``f``; for float32 and bfloat16,
+#: whose subnormal midpoints a float64 value can hit exactly (x/2 at x = 2^-149 or 2^-133),
+#: breaking the tie by the sign of the exact value minus ``f`` (``{q}_deviation``). float16
+#: needs no tie-breaking: x^2 terms at its subnormals fit in float64 beside x/2 (its
+#: exhaustive tests and certificates find no such input).
+_PRODUCT_DEVIATION = "fma(dy, d, -f) + dy * derivative_deviation(w, d)"
 BOUNDED_STORAGE = {
     "f32": {
         "x": "x",
         "g": "g",
         "read": "np.float64",
         "decide": "decided_float32",
-        "narrow": "np.float32",
+        "settle": "float32_tie_broken(f, {q}_deviation(w, f))",
+        "settle_product": f"float32_tie_broken(f, {_PRODUCT_DEVIATION})",
     },
     "f16": {
         "x": "bits",
         "g": "g_bits",
         "read": "half_bits_to_float64",
         "decide": "decided_half",
-        "narrow": "float64_to_half_bits",
+        "settle": "float64_to_half_bits(f)",
+        "settle_product": "float64_to_half_bits(f)",
     },
     "bf16": {
         "x": "bits",
         "g": "g_bits",
         "read": "bfloat16_bits_to_float64",
         "decide": "decided_bfloat16",
-        "narrow": "float64_to_bfloat16_bits",
+        "settle": "bfloat16_tie_broken(f, {q}_deviation(w, f))",
+        "settle_product": f"bfloat16_tie_broken(f, {_PRODUCT_DEVIATION})",
     },
 }
 
@@ -255,6 +267,45 @@ def bounded(module: Elementwise) -> bool:
     return module.key != "relu" and all(bounded_supported(f.expr) for f in module_forms(module))
 
 
+#: Below this |x|, ``{q}_deviation`` estimates f(x) - v from the Taylor polynomial at 0 of
+#: degree TAYLOR_DEGREE; its truncation, O(x^6), is 2^-80 of the x^2 term there or less.
+TAYLOR_LIMIT = sp.Integer(2) ** -20
+TAYLOR_DEGREE = 5
+
+DEVIATION = '''\
+@njit(cache=True, inline="always", error_model="numpy")
+def {q}_deviation(x, v):
+    """{key} {q}(x) - v for |x| < 2^-20 (0, unknown, elsewhere),
+    estimated from the Taylor polynomial at 0 of degree 5, {polynomial}.
+    Its sign breaks the ties of the undecided float32 and bfloat16 elements
+    (``float32_tie_broken``)."""
+    if not abs(x) < {limit}:
+        return 0.0
+    near = fma({c1}, x, {c0} - v)
+    return near + x * x * ({c2} + x * ({c3} + x * ({c4} + x * {c5})))
+'''
+
+
+def deviation_function(form: StableForm, constants: Constants) -> str:
+    """``{q}_deviation(x, v)``: the Taylor estimate of the quantity at x minus v (the
+    coefficients to 20 digits: only the estimate's sign matters)."""
+    series = sp.series(form.target(), x, 0, TAYLOR_DEGREE + 1).removeO()
+    coefficients = [series.coeff(x, k) for k in range(TAYLOR_DEGREE + 1)]
+    mode = MODES["f64"]
+    names = {
+        f"c{k}": constants.name(c if c.is_Rational else sp.N(c, 20), mode)
+        for k, c in enumerate(coefficients)
+    }
+    leading = [f"{sp.N(c, 6)} x^{k}" for k, c in enumerate(coefficients[:3]) if c != 0]
+    return DEVIATION.format(
+        q=form.quantity,
+        key=form.key,
+        polynomial=" + ".join([*leading, "..."]),
+        limit=constants.name(TAYLOR_LIMIT, mode),
+        **names,
+    ).rstrip("\n")
+
+
 def _replace_loop(loops: str, name: str, text: str) -> str:
     """``loops`` with the ``@njit`` block defining ``name`` replaced by ``text``."""
     blocks = loops.split("\n\n\n")
@@ -267,14 +318,14 @@ def _bf16_import(fast: bool) -> str:
     """The import of ``kernels._bf16``: the bounded loops also decide bfloat16 roundings."""
     names = ["bfloat16_bits_to_float64", "float64_to_bfloat16_bits", "round_to_bfloat16"]
     if fast:
-        names.insert(1, "decided_bfloat16")
+        names[1:1] = ["bfloat16_tie_broken", "decided_bfloat16"]
     return "from kernels._bf16 import (\n" + "".join(f"    {n},\n" for n in names) + ")\n"
 
 
 def _vmath_import(functions: list[str]) -> str:
     """The import of ``kernels._vmath``: the loops' names and what the functions use."""
     text = "\n".join(functions)
-    names = ["BLOCK", "TINY", "U", "decided_float32"]
+    names = ["BLOCK", "TINY", "U", "decided_float32", "float32_tie_broken"]
     if "RECIPROCAL_" in text:
         names += ["RECIPROCAL_LIMIT", "RECIPROCAL_SLACK"]
     names += [name for name in (*BOUNDED_FUNCTIONS.values(), "fma") if f"{name}(" in text]
@@ -286,6 +337,7 @@ def _bounded_loops(loops: str, quantity: str) -> str:
     """The loops of ``quantity`` ("forward", "derivative" or "vjp") with the float32 and
     mixed float16 ones bounded."""
     for suffix, fields in BOUNDED_STORAGE.items():
+        fields = {**fields, "settle": fields["settle"].format(q=quantity)}
         if quantity == "vjp":
             text = BOUNDED_VJP.format(suffix=suffix, **fields)
         else:
@@ -322,6 +374,7 @@ def generate_source(module: Elementwise) -> str:
                 f"``|v - {form.quantity}(x)| <= e``; {form.why}."
             )
             functions.append(bounded_function(f"{form.quantity}_fe", form.expr, constants, doc))
+            functions.append(deviation_function(form, constants))
     used = sorted(set(re.findall(r"\b(dd_[a-z]+)\(", "\n".join(functions))))
     dd_import = "from kernels._dd import " + ", ".join(used) + "\n" if used else ""
     if len(dd_import) > 100:

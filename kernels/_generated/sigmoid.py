@@ -28,6 +28,7 @@ from numba import njit, prange
 
 from kernels._bf16 import (
     bfloat16_bits_to_float64,
+    bfloat16_tie_broken,
     decided_bfloat16,
     float64_to_bfloat16_bits,
     round_to_bfloat16,
@@ -41,6 +42,7 @@ from kernels._vmath import (
     U,
     decided_float32,
     exp_bounded,
+    float32_tie_broken,
     fma,
 )
 
@@ -50,6 +52,13 @@ _F16S_2 = np.float64(0.0)  # 0
 _F16S_3 = np.float64(1.0)  # 1
 _BF16S_4 = np.float64(0.0)  # 0
 _BF16S_5 = np.float64(1.0)  # 1
+_F64_6 = np.float64(0.5)  # 1/2
+_F64_7 = np.float64(0.25)  # 1/4
+_F64_8 = np.float64(-0.020833333333333332)  # -1/48
+_F64_9 = np.float64(0.0020833333333333333)  # 1/480
+_F64_10 = np.float64(9.5367431640625e-07)  # 1/1048576
+_F64_11 = np.float64(-0.0625)  # -1/16
+_F64_12 = np.float64(0.010416666666666666)  # 1/96
 
 
 @njit(cache=True)
@@ -138,6 +147,18 @@ def forward_fe(x):
     v = t3 if x >= 0.0 else t4
     e = t3_e if x >= 0.0 else t4_e
     return v, e
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def forward_deviation(x, v):
+    """sigmoid forward(x) - v for |x| < 2^-20 (0, unknown, elsewhere),
+    estimated from the Taylor polynomial at 0 of degree 5, 0.500000 x^0 + 0.250000 x^1 + ....
+    Its sign breaks the ties of the undecided float32 and bfloat16 elements
+    (``float32_tie_broken``)."""
+    if not abs(x) < _F64_10:
+        return 0.0
+    near = fma(_F64_7, x, _F64_6 - v)
+    return near + x * x * (_F64_0 + x * (_F64_8 + x * (_F64_0 + x * _F64_9)))
 
 
 @njit(cache=True)
@@ -242,6 +263,18 @@ def derivative_fe(x):
     return t5, t5_e
 
 
+@njit(cache=True, inline="always", error_model="numpy")
+def derivative_deviation(x, v):
+    """sigmoid derivative(x) - v for |x| < 2^-20 (0, unknown, elsewhere),
+    estimated from the Taylor polynomial at 0 of degree 5, 0.250000 x^0 + -0.0625000 x^2 + ....
+    Its sign breaks the ties of the undecided float32 and bfloat16 elements
+    (``float32_tie_broken``)."""
+    if not abs(x) < _F64_10:
+        return 0.0
+    near = fma(_F64_0, x, _F64_7 - v)
+    return near + x * x * (_F64_11 + x * (_F64_0 + x * (_F64_12 + x * _F64_0)))
+
+
 @njit(cache=True, parallel=True)
 def forward_f64_loop(x, out):
     for i in prange(x.size):
@@ -265,7 +298,8 @@ def forward_f32_loop(x, out):
                 v, e = forward_fe(np.float64(xs[i]))
                 if not decided_float32(v, e)[1]:
                     w = np.float64(xs[i])
-                    ys[i] = np.float32(forward_f64(w))
+                    f = forward_f64(w)
+                    ys[i] = float32_tie_broken(f, forward_deviation(w, f))
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -285,7 +319,8 @@ def forward_f16_loop(bits, out):
                 v, e = forward_fe(half_bits_to_float64(xs[i]))
                 if not decided_half(v, e)[1]:
                     w = half_bits_to_float64(xs[i])
-                    ys[i] = float64_to_half_bits(forward_f64(w))
+                    f = forward_f64(w)
+                    ys[i] = float64_to_half_bits(f)
 
 
 @njit(cache=True)
@@ -311,7 +346,8 @@ def forward_bf16_loop(bits, out):
                 v, e = forward_fe(bfloat16_bits_to_float64(xs[i]))
                 if not decided_bfloat16(v, e)[1]:
                     w = bfloat16_bits_to_float64(xs[i])
-                    ys[i] = float64_to_bfloat16_bits(forward_f64(w))
+                    f = forward_f64(w)
+                    ys[i] = bfloat16_tie_broken(f, forward_deviation(w, f))
 
 
 @njit(cache=True)
@@ -343,7 +379,8 @@ def derivative_f32_loop(x, out):
                 v, e = derivative_fe(np.float64(xs[i]))
                 if not decided_float32(v, e)[1]:
                     w = np.float64(xs[i])
-                    ys[i] = np.float32(derivative_f64(w))
+                    f = derivative_f64(w)
+                    ys[i] = float32_tie_broken(f, derivative_deviation(w, f))
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -363,7 +400,8 @@ def derivative_f16_loop(bits, out):
                 v, e = derivative_fe(half_bits_to_float64(xs[i]))
                 if not decided_half(v, e)[1]:
                     w = half_bits_to_float64(xs[i])
-                    ys[i] = float64_to_half_bits(derivative_f64(w))
+                    f = derivative_f64(w)
+                    ys[i] = float64_to_half_bits(f)
 
 
 @njit(cache=True)
@@ -389,7 +427,8 @@ def derivative_bf16_loop(bits, out):
                 v, e = derivative_fe(bfloat16_bits_to_float64(xs[i]))
                 if not decided_bfloat16(v, e)[1]:
                     w = bfloat16_bits_to_float64(xs[i])
-                    ys[i] = float64_to_bfloat16_bits(derivative_f64(w))
+                    f = derivative_f64(w)
+                    ys[i] = bfloat16_tie_broken(f, derivative_deviation(w, f))
 
 
 @njit(cache=True)
@@ -426,7 +465,9 @@ def vjp_f32_loop(x, g, out):
                 v = dy * d
                 if not decided_float32(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
                     w = np.float64(xs[i])
-                    ys[i] = np.float32(dy * derivative_f64(w))
+                    d = derivative_f64(w)
+                    f = dy * d
+                    ys[i] = float32_tie_broken(f, fma(dy, d, -f) + dy * derivative_deviation(w, d))
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -451,7 +492,9 @@ def vjp_f16_loop(bits, g_bits, out):
                 v = dy * d
                 if not decided_half(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
                     w = half_bits_to_float64(xs[i])
-                    ys[i] = float64_to_half_bits(dy * derivative_f64(w))
+                    d = derivative_f64(w)
+                    f = dy * d
+                    ys[i] = float64_to_half_bits(f)
 
 
 @njit(cache=True)
@@ -484,7 +527,9 @@ def vjp_bf16_loop(bits, g_bits, out):
                 v = dy * d
                 if not decided_bfloat16(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
                     w = bfloat16_bits_to_float64(xs[i])
-                    ys[i] = float64_to_bfloat16_bits(dy * derivative_f64(w))
+                    d = derivative_f64(w)
+                    f = dy * d
+                    ys[i] = bfloat16_tie_broken(f, fma(dy, d, -f) + dy * derivative_deviation(w, d))
 
 
 @njit(cache=True)

@@ -28,6 +28,7 @@ from numba import njit, prange
 
 from kernels._bf16 import (
     bfloat16_bits_to_float64,
+    bfloat16_tie_broken,
     decided_bfloat16,
     float64_to_bfloat16_bits,
     round_to_bfloat16,
@@ -42,6 +43,7 @@ from kernels._vmath import (
     U,
     decided_float32,
     exp_bounded,
+    float32_tie_broken,
     fma,
 )
 
@@ -54,10 +56,16 @@ _F16S_5 = np.float64(1.0)  # 1
 _BF16S_6 = np.float64(0.0)  # 0
 _BF16S_7 = np.float64(np.inf)  # oo
 _BF16S_8 = np.float64(1.0)  # 1
-_DD_9h = np.float64(0.0)  # 0
-_DD_9l = np.float64(0.0)
-_DD_10h = np.float64(1.0)  # 1
-_DD_10l = np.float64(0.0)
+_F64_9 = np.float64(0.5)  # 1/2
+_F64_10 = np.float64(0.25)  # 1/4
+_F64_11 = np.float64(-0.020833333333333332)  # -1/48
+_F64_12 = np.float64(9.5367431640625e-07)  # 1/1048576
+_DD_13h = np.float64(0.0)  # 0
+_DD_13l = np.float64(0.0)
+_DD_14h = np.float64(1.0)  # 1
+_DD_14l = np.float64(0.0)
+_F64_15 = np.float64(-0.08333333333333333)  # -1/12
+_F64_16 = np.float64(0.0125)  # 1/80
 
 
 @njit(cache=True)
@@ -159,6 +167,18 @@ def forward_fe(x):
     return v, e
 
 
+@njit(cache=True, inline="always", error_model="numpy")
+def forward_deviation(x, v):
+    """swish forward(x) - v for |x| < 2^-20 (0, unknown, elsewhere),
+    estimated from the Taylor polynomial at 0 of degree 5, 0.500000 x^1 + 0.250000 x^2 + ....
+    Its sign breaks the ties of the undecided float32 and bfloat16 elements
+    (``float32_tie_broken``)."""
+    if not abs(x) < _F64_12:
+        return 0.0
+    near = fma(_F64_9, x, _F64_0 - v)
+    return near + x * x * (_F64_10 + x * (_F64_0 + x * (_F64_11 + x * _F64_0)))
+
+
 @njit(cache=True)
 def derivative_f64(x):
     """swish derivative, mode f64: one fraction per sign: no 1 - sigma cancellation, no
@@ -197,24 +217,24 @@ def derivative_dd(x):
     if x != x:
         return x
     if math.isinf(x):
-        return _DD_10h if x > 0 else _DD_9h
+        return _DD_14h if x > 0 else _DD_13h
     xh, xl = x, 0.0
-    if x >= _DD_9h:
+    if x >= _DD_13h:
         t0h, t0l = -xh, -xl
         t1h, t1l = dd_exp(t0h, t0l)
         t2h, t2l = dd_mul(xh, xl, t1h, t1l)
-        t3h, t3l = dd_add(_DD_10h, _DD_10l, t2h, t2l)
+        t3h, t3l = dd_add(_DD_14h, _DD_14l, t2h, t2l)
         t4h, t4l = dd_add(t3h, t3l, t1h, t1l)
-        t5h, t5l = dd_add(_DD_10h, _DD_10l, t1h, t1l)
+        t5h, t5l = dd_add(_DD_14h, _DD_14l, t1h, t1l)
         t6h, t6l = dd_mul(t5h, t5l, t5h, t5l)
         t7h, t7l = dd_div(t4h, t4l, t6h, t6l)
         return t7h + t7l
     else:
-        t8h, t8l = dd_add(_DD_10h, _DD_10l, xh, xl)
+        t8h, t8l = dd_add(_DD_14h, _DD_14l, xh, xl)
         t9h, t9l = dd_exp(xh, xl)
         t10h, t10l = dd_add(t8h, t8l, t9h, t9l)
         t11h, t11l = dd_mul(t10h, t10l, t9h, t9l)
-        t12h, t12l = dd_add(_DD_10h, _DD_10l, t9h, t9l)
+        t12h, t12l = dd_add(_DD_14h, _DD_14l, t9h, t9l)
         t13h, t13l = dd_mul(t12h, t12l, t12h, t12l)
         t14h, t14l = dd_div(t11h, t11l, t13h, t13l)
         return t14h + t14l
@@ -340,6 +360,18 @@ def derivative_fe(x):
     return v, e
 
 
+@njit(cache=True, inline="always", error_model="numpy")
+def derivative_deviation(x, v):
+    """swish derivative(x) - v for |x| < 2^-20 (0, unknown, elsewhere),
+    estimated from the Taylor polynomial at 0 of degree 5, 0.500000 x^0 + 0.500000 x^1 + ....
+    Its sign breaks the ties of the undecided float32 and bfloat16 elements
+    (``float32_tie_broken``)."""
+    if not abs(x) < _F64_12:
+        return 0.0
+    near = fma(_F64_9, x, _F64_9 - v)
+    return near + x * x * (_F64_0 + x * (_F64_15 + x * (_F64_0 + x * _F64_16)))
+
+
 @njit(cache=True, parallel=True)
 def forward_f64_loop(x, out):
     for i in prange(x.size):
@@ -363,7 +395,8 @@ def forward_f32_loop(x, out):
                 v, e = forward_fe(np.float64(xs[i]))
                 if not decided_float32(v, e)[1]:
                     w = np.float64(xs[i])
-                    ys[i] = np.float32(forward_f64(w))
+                    f = forward_f64(w)
+                    ys[i] = float32_tie_broken(f, forward_deviation(w, f))
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -383,7 +416,8 @@ def forward_f16_loop(bits, out):
                 v, e = forward_fe(half_bits_to_float64(xs[i]))
                 if not decided_half(v, e)[1]:
                     w = half_bits_to_float64(xs[i])
-                    ys[i] = float64_to_half_bits(forward_f64(w))
+                    f = forward_f64(w)
+                    ys[i] = float64_to_half_bits(f)
 
 
 @njit(cache=True)
@@ -409,7 +443,8 @@ def forward_bf16_loop(bits, out):
                 v, e = forward_fe(bfloat16_bits_to_float64(xs[i]))
                 if not decided_bfloat16(v, e)[1]:
                     w = bfloat16_bits_to_float64(xs[i])
-                    ys[i] = float64_to_bfloat16_bits(forward_f64(w))
+                    f = forward_f64(w)
+                    ys[i] = bfloat16_tie_broken(f, forward_deviation(w, f))
 
 
 @njit(cache=True)
@@ -441,7 +476,8 @@ def derivative_f32_loop(x, out):
                 v, e = derivative_fe(np.float64(xs[i]))
                 if not decided_float32(v, e)[1]:
                     w = np.float64(xs[i])
-                    ys[i] = np.float32(derivative_f64(w))
+                    f = derivative_f64(w)
+                    ys[i] = float32_tie_broken(f, derivative_deviation(w, f))
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -461,7 +497,8 @@ def derivative_f16_loop(bits, out):
                 v, e = derivative_fe(half_bits_to_float64(xs[i]))
                 if not decided_half(v, e)[1]:
                     w = half_bits_to_float64(xs[i])
-                    ys[i] = float64_to_half_bits(derivative_f64(w))
+                    f = derivative_f64(w)
+                    ys[i] = float64_to_half_bits(f)
 
 
 @njit(cache=True)
@@ -487,7 +524,8 @@ def derivative_bf16_loop(bits, out):
                 v, e = derivative_fe(bfloat16_bits_to_float64(xs[i]))
                 if not decided_bfloat16(v, e)[1]:
                     w = bfloat16_bits_to_float64(xs[i])
-                    ys[i] = float64_to_bfloat16_bits(derivative_f64(w))
+                    f = derivative_f64(w)
+                    ys[i] = bfloat16_tie_broken(f, derivative_deviation(w, f))
 
 
 @njit(cache=True)
@@ -524,7 +562,9 @@ def vjp_f32_loop(x, g, out):
                 v = dy * d
                 if not decided_float32(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
                     w = np.float64(xs[i])
-                    ys[i] = np.float32(dy * derivative_f64(w))
+                    d = derivative_f64(w)
+                    f = dy * d
+                    ys[i] = float32_tie_broken(f, fma(dy, d, -f) + dy * derivative_deviation(w, d))
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -549,7 +589,9 @@ def vjp_f16_loop(bits, g_bits, out):
                 v = dy * d
                 if not decided_half(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
                     w = half_bits_to_float64(xs[i])
-                    ys[i] = float64_to_half_bits(dy * derivative_f64(w))
+                    d = derivative_f64(w)
+                    f = dy * d
+                    ys[i] = float64_to_half_bits(f)
 
 
 @njit(cache=True)
@@ -582,7 +624,9 @@ def vjp_bf16_loop(bits, g_bits, out):
                 v = dy * d
                 if not decided_bfloat16(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
                     w = bfloat16_bits_to_float64(xs[i])
-                    ys[i] = float64_to_bfloat16_bits(dy * derivative_f64(w))
+                    d = derivative_f64(w)
+                    f = dy * d
+                    ys[i] = bfloat16_tie_broken(f, fma(dy, d, -f) + dy * derivative_deviation(w, d))
 
 
 @njit(cache=True)

@@ -67,12 +67,6 @@ FLOAT16_ULPS = 1.0
 #: bfloat16 mixed mode, float64 rounded once as for float16: within 1 ULP.
 BFLOAT16_ULPS = 1.0
 
-#: How far from a rounding midpoint (in ULPs of the 16-bit result) a mixed-mode result may
-#: round the wrong way: the float64 value's own error, a few float64 ULPs, is about 2^-44
-#: bfloat16 ULPs (2^-41 half ULPs). A double rounding through float32 errs up to 2^-16
-#: bfloat16 ULPs from the midpoint, so this still catches it.
-NEAR_MIDPOINT_ULPS = 2.0**-30
-
 #: The VJP multiplies the derivative by g and rounds once more: half an ULP on top.
 VJP_PRODUCT_ULPS = 0.5
 
