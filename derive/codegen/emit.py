@@ -299,13 +299,21 @@ def scalar_function(
     limits: tuple[sp.Expr, sp.Expr],
     saturation: sp.Expr | None,
     doc: str,
+    tail_signs: tuple[int, int] = (0, 0),
 ) -> str:
     """Source of one ``@njit`` scalar function ``name(x)`` computing ``expr``.
 
     ``limits`` are the values at -inf and +inf; with ``saturation``, inputs beyond
-    +-saturation return them too. NaN returns NaN.
+    +-saturation return them too, a zero limit with the sign the function has out there
+    (``tail_signs``, -1 for a function negative beyond -saturation or +saturation). NaN
+    returns NaN.
     """
     low, high = (mode.scalar(constants.name(v, mode)) for v in limits)
+    if saturation is not None:
+        low, high = (
+            f"-{name}" if limit == 0 and sign < 0 else name
+            for name, limit, sign in zip((low, high), limits, tail_signs, strict=True)
+        )
     head = [
         "@njit(cache=True)",
         f"def {name}(x):",

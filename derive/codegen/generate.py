@@ -252,6 +252,16 @@ def limits(form: StableForm) -> tuple[sp.Expr, sp.Expr]:
     return limit_at(target, -sp.oo), limit_at(target, sp.oo)
 
 
+@cache
+def tail_signs(form: StableForm) -> tuple[int, int]:
+    """The signs of the quantity just beyond -SATURATION and +SATURATION (at twice it, by
+    60-digit evaluation): a zero limit is returned with that sign (GeLU's derivatives are
+    negative, and tiny, far left)."""
+    target = form.target()
+    values = (sp.N(target.subs(x, side * 2 * SATURATION), 60) for side in (-1, 1))
+    return tuple(int(sp.sign(v)) for v in values)
+
+
 def _wrapped(expr: sp.Expr) -> str:
     return "\n".join(textwrap.wrap(sp.sstr(expr), width=76, subsequent_indent=" " * 12))
 
@@ -366,6 +376,7 @@ def generate_source(module: Elementwise) -> str:
                     limits(form),
                     saturation,
                     doc,
+                    tail_signs(form) if saturation is not None else (0, 0),
                 )
             )
         if fast:

@@ -211,7 +211,7 @@ def derivative_f64(x):
     if x > _F64_16:
         return _F64_2
     if x < -_F64_16:
-        return _F64_0
+        return -_F64_0
     if x >= _F64_0:
         t0 = _F64_3 * x
         t1 = _F64_3 * x
@@ -244,7 +244,7 @@ def derivative_dd(x):
     if x > _DD_19h:
         return _DD_18h
     if x < -_DD_19h:
-        return _DD_17h
+        return -_DD_17h
     xh, xl = x, 0.0
     if x >= _DD_17h:
         t0h, t0l = dd_mul(_DD_20h, _DD_20l, xh, xl)
@@ -278,7 +278,7 @@ def derivative_f16s(x):
     if x > _F16S_21:
         return _F16S_6
     if x < -_F16S_21:
-        return _F16S_4
+        return -_F16S_4
     if x >= _F16S_4:
         t0 = round_to_half(_F16S_7 * x)
         t1 = round_to_half(_F16S_7 * x)
@@ -311,7 +311,7 @@ def derivative_bf16s(x):
     if x > _BF16S_22:
         return _BF16S_10
     if x < -_BF16S_22:
-        return _BF16S_8
+        return -_BF16S_8
     if x >= _BF16S_8:
         t0 = round_to_bfloat16(_BF16S_11 * x)
         t1 = round_to_bfloat16(_BF16S_11 * x)

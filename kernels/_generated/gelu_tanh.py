@@ -289,7 +289,7 @@ def derivative_f64(x):
     if x > _F64_19:
         return _F64_2
     if x < -_F64_19:
-        return _F64_0
+        return -_F64_0
     if x >= _F64_0:
         t0 = _F64_3 * x
         t1 = x * x
@@ -339,7 +339,7 @@ def derivative_dd(x):
     if x > _DD_23h:
         return _DD_22h
     if x < -_DD_23h:
-        return _DD_21h
+        return -_DD_21h
     xh, xl = x, 0.0
     if x >= _DD_21h:
         t0h, t0l = dd_mul(_DD_24h, _DD_24l, xh, xl)
@@ -390,7 +390,7 @@ def derivative_f16s(x):
     if x > _F16S_27:
         return _F16S_7
     if x < -_F16S_27:
-        return _F16S_5
+        return -_F16S_5
     if x >= _F16S_5:
         t0 = round_to_half(_F16S_8 * x)
         t1 = round_to_half(x * x)
@@ -440,7 +440,7 @@ def derivative_bf16s(x):
     if x > _BF16S_29:
         return _BF16S_12
     if x < -_BF16S_29:
-        return _BF16S_10
+        return -_BF16S_10
     if x >= _BF16S_10:
         t0 = round_to_bfloat16(_BF16S_13 * x)
         t1 = round_to_bfloat16(x * x)
