@@ -7,9 +7,9 @@ for x >> 0 costs accuracy. Smooth everywhere; ``sup |sigma'| = 1/4``, attained a
 NaN gives NaN; +-inf gives the limits (forward 0 and 1, derivative 0). The Jacobian of one
 sample (D,) is ``diag(sigma'(x))`` (numerator layout; diagonal, so the layouts agree).
 
-float32 and float16 input is evaluated in float64 and rounded once at the end;
-``strict_fp16=True`` rounds every intermediate of a float16 evaluation to half precision
-instead, as naive half arithmetic would.
+float32, float16 and bfloat16 input is evaluated in float64 and rounded once at the end;
+``strict_fp16=True`` rounds every intermediate of a float16 (bfloat16) evaluation to half
+precision (bfloat16) instead, as naive arithmetic in that format would.
 
 >>> import numpy as np
 >>> from kernels import sigmoid

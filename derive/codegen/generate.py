@@ -297,13 +297,13 @@ def {q}_deviation(x, v):
 
 
 def deviation_function(form: StableForm, constants: Constants) -> str:
-    """``{q}_deviation(x, v)``: the Taylor estimate of the quantity at x minus v (the
-    coefficients to 20 digits: only the estimate's sign matters)."""
+    """``{q}_deviation(x, v)``: the Taylor estimate of the quantity at x minus v (a long
+    coefficient to 20 digits: only the estimate's sign matters)."""
     series = sp.series(form.target(), x, 0, TAYLOR_DEGREE + 1).removeO()
     coefficients = [series.coeff(x, k) for k in range(TAYLOR_DEGREE + 1)]
     mode = MODES["f64"]
     names = {
-        f"c{k}": constants.name(c if c.is_Rational else sp.N(c, 20), mode)
+        f"c{k}": constants.name(c if len(sp.sstr(c)) <= 40 else sp.N(c, 20), mode)
         for k, c in enumerate(coefficients)
     }
     leading = [f"{sp.N(c, 6)} x^{k}" for k, c in enumerate(coefficients[:3]) if c != 0]
@@ -385,7 +385,8 @@ def generate_source(module: Elementwise) -> str:
                 f"``|v - {form.quantity}(x)| <= e``; {form.why}."
             )
             functions.append(bounded_function(f"{form.quantity}_fe", form.expr, constants, doc))
-            functions.append(deviation_function(form, constants))
+    if fast:  # last, so that a constant the forms share keeps its exact name and comment
+        functions += [deviation_function(form, constants) for form in module_forms(module)]
     used = sorted(set(re.findall(r"\b(dd_[a-z]+)\(", "\n".join(functions))))
     dd_import = "from kernels._dd import " + ", ".join(used) + "\n" if used else ""
     if len(dd_import) > 100:

@@ -58,27 +58,27 @@ _BF16S_8 = np.float64(0.0)  # 0
 _BF16S_9 = np.float64(np.inf)  # oo
 _BF16S_10 = np.float64(0.5)  # 1/2
 _BF16S_11 = np.float64(0.70703125)  # sqrt(2)/2
-_F64_12 = np.float64(0.3989422804014327)  # 0.39894228040143267794
-_F64_13 = np.float64(-0.06649038006690544)  # -0.066490380066905446323
-_F64_14 = np.float64(9.5367431640625e-07)  # 1/1048576
-_F64_15 = np.float64(1.0)  # 1
-_DD_16h = np.float64(0.0)  # 0
-_DD_16l = np.float64(0.0)
-_DD_17h = np.float64(1.0)  # 1
+_F64_12 = np.float64(1.0)  # 1
+_F64_13 = np.float64(0.3989422804014327)  # sqrt(2)/(2*sqrt(pi))
+_DD_14h = np.float64(0.0)  # 0
+_DD_14l = np.float64(0.0)
+_DD_15h = np.float64(1.0)  # 1
+_DD_15l = np.float64(0.0)
+_DD_16h = np.float64(0.3989422804014327)  # sqrt(2)/(2*sqrt(pi))
+_DD_16l = np.float64(-2.49232720227773e-17)
+_DD_17h = np.float64(0.5)  # 1/2
 _DD_17l = np.float64(0.0)
-_DD_18h = np.float64(0.3989422804014327)  # sqrt(2)/(2*sqrt(pi))
-_DD_18l = np.float64(-2.49232720227773e-17)
-_DD_19h = np.float64(0.5)  # 1/2
-_DD_19l = np.float64(0.0)
-_DD_20h = np.float64(0.7071067811865476)  # sqrt(2)/2
-_DD_20l = np.float64(-4.833646656726457e-17)
-_F16S_21 = np.float64(1.0)  # 1
-_F16S_22 = np.float64(0.39892578125)  # sqrt(2)/(2*sqrt(pi))
-_BF16S_23 = np.float64(1.0)  # 1
-_BF16S_24 = np.float64(0.3984375)  # sqrt(2)/(2*sqrt(pi))
-_F64_25 = np.float64(0.7978845608028654)  # 0.79788456080286535588
-_F64_26 = np.float64(-0.26596152026762176)  # -0.26596152026762178529
-_F64_27 = np.float64(0.0598413420602149)  # 0.059841342060214901691
+_DD_18h = np.float64(0.7071067811865476)  # sqrt(2)/2
+_DD_18l = np.float64(-4.833646656726457e-17)
+_F16S_19 = np.float64(1.0)  # 1
+_F16S_20 = np.float64(0.39892578125)  # sqrt(2)/(2*sqrt(pi))
+_BF16S_21 = np.float64(1.0)  # 1
+_BF16S_22 = np.float64(0.3984375)  # sqrt(2)/(2*sqrt(pi))
+_F64_23 = np.float64(-0.06649038006690544)  # -sqrt(2)/(12*sqrt(pi))
+_F64_24 = np.float64(9.5367431640625e-07)  # 1/1048576
+_F64_25 = np.float64(0.7978845608028654)  # sqrt(2)/sqrt(pi)
+_F64_26 = np.float64(-0.26596152026762176)  # -sqrt(2)/(3*sqrt(pi))
+_F64_27 = np.float64(0.0598413420602149)  # 3*sqrt(2)/(40*sqrt(pi))
 
 
 @njit(cache=True)
@@ -157,26 +157,14 @@ def forward_fe(x):
     return t4, t4_e
 
 
-@njit(cache=True, inline="always", error_model="numpy")
-def forward_deviation(x, v):
-    """gelu_none forward(x) - v for |x| < 2^-20 (0, unknown, elsewhere),
-    estimated from the Taylor polynomial at 0 of degree 5, 0.500000 x^1 + 0.398942 x^2 + ....
-    Its sign breaks the ties of the undecided float32 and bfloat16 elements
-    (``float32_tie_broken``)."""
-    if not abs(x) < _F64_14:
-        return 0.0
-    near = fma(_F64_2, x, _F64_0 - v)
-    return near + x * x * (_F64_12 + x * (_F64_0 + x * (_F64_13 + x * _F64_0)))
-
-
 @njit(cache=True)
 def derivative_f64(x):
     """gelu_none derivative, mode f64: Phi(x) + x phi(x) with Phi via erfc."""
     if x != x:
         return x
     if math.isinf(x):
-        return _F64_15 if x > 0 else _F64_0
-    t0 = _F64_12 * x
+        return _F64_12 if x > 0 else _F64_0
+    t0 = _F64_13 * x
     t1 = x * x
     t2 = _F64_2 * t1
     t3 = -t2
@@ -196,18 +184,18 @@ def derivative_dd(x):
     if x != x:
         return x
     if math.isinf(x):
-        return _DD_17h if x > 0 else _DD_16h
+        return _DD_15h if x > 0 else _DD_14h
     xh, xl = x, 0.0
-    t0h, t0l = dd_mul(_DD_18h, _DD_18l, xh, xl)
+    t0h, t0l = dd_mul(_DD_16h, _DD_16l, xh, xl)
     t1h, t1l = dd_mul(xh, xl, xh, xl)
-    t2h, t2l = dd_mul(_DD_19h, _DD_19l, t1h, t1l)
+    t2h, t2l = dd_mul(_DD_17h, _DD_17l, t1h, t1l)
     t3h, t3l = -t2h, -t2l
     t4h, t4l = dd_exp(t3h, t3l)
     t5h, t5l = dd_mul(t0h, t0l, t4h, t4l)
-    t6h, t6l = dd_mul(_DD_20h, _DD_20l, xh, xl)
+    t6h, t6l = dd_mul(_DD_18h, _DD_18l, xh, xl)
     t7h, t7l = -t6h, -t6l
     t8h, t8l = dd_erfc(t7h, t7l)
-    t9h, t9l = dd_mul(_DD_19h, _DD_19l, t8h, t8l)
+    t9h, t9l = dd_mul(_DD_17h, _DD_17l, t8h, t8l)
     t10h, t10l = dd_add(t5h, t5l, t9h, t9l)
     return t10h + t10l
 
@@ -218,8 +206,8 @@ def derivative_f16s(x):
     if x != x:
         return x
     if math.isinf(x):
-        return _F16S_21 if x > 0 else _F16S_4
-    t0 = round_to_half(_F16S_22 * x)
+        return _F16S_19 if x > 0 else _F16S_4
+    t0 = round_to_half(_F16S_20 * x)
     t1 = round_to_half(x * x)
     t2 = round_to_half(_F16S_6 * t1)
     t3 = -t2
@@ -239,8 +227,8 @@ def derivative_bf16s(x):
     if x != x:
         return x
     if math.isinf(x):
-        return _BF16S_23 if x > 0 else _BF16S_8
-    t0 = round_to_bfloat16(_BF16S_24 * x)
+        return _BF16S_21 if x > 0 else _BF16S_8
+    t0 = round_to_bfloat16(_BF16S_22 * x)
     t1 = round_to_bfloat16(x * x)
     t2 = round_to_bfloat16(_BF16S_10 * t1)
     t3 = -t2
@@ -259,11 +247,11 @@ def derivative_fe(x):
     """gelu_none derivative, bounded f64: ``(v, e)`` with ``|v - derivative(x)| <= e``; Phi(x)
     + x phi(x) with Phi via erfc.
     """
-    _F64_12_e = U * abs(_F64_12)
-    t0 = _F64_12 * x
+    _F64_13_e = U * abs(_F64_13)
+    t0 = _F64_13 * x
     t0_e = TINY
     t0_e = fma(U, abs(t0), t0_e)
-    t0_e = fma(abs(x), _F64_12_e, t0_e)
+    t0_e = fma(abs(x), _F64_13_e, t0_e)
     t1 = x * x
     t1_e = TINY
     t1_e = fma(U, abs(t1), t1_e)
@@ -299,12 +287,24 @@ def derivative_fe(x):
 
 
 @njit(cache=True, inline="always", error_model="numpy")
+def forward_deviation(x, v):
+    """gelu_none forward(x) - v for |x| < 2^-20 (0, unknown, elsewhere),
+    estimated from the Taylor polynomial at 0 of degree 5, 0.500000 x^1 + 0.398942 x^2 + ....
+    Its sign breaks the ties of the undecided float32 and bfloat16 elements
+    (``float32_tie_broken``)."""
+    if not abs(x) < _F64_24:
+        return 0.0
+    near = fma(_F64_2, x, _F64_0 - v)
+    return near + x * x * (_F64_13 + x * (_F64_0 + x * (_F64_23 + x * _F64_0)))
+
+
+@njit(cache=True, inline="always", error_model="numpy")
 def derivative_deviation(x, v):
     """gelu_none derivative(x) - v for |x| < 2^-20 (0, unknown, elsewhere),
     estimated from the Taylor polynomial at 0 of degree 5, 0.500000 x^0 + 0.797885 x^1 + ....
     Its sign breaks the ties of the undecided float32 and bfloat16 elements
     (``float32_tie_broken``)."""
-    if not abs(x) < _F64_14:
+    if not abs(x) < _F64_24:
         return 0.0
     near = fma(_F64_25, x, _F64_2 - v)
     return near + x * x * (_F64_0 + x * (_F64_26 + x * (_F64_0 + x * _F64_27)))

@@ -60,21 +60,21 @@ _BF16S_8 = np.float64(0.0)  # 0
 _BF16S_9 = np.float64(np.inf)  # oo
 _BF16S_10 = np.float64(1.0)  # 1
 _BF16S_11 = np.float64(1.703125)  # 851/500
-_F64_12 = np.float64(0.5)  # 1/2
-_F64_13 = np.float64(0.4255)  # 851/2000
-_F64_14 = np.float64(-0.10271584183333334)  # -616295051/6000000000
-_F64_15 = np.float64(9.5367431640625e-07)  # 1/1048576
-_F64_16 = np.float64(4294967296.0)  # 4294967296
-_DD_17h = np.float64(0.0)  # 0
-_DD_17l = np.float64(0.0)
-_DD_18h = np.float64(1.0)  # 1
-_DD_18l = np.float64(0.0)
-_DD_19h = np.float64(4294967296.0)  # 4294967296
-_DD_19l = np.float64(0.0)
-_DD_20h = np.float64(1.702)  # 851/500
-_DD_20l = np.float64(4.263256414560601e-17)
-_F16S_21 = np.float64(4294967296.0)  # 4294967296
-_BF16S_22 = np.float64(4294967296.0)  # 4294967296
+_F64_12 = np.float64(4294967296.0)  # 4294967296
+_DD_13h = np.float64(0.0)  # 0
+_DD_13l = np.float64(0.0)
+_DD_14h = np.float64(1.0)  # 1
+_DD_14l = np.float64(0.0)
+_DD_15h = np.float64(4294967296.0)  # 4294967296
+_DD_15l = np.float64(0.0)
+_DD_16h = np.float64(1.702)  # 851/500
+_DD_16l = np.float64(4.263256414560601e-17)
+_F16S_17 = np.float64(4294967296.0)  # 4294967296
+_BF16S_18 = np.float64(4294967296.0)  # 4294967296
+_F64_19 = np.float64(0.5)  # 1/2
+_F64_20 = np.float64(0.4255)  # 851/2000
+_F64_21 = np.float64(-0.10271584183333334)  # -616295051/6000000000
+_F64_22 = np.float64(9.5367431640625e-07)  # 1/1048576
 _F64_23 = np.float64(0.851)  # 851/1000
 _F64_24 = np.float64(-0.41086336733333334)  # -616295051/1500000000
 _F64_25 = np.float64(0.1785285968917004)  # 446321492229251/2500000000000000
@@ -191,26 +191,14 @@ def forward_fe(x):
     return v, e
 
 
-@njit(cache=True, inline="always", error_model="numpy")
-def forward_deviation(x, v):
-    """gelu_sigmoid forward(x) - v for |x| < 2^-20 (0, unknown, elsewhere),
-    estimated from the Taylor polynomial at 0 of degree 5, 0.500000 x^1 + 0.425500 x^2 + ....
-    Its sign breaks the ties of the undecided float32 and bfloat16 elements
-    (``float32_tie_broken``)."""
-    if not abs(x) < _F64_15:
-        return 0.0
-    near = fma(_F64_12, x, _F64_0 - v)
-    return near + x * x * (_F64_13 + x * (_F64_0 + x * (_F64_14 + x * _F64_0)))
-
-
 @njit(cache=True)
 def derivative_f64(x):
     """gelu_sigmoid derivative, mode f64: as Swish's derivative at 1.702 x."""
     if x != x:
         return x
-    if x > _F64_16:
+    if x > _F64_12:
         return _F64_2
-    if x < -_F64_16:
+    if x < -_F64_12:
         return -_F64_0
     if x >= _F64_0:
         t0 = _F64_3 * x
@@ -241,30 +229,30 @@ def derivative_dd(x):
     """gelu_sigmoid derivative, mode dd: as Swish's derivative at 1.702 x."""
     if x != x:
         return x
-    if x > _DD_19h:
-        return _DD_18h
-    if x < -_DD_19h:
-        return -_DD_17h
+    if x > _DD_15h:
+        return _DD_14h
+    if x < -_DD_15h:
+        return -_DD_13h
     xh, xl = x, 0.0
-    if x >= _DD_17h:
-        t0h, t0l = dd_mul(_DD_20h, _DD_20l, xh, xl)
-        t1h, t1l = dd_mul(_DD_20h, _DD_20l, xh, xl)
+    if x >= _DD_13h:
+        t0h, t0l = dd_mul(_DD_16h, _DD_16l, xh, xl)
+        t1h, t1l = dd_mul(_DD_16h, _DD_16l, xh, xl)
         t2h, t2l = -t1h, -t1l
         t3h, t3l = dd_exp(t2h, t2l)
         t4h, t4l = dd_mul(t0h, t0l, t3h, t3l)
-        t5h, t5l = dd_add(_DD_18h, _DD_18l, t4h, t4l)
+        t5h, t5l = dd_add(_DD_14h, _DD_14l, t4h, t4l)
         t6h, t6l = dd_add(t5h, t5l, t3h, t3l)
-        t7h, t7l = dd_add(_DD_18h, _DD_18l, t3h, t3l)
+        t7h, t7l = dd_add(_DD_14h, _DD_14l, t3h, t3l)
         t8h, t8l = dd_mul(t7h, t7l, t7h, t7l)
         t9h, t9l = dd_div(t6h, t6l, t8h, t8l)
         return t9h + t9l
     else:
-        t10h, t10l = dd_mul(_DD_20h, _DD_20l, xh, xl)
-        t11h, t11l = dd_add(_DD_18h, _DD_18l, t10h, t10l)
+        t10h, t10l = dd_mul(_DD_16h, _DD_16l, xh, xl)
+        t11h, t11l = dd_add(_DD_14h, _DD_14l, t10h, t10l)
         t12h, t12l = dd_exp(t10h, t10l)
         t13h, t13l = dd_add(t11h, t11l, t12h, t12l)
         t14h, t14l = dd_mul(t13h, t13l, t12h, t12l)
-        t15h, t15l = dd_add(_DD_18h, _DD_18l, t12h, t12l)
+        t15h, t15l = dd_add(_DD_14h, _DD_14l, t12h, t12l)
         t16h, t16l = dd_mul(t15h, t15l, t15h, t15l)
         t17h, t17l = dd_div(t14h, t14l, t16h, t16l)
         return t17h + t17l
@@ -275,9 +263,9 @@ def derivative_f16s(x):
     """gelu_sigmoid derivative, mode f16s: as Swish's derivative at 1.702 x."""
     if x != x:
         return x
-    if x > _F16S_21:
+    if x > _F16S_17:
         return _F16S_6
-    if x < -_F16S_21:
+    if x < -_F16S_17:
         return -_F16S_4
     if x >= _F16S_4:
         t0 = round_to_half(_F16S_7 * x)
@@ -308,9 +296,9 @@ def derivative_bf16s(x):
     """gelu_sigmoid derivative, mode bf16s: as Swish's derivative at 1.702 x."""
     if x != x:
         return x
-    if x > _BF16S_22:
+    if x > _BF16S_18:
         return _BF16S_10
-    if x < -_BF16S_22:
+    if x < -_BF16S_18:
         return -_BF16S_8
     if x >= _BF16S_8:
         t0 = round_to_bfloat16(_BF16S_11 * x)
@@ -409,14 +397,26 @@ def derivative_fe(x):
 
 
 @njit(cache=True, inline="always", error_model="numpy")
+def forward_deviation(x, v):
+    """gelu_sigmoid forward(x) - v for |x| < 2^-20 (0, unknown, elsewhere),
+    estimated from the Taylor polynomial at 0 of degree 5, 0.500000 x^1 + 0.425500 x^2 + ....
+    Its sign breaks the ties of the undecided float32 and bfloat16 elements
+    (``float32_tie_broken``)."""
+    if not abs(x) < _F64_22:
+        return 0.0
+    near = fma(_F64_19, x, _F64_0 - v)
+    return near + x * x * (_F64_20 + x * (_F64_0 + x * (_F64_21 + x * _F64_0)))
+
+
+@njit(cache=True, inline="always", error_model="numpy")
 def derivative_deviation(x, v):
     """gelu_sigmoid derivative(x) - v for |x| < 2^-20 (0, unknown, elsewhere),
     estimated from the Taylor polynomial at 0 of degree 5, 0.500000 x^0 + 0.851000 x^1 + ....
     Its sign breaks the ties of the undecided float32 and bfloat16 elements
     (``float32_tie_broken``)."""
-    if not abs(x) < _F64_15:
+    if not abs(x) < _F64_22:
         return 0.0
-    near = fma(_F64_23, x, _F64_12 - v)
+    near = fma(_F64_23, x, _F64_19 - v)
     return near + x * x * (_F64_0 + x * (_F64_24 + x * (_F64_0 + x * _F64_25)))
 
 

@@ -64,29 +64,29 @@ _BF16S_11 = np.float64(np.inf)  # oo
 _BF16S_12 = np.float64(1.0)  # 1
 _BF16S_13 = np.float64(1.59375)  # 2*sqrt(2)/sqrt(pi)
 _BF16S_14 = np.float64(0.044677734375)  # 8943/200000
-_F64_15 = np.float64(0.5)  # 1/2
-_F64_16 = np.float64(0.3989422804014327)  # 0.39894228040143267794
-_F64_17 = np.float64(-0.06681947717750457)  # -0.066819477177504564187
-_F64_18 = np.float64(9.5367431640625e-07)  # 1/1048576
-_F64_19 = np.float64(4294967296.0)  # 4294967296
-_F64_20 = np.float64(0.134145)  # 26829/200000
-_DD_21h = np.float64(0.0)  # 0
-_DD_21l = np.float64(0.0)
-_DD_22h = np.float64(1.0)  # 1
-_DD_22l = np.float64(0.0)
-_DD_23h = np.float64(4294967296.0)  # 4294967296
-_DD_23l = np.float64(0.0)
-_DD_24h = np.float64(1.5957691216057308)  # 2*sqrt(2)/sqrt(pi)
-_DD_24l = np.float64(-9.96930880911092e-17)
-_DD_25h = np.float64(0.134145)  # 26829/200000
-_DD_25l = np.float64(1.3526957332032908e-17)
-_DD_26h = np.float64(0.044715)  # 8943/200000
-_DD_26l = np.float64(2.1960211427085595e-18)
-_F16S_27 = np.float64(4294967296.0)  # 4294967296
-_F16S_28 = np.float64(0.1341552734375)  # 26829/200000
-_BF16S_29 = np.float64(4294967296.0)  # 4294967296
-_BF16S_30 = np.float64(0.1337890625)  # 26829/200000
-_F64_31 = np.float64(0.7978845608028654)  # 0.79788456080286535588
+_F64_15 = np.float64(4294967296.0)  # 4294967296
+_F64_16 = np.float64(0.134145)  # 26829/200000
+_DD_17h = np.float64(0.0)  # 0
+_DD_17l = np.float64(0.0)
+_DD_18h = np.float64(1.0)  # 1
+_DD_18l = np.float64(0.0)
+_DD_19h = np.float64(4294967296.0)  # 4294967296
+_DD_19l = np.float64(0.0)
+_DD_20h = np.float64(1.5957691216057308)  # 2*sqrt(2)/sqrt(pi)
+_DD_20l = np.float64(-9.96930880911092e-17)
+_DD_21h = np.float64(0.134145)  # 26829/200000
+_DD_21l = np.float64(1.3526957332032908e-17)
+_DD_22h = np.float64(0.044715)  # 8943/200000
+_DD_22l = np.float64(2.1960211427085595e-18)
+_F16S_23 = np.float64(4294967296.0)  # 4294967296
+_F16S_24 = np.float64(0.1341552734375)  # 26829/200000
+_BF16S_25 = np.float64(4294967296.0)  # 4294967296
+_BF16S_26 = np.float64(0.1337890625)  # 26829/200000
+_F64_27 = np.float64(0.5)  # 1/2
+_F64_28 = np.float64(0.3989422804014327)  # sqrt(2)/(2*sqrt(pi))
+_F64_29 = np.float64(-0.06681947717750457)  # -0.066819477177504564187
+_F64_30 = np.float64(9.5367431640625e-07)  # 1/1048576
+_F64_31 = np.float64(0.7978845608028654)  # sqrt(2)/sqrt(pi)
 _F64_32 = np.float64(-0.2672779087100183)  # -0.26727790871001825675
 _F64_33 = np.float64(0.06120934263759898)  # 0.061209342637598982150
 
@@ -267,18 +267,6 @@ def forward_fe(x):
     return v, e
 
 
-@njit(cache=True, inline="always", error_model="numpy")
-def forward_deviation(x, v):
-    """gelu_tanh forward(x) - v for |x| < 2^-20 (0, unknown, elsewhere),
-    estimated from the Taylor polynomial at 0 of degree 5, 0.500000 x^1 + 0.398942 x^2 + ....
-    Its sign breaks the ties of the undecided float32 and bfloat16 elements
-    (``float32_tie_broken``)."""
-    if not abs(x) < _F64_18:
-        return 0.0
-    near = fma(_F64_15, x, _F64_0 - v)
-    return near + x * x * (_F64_16 + x * (_F64_0 + x * (_F64_17 + x * _F64_0)))
-
-
 @njit(cache=True)
 def derivative_f64(x):
     """gelu_tanh derivative, mode f64: sigma(2u) + 2 x u' sigma(2u) sigma(-2u), one fraction
@@ -286,14 +274,14 @@ def derivative_f64(x):
     """
     if x != x:
         return x
-    if x > _F64_19:
+    if x > _F64_15:
         return _F64_2
-    if x < -_F64_19:
+    if x < -_F64_15:
         return -_F64_0
     if x >= _F64_0:
         t0 = _F64_3 * x
         t1 = x * x
-        t2 = _F64_20 * t1
+        t2 = _F64_16 * t1
         t3 = _F64_2 + t2
         t4 = t0 * t3
         t5 = t1 * x
@@ -312,7 +300,7 @@ def derivative_f64(x):
     else:
         t17 = _F64_3 * x
         t18 = x * x
-        t19 = _F64_20 * t18
+        t19 = _F64_16 * t18
         t20 = _F64_2 + t19
         t21 = t17 * t20
         t22 = _F64_2 + t21
@@ -336,45 +324,45 @@ def derivative_dd(x):
     """
     if x != x:
         return x
-    if x > _DD_23h:
-        return _DD_22h
-    if x < -_DD_23h:
-        return -_DD_21h
+    if x > _DD_19h:
+        return _DD_18h
+    if x < -_DD_19h:
+        return -_DD_17h
     xh, xl = x, 0.0
-    if x >= _DD_21h:
-        t0h, t0l = dd_mul(_DD_24h, _DD_24l, xh, xl)
+    if x >= _DD_17h:
+        t0h, t0l = dd_mul(_DD_20h, _DD_20l, xh, xl)
         t1h, t1l = dd_mul(xh, xl, xh, xl)
-        t2h, t2l = dd_mul(_DD_25h, _DD_25l, t1h, t1l)
-        t3h, t3l = dd_add(_DD_22h, _DD_22l, t2h, t2l)
+        t2h, t2l = dd_mul(_DD_21h, _DD_21l, t1h, t1l)
+        t3h, t3l = dd_add(_DD_18h, _DD_18l, t2h, t2l)
         t4h, t4l = dd_mul(t0h, t0l, t3h, t3l)
         t5h, t5l = dd_mul(t1h, t1l, xh, xl)
-        t6h, t6l = dd_mul(_DD_26h, _DD_26l, t5h, t5l)
+        t6h, t6l = dd_mul(_DD_22h, _DD_22l, t5h, t5l)
         t7h, t7l = dd_add(xh, xl, t6h, t6l)
-        t8h, t8l = dd_mul(_DD_24h, _DD_24l, t7h, t7l)
+        t8h, t8l = dd_mul(_DD_20h, _DD_20l, t7h, t7l)
         t9h, t9l = -t8h, -t8l
         t10h, t10l = dd_exp(t9h, t9l)
         t11h, t11l = dd_mul(t4h, t4l, t10h, t10l)
-        t12h, t12l = dd_add(_DD_22h, _DD_22l, t11h, t11l)
+        t12h, t12l = dd_add(_DD_18h, _DD_18l, t11h, t11l)
         t13h, t13l = dd_add(t12h, t12l, t10h, t10l)
-        t14h, t14l = dd_add(_DD_22h, _DD_22l, t10h, t10l)
+        t14h, t14l = dd_add(_DD_18h, _DD_18l, t10h, t10l)
         t15h, t15l = dd_mul(t14h, t14l, t14h, t14l)
         t16h, t16l = dd_div(t13h, t13l, t15h, t15l)
         return t16h + t16l
     else:
-        t17h, t17l = dd_mul(_DD_24h, _DD_24l, xh, xl)
+        t17h, t17l = dd_mul(_DD_20h, _DD_20l, xh, xl)
         t18h, t18l = dd_mul(xh, xl, xh, xl)
-        t19h, t19l = dd_mul(_DD_25h, _DD_25l, t18h, t18l)
-        t20h, t20l = dd_add(_DD_22h, _DD_22l, t19h, t19l)
+        t19h, t19l = dd_mul(_DD_21h, _DD_21l, t18h, t18l)
+        t20h, t20l = dd_add(_DD_18h, _DD_18l, t19h, t19l)
         t21h, t21l = dd_mul(t17h, t17l, t20h, t20l)
-        t22h, t22l = dd_add(_DD_22h, _DD_22l, t21h, t21l)
+        t22h, t22l = dd_add(_DD_18h, _DD_18l, t21h, t21l)
         t23h, t23l = dd_mul(t18h, t18l, xh, xl)
-        t24h, t24l = dd_mul(_DD_26h, _DD_26l, t23h, t23l)
+        t24h, t24l = dd_mul(_DD_22h, _DD_22l, t23h, t23l)
         t25h, t25l = dd_add(xh, xl, t24h, t24l)
-        t26h, t26l = dd_mul(_DD_24h, _DD_24l, t25h, t25l)
+        t26h, t26l = dd_mul(_DD_20h, _DD_20l, t25h, t25l)
         t27h, t27l = dd_exp(t26h, t26l)
         t28h, t28l = dd_add(t22h, t22l, t27h, t27l)
         t29h, t29l = dd_mul(t28h, t28l, t27h, t27l)
-        t30h, t30l = dd_add(_DD_22h, _DD_22l, t27h, t27l)
+        t30h, t30l = dd_add(_DD_18h, _DD_18l, t27h, t27l)
         t31h, t31l = dd_mul(t30h, t30l, t30h, t30l)
         t32h, t32l = dd_div(t29h, t29l, t31h, t31l)
         return t32h + t32l
@@ -387,14 +375,14 @@ def derivative_f16s(x):
     """
     if x != x:
         return x
-    if x > _F16S_27:
+    if x > _F16S_23:
         return _F16S_7
-    if x < -_F16S_27:
+    if x < -_F16S_23:
         return -_F16S_5
     if x >= _F16S_5:
         t0 = round_to_half(_F16S_8 * x)
         t1 = round_to_half(x * x)
-        t2 = round_to_half(_F16S_28 * t1)
+        t2 = round_to_half(_F16S_24 * t1)
         t3 = round_to_half(_F16S_7 + t2)
         t4 = round_to_half(t0 * t3)
         t5 = round_to_half(t1 * x)
@@ -413,7 +401,7 @@ def derivative_f16s(x):
     else:
         t17 = round_to_half(_F16S_8 * x)
         t18 = round_to_half(x * x)
-        t19 = round_to_half(_F16S_28 * t18)
+        t19 = round_to_half(_F16S_24 * t18)
         t20 = round_to_half(_F16S_7 + t19)
         t21 = round_to_half(t17 * t20)
         t22 = round_to_half(_F16S_7 + t21)
@@ -437,14 +425,14 @@ def derivative_bf16s(x):
     """
     if x != x:
         return x
-    if x > _BF16S_29:
+    if x > _BF16S_25:
         return _BF16S_12
-    if x < -_BF16S_29:
+    if x < -_BF16S_25:
         return -_BF16S_10
     if x >= _BF16S_10:
         t0 = round_to_bfloat16(_BF16S_13 * x)
         t1 = round_to_bfloat16(x * x)
-        t2 = round_to_bfloat16(_BF16S_30 * t1)
+        t2 = round_to_bfloat16(_BF16S_26 * t1)
         t3 = round_to_bfloat16(_BF16S_12 + t2)
         t4 = round_to_bfloat16(t0 * t3)
         t5 = round_to_bfloat16(t1 * x)
@@ -463,7 +451,7 @@ def derivative_bf16s(x):
     else:
         t17 = round_to_bfloat16(_BF16S_13 * x)
         t18 = round_to_bfloat16(x * x)
-        t19 = round_to_bfloat16(_BF16S_30 * t18)
+        t19 = round_to_bfloat16(_BF16S_26 * t18)
         t20 = round_to_bfloat16(_BF16S_12 + t19)
         t21 = round_to_bfloat16(t17 * t20)
         t22 = round_to_bfloat16(_BF16S_12 + t21)
@@ -491,16 +479,16 @@ def derivative_fe(x):
     t0_e = TINY
     t0_e = fma(U, abs(t0), t0_e)
     t0_e = fma(abs(a), _F64_3_e, t0_e)
-    _F64_20_e = U * abs(_F64_20)
+    _F64_16_e = U * abs(_F64_16)
     t1 = a * a
     t1_e = TINY
     t1_e = fma(U, abs(t1), t1_e)
-    t2 = _F64_20 * t1
+    t2 = _F64_16 * t1
     t2_e = TINY
     t2_e = fma(U, abs(t2), t2_e)
-    t2_e = fma(abs(_F64_20), t1_e, t2_e)
-    t2_e = fma(abs(t1), _F64_20_e, t2_e)
-    t2_e = fma(_F64_20_e, t1_e, t2_e)
+    t2_e = fma(abs(_F64_16), t1_e, t2_e)
+    t2_e = fma(abs(t1), _F64_16_e, t2_e)
+    t2_e = fma(_F64_16_e, t1_e, t2_e)
     t3 = _F64_2 + t2
     t3_e = t2_e + TINY
     t3_e = fma(U, abs(t3), t3_e)
@@ -620,14 +608,26 @@ def derivative_fe(x):
 
 
 @njit(cache=True, inline="always", error_model="numpy")
+def forward_deviation(x, v):
+    """gelu_tanh forward(x) - v for |x| < 2^-20 (0, unknown, elsewhere),
+    estimated from the Taylor polynomial at 0 of degree 5, 0.500000 x^1 + 0.398942 x^2 + ....
+    Its sign breaks the ties of the undecided float32 and bfloat16 elements
+    (``float32_tie_broken``)."""
+    if not abs(x) < _F64_30:
+        return 0.0
+    near = fma(_F64_27, x, _F64_0 - v)
+    return near + x * x * (_F64_28 + x * (_F64_0 + x * (_F64_29 + x * _F64_0)))
+
+
+@njit(cache=True, inline="always", error_model="numpy")
 def derivative_deviation(x, v):
     """gelu_tanh derivative(x) - v for |x| < 2^-20 (0, unknown, elsewhere),
     estimated from the Taylor polynomial at 0 of degree 5, 0.500000 x^0 + 0.797885 x^1 + ....
     Its sign breaks the ties of the undecided float32 and bfloat16 elements
     (``float32_tie_broken``)."""
-    if not abs(x) < _F64_18:
+    if not abs(x) < _F64_30:
         return 0.0
-    near = fma(_F64_31, x, _F64_15 - v)
+    near = fma(_F64_31, x, _F64_27 - v)
     return near + x * x * (_F64_0 + x * (_F64_32 + x * (_F64_0 + x * _F64_33)))
 
 

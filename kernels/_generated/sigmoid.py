@@ -149,18 +149,6 @@ def forward_fe(x):
     return v, e
 
 
-@njit(cache=True, inline="always", error_model="numpy")
-def forward_deviation(x, v):
-    """sigmoid forward(x) - v for |x| < 2^-20 (0, unknown, elsewhere),
-    estimated from the Taylor polynomial at 0 of degree 5, 0.500000 x^0 + 0.250000 x^1 + ....
-    Its sign breaks the ties of the undecided float32 and bfloat16 elements
-    (``float32_tie_broken``)."""
-    if not abs(x) < _F64_10:
-        return 0.0
-    near = fma(_F64_7, x, _F64_6 - v)
-    return near + x * x * (_F64_0 + x * (_F64_8 + x * (_F64_0 + x * _F64_9)))
-
-
 @njit(cache=True)
 def derivative_f64(x):
     """sigmoid derivative, mode f64: sigma(1 - sigma) without the cancellation of 1 - sigma for
@@ -261,6 +249,18 @@ def derivative_fe(x):
     t5_e = fma(abs(t4), t1_e, t5_e)
     t5_e = fma(t1_e, t4_e, t5_e)
     return t5, t5_e
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def forward_deviation(x, v):
+    """sigmoid forward(x) - v for |x| < 2^-20 (0, unknown, elsewhere),
+    estimated from the Taylor polynomial at 0 of degree 5, 0.500000 x^0 + 0.250000 x^1 + ....
+    Its sign breaks the ties of the undecided float32 and bfloat16 elements
+    (``float32_tie_broken``)."""
+    if not abs(x) < _F64_10:
+        return 0.0
+    near = fma(_F64_7, x, _F64_6 - v)
+    return near + x * x * (_F64_0 + x * (_F64_8 + x * (_F64_0 + x * _F64_9)))
 
 
 @njit(cache=True, inline="always", error_model="numpy")

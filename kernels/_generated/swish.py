@@ -56,14 +56,14 @@ _F16S_5 = np.float64(1.0)  # 1
 _BF16S_6 = np.float64(0.0)  # 0
 _BF16S_7 = np.float64(np.inf)  # oo
 _BF16S_8 = np.float64(1.0)  # 1
-_F64_9 = np.float64(0.5)  # 1/2
-_F64_10 = np.float64(0.25)  # 1/4
-_F64_11 = np.float64(-0.020833333333333332)  # -1/48
-_F64_12 = np.float64(9.5367431640625e-07)  # 1/1048576
-_DD_13h = np.float64(0.0)  # 0
-_DD_13l = np.float64(0.0)
-_DD_14h = np.float64(1.0)  # 1
-_DD_14l = np.float64(0.0)
+_DD_9h = np.float64(0.0)  # 0
+_DD_9l = np.float64(0.0)
+_DD_10h = np.float64(1.0)  # 1
+_DD_10l = np.float64(0.0)
+_F64_11 = np.float64(0.5)  # 1/2
+_F64_12 = np.float64(0.25)  # 1/4
+_F64_13 = np.float64(-0.020833333333333332)  # -1/48
+_F64_14 = np.float64(9.5367431640625e-07)  # 1/1048576
 _F64_15 = np.float64(-0.08333333333333333)  # -1/12
 _F64_16 = np.float64(0.0125)  # 1/80
 
@@ -167,18 +167,6 @@ def forward_fe(x):
     return v, e
 
 
-@njit(cache=True, inline="always", error_model="numpy")
-def forward_deviation(x, v):
-    """swish forward(x) - v for |x| < 2^-20 (0, unknown, elsewhere),
-    estimated from the Taylor polynomial at 0 of degree 5, 0.500000 x^1 + 0.250000 x^2 + ....
-    Its sign breaks the ties of the undecided float32 and bfloat16 elements
-    (``float32_tie_broken``)."""
-    if not abs(x) < _F64_12:
-        return 0.0
-    near = fma(_F64_9, x, _F64_0 - v)
-    return near + x * x * (_F64_10 + x * (_F64_0 + x * (_F64_11 + x * _F64_0)))
-
-
 @njit(cache=True)
 def derivative_f64(x):
     """swish derivative, mode f64: one fraction per sign: no 1 - sigma cancellation, no
@@ -217,24 +205,24 @@ def derivative_dd(x):
     if x != x:
         return x
     if math.isinf(x):
-        return _DD_14h if x > 0 else _DD_13h
+        return _DD_10h if x > 0 else _DD_9h
     xh, xl = x, 0.0
-    if x >= _DD_13h:
+    if x >= _DD_9h:
         t0h, t0l = -xh, -xl
         t1h, t1l = dd_exp(t0h, t0l)
         t2h, t2l = dd_mul(xh, xl, t1h, t1l)
-        t3h, t3l = dd_add(_DD_14h, _DD_14l, t2h, t2l)
+        t3h, t3l = dd_add(_DD_10h, _DD_10l, t2h, t2l)
         t4h, t4l = dd_add(t3h, t3l, t1h, t1l)
-        t5h, t5l = dd_add(_DD_14h, _DD_14l, t1h, t1l)
+        t5h, t5l = dd_add(_DD_10h, _DD_10l, t1h, t1l)
         t6h, t6l = dd_mul(t5h, t5l, t5h, t5l)
         t7h, t7l = dd_div(t4h, t4l, t6h, t6l)
         return t7h + t7l
     else:
-        t8h, t8l = dd_add(_DD_14h, _DD_14l, xh, xl)
+        t8h, t8l = dd_add(_DD_10h, _DD_10l, xh, xl)
         t9h, t9l = dd_exp(xh, xl)
         t10h, t10l = dd_add(t8h, t8l, t9h, t9l)
         t11h, t11l = dd_mul(t10h, t10l, t9h, t9l)
-        t12h, t12l = dd_add(_DD_14h, _DD_14l, t9h, t9l)
+        t12h, t12l = dd_add(_DD_10h, _DD_10l, t9h, t9l)
         t13h, t13l = dd_mul(t12h, t12l, t12h, t12l)
         t14h, t14l = dd_div(t11h, t11l, t13h, t13l)
         return t14h + t14l
@@ -361,14 +349,26 @@ def derivative_fe(x):
 
 
 @njit(cache=True, inline="always", error_model="numpy")
+def forward_deviation(x, v):
+    """swish forward(x) - v for |x| < 2^-20 (0, unknown, elsewhere),
+    estimated from the Taylor polynomial at 0 of degree 5, 0.500000 x^1 + 0.250000 x^2 + ....
+    Its sign breaks the ties of the undecided float32 and bfloat16 elements
+    (``float32_tie_broken``)."""
+    if not abs(x) < _F64_14:
+        return 0.0
+    near = fma(_F64_11, x, _F64_0 - v)
+    return near + x * x * (_F64_12 + x * (_F64_0 + x * (_F64_13 + x * _F64_0)))
+
+
+@njit(cache=True, inline="always", error_model="numpy")
 def derivative_deviation(x, v):
     """swish derivative(x) - v for |x| < 2^-20 (0, unknown, elsewhere),
     estimated from the Taylor polynomial at 0 of degree 5, 0.500000 x^0 + 0.500000 x^1 + ....
     Its sign breaks the ties of the undecided float32 and bfloat16 elements
     (``float32_tie_broken``)."""
-    if not abs(x) < _F64_12:
+    if not abs(x) < _F64_14:
         return 0.0
-    near = fma(_F64_9, x, _F64_9 - v)
+    near = fma(_F64_11, x, _F64_11 - v)
     return near + x * x * (_F64_0 + x * (_F64_15 + x * (_F64_0 + x * _F64_16)))
 
 

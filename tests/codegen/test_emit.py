@@ -226,7 +226,7 @@ def _branches(function: ast.FunctionDef, names: dict[str, sp.Expr]) -> list[sp.E
                 returns_constant = (
                     len(body) == 1
                     and isinstance(body[0], ast.Return)
-                    and ast.unparse(body[0].value).startswith("_")
+                    and ast.unparse(body[0].value).lstrip("-").startswith("_")
                 )
                 if returns_constant and not statement.orelse:
                     continue  # a saturation guard: checked against the reference elsewhere
