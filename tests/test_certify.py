@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ import sympy as sp
 from derive import certify
 from derive.cli import main
 from derive.definitions.activations import elementwise
+from derive.digests import NOT_KERNELS
 from derive.reference.core import bfloat16_table, float16_table, reference_array
 from derive.reference.formats import BFLOAT16
 from derive.reference.products import vjp_reference
@@ -183,3 +185,21 @@ def test_vjp_is_for_half_pairs_only(capsys):
     args = ["certify", "sigmoid", "--dtype", "float32", "--quantity", "vjp", "--limit", "10"]
     assert main(args) == 2
     assert "2^64" in capsys.readouterr().err
+
+
+def test_the_files_left_out_of_the_kernel_digest_compute_nothing_the_kernels_use():
+    """kernels/testing.py, pytest_plugin.py and torch.py may change without making the
+    certificates older: they define no Numba function, and no kernel imports them."""
+    root = Path(__file__).resolve().parents[1]
+    for name in NOT_KERNELS:
+        assert "@njit" not in (root / name).read_text(), name
+    modules = {Path(name).stem for name in NOT_KERNELS}
+    for path in (root / "kernels").rglob("*.py"):
+        if str(path.relative_to(root)) in NOT_KERNELS:
+            continue
+        text = path.read_text()
+        for module in modules:
+            assert f"kernels.{module} import" not in text and f"import {module}\n" not in text, (
+                path,
+                module,
+            )
