@@ -70,6 +70,22 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _accuracy(args: argparse.Namespace) -> int:
+    from derive import accuracy
+
+    try:
+        import torch  # noqa: F401 - the optional extra, checked before measuring
+    except ImportError:
+        print(
+            "liptable accuracy: needs PyTorch: .venv/bin/pip install -e '.[torch]'",
+            file=sys.stderr,
+        )
+        return 2
+    result = accuracy.write(Path(args.out), args.modules)
+    print(f"{len(result['records'])} outputs measured; {args.out}")
+    return 0
+
+
 def _certify(args: argparse.Namespace) -> int:
     import json
 
@@ -230,6 +246,17 @@ def main(argv: list[str] | None = None) -> int:
         "--no-first-use", action="store_true", help="skip the first-use compile timing"
     )
     bench.set_defaults(run=_bench)
+    accuracy = commands.add_parser(
+        "accuracy",
+        help="measure PyTorch's own implementations against the correctly rounded results",
+        description="Run PyTorch's CPU functions for the catalog modules in float32, float16 "
+        "and bfloat16 on hard and random inputs, forward and autograd gradients, and write "
+        "their errors in ULPs (needs the optional extra: pip install -e '.[torch]').",
+    )
+    accuracy.add_argument("--against", choices=("torch",), default="torch")
+    accuracy.add_argument("--modules", nargs="+", help="a subset (default: every module)")
+    accuracy.add_argument("--out", default="report/accuracy/torch.json")
+    accuracy.set_defaults(run=_accuracy)
     certify = commands.add_parser(
         "certify",
         help="check an elementwise kernel at every input of a format, sharded on Dask",

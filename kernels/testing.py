@@ -81,6 +81,7 @@ __all__ = [
     "Report",
     "VacuousTestWarning",
     "assert_matches_reference",
+    "compare",
     "hard_input_strategy",
     "hard_inputs",
 ]
@@ -131,6 +132,9 @@ class Comparison:
     allowed_ulp: float
     nonfinite_mismatches: int
     worst: str
+    #: Where the largest error is, and the input there for an elementwise output.
+    worst_index: tuple[int, ...] = ()
+    worst_x: float | None = None
 
     @property
     def passed(self) -> bool:
@@ -228,7 +232,9 @@ def _ulp_errors(got: np.ndarray, exact: np.ndarray, dtype: np.dtype):
     with np.errstate(invalid="ignore"):
         errors[finite] = np.abs(got[finite] - exact[finite]) / _spacing(rounded[finite], dtype)
     errors[same_inf | (np.isnan(got) & np.isnan(rounded))] = 0.0
-    mismatches = int(np.count_nonzero(nan_mismatch | (inf_mismatch & ~same_inf)))
+    wrong_class = nan_mismatch | (inf_mismatch & ~same_inf)
+    errors[wrong_class] = np.inf  # NaN or inf against a finite value, or the reverse
+    mismatches = int(np.count_nonzero(wrong_class))
     return errors, mismatches, rounded
 
 
@@ -258,16 +264,20 @@ def _compare(name, got, exact, dtype, allowed, inputs) -> Comparison:
     errors, mismatches, rounded = _ulp_errors(got, exact, dtype)
     if errors.size == 0:
         return Comparison(name, 0.0, 0.0, allowed, 0, "")
-    worst = np.unravel_index(int(np.argmax(errors)), errors.shape)
+    worst = tuple(int(i) for i in np.unravel_index(int(np.argmax(errors)), errors.shape))
+    x = inputs[0]
+    elementwise = got.shape == x.shape and x.ndim == 1
     return Comparison(
         name=name,
         max_ulp=float(errors.max()),
-        p99_ulp=float(np.percentile(errors, 99)),
+        p99_ulp=float(np.percentile(errors, 99, method="higher")),
         allowed_ulp=allowed,
         nonfinite_mismatches=mismatches,
         worst=_describe(worst, inputs, got.astype(np.float64), rounded, exact)
         if errors.max() > 0 or mismatches
         else "",
+        worst_index=worst,
+        worst_x=float(x[worst]) if elementwise else None,
     )
 
 
@@ -335,6 +345,26 @@ def assert_matches_reference(
     the reference only: ``fn`` must build them in. Returns the :class:`Report` when the
     check passes; raises AssertionError with the report when it does not.
     """
+    report = compare(fn, module, *inputs, grad=grad, budget=budget, vjp=vjp, seed=seed, **options)
+    for note in report.notes:
+        warnings.warn(note, VacuousTestWarning, stacklevel=2)
+    if not report.passed:
+        raise AssertionError(str(report))
+    return report
+
+
+def compare(
+    fn: Callable[..., Any],
+    module: str,
+    *inputs: Any,
+    grad: bool = True,
+    budget: str = "ulp:1",
+    vjp: Callable[..., Any] | None = None,
+    seed: int = 0,
+    **options: Any,
+) -> Report:
+    """The :class:`Report` of :func:`assert_matches_reference`, passed or not, without
+    raising or warning (for tables of many implementations)."""
     if module not in MODULES:
         raise ValueError(f"module: expected one of {', '.join(MODULES)}, got {module!r}")
     kernel, fixed = MODULES[module]
@@ -384,9 +414,7 @@ def assert_matches_reference(
         values = values[np.isfinite(values)]
         if values.size and allowed[name] * _spacing(values, dtype).max() >= np.ptp(values) > 0:
             notes.append(f"vacuous: the {name} budget exceeds the output's whole range")
-    for note in notes:
-        warnings.warn(note, VacuousTestWarning, stacklevel=2)
-    report = Report(
+    return Report(
         module=module,
         dtype=str(dtype),
         budget=budget,
@@ -394,9 +422,6 @@ def assert_matches_reference(
         comparisons=tuple(comparisons),
         notes=tuple(notes),
     )
-    if not report.passed:
-        raise AssertionError(str(report))
-    return report
 
 
 def _baseline_allowance(module, kernel, kwargs, arrays, g, named, factor) -> dict[str, float]:

@@ -25,6 +25,7 @@ from derive.definitions.activations import ELEMENTWISE, Elementwise
 from derive.progress import Progress
 from derive.report.attention import attention_section, jacobian_figure
 from derive.report.batchnorm import batchnorm_section
+from derive.report.accuracy import accuracy_section
 from derive.report.certificates import certificate_section
 from derive.report.envelope import envelope_section
 from derive.report.figures import derivative_figure
@@ -244,10 +245,12 @@ def _section_task(name: str) -> tuple[list[str], dict[str, str]]:
 
 
 def _closing_task() -> tuple[list[str], dict[str, str]]:
-    """The sections that span every module: FP16 envelopes, then the certificates."""
+    """The sections that span every module: FP16 envelopes, the certificates, then
+    PyTorch's measured accuracy."""
     envelopes, figures = envelope_section()
     certificates, copies = certificate_section()
-    return [*envelopes, *certificates], {**figures, **copies}
+    accuracy, table = accuracy_section()
+    return [*envelopes, *certificates, *accuracy], {**figures, **copies, **table}
 
 
 def _run(tasks: list[tuple[str, Callable[[], object]]], workers: int) -> dict[str, object]:
