@@ -59,7 +59,8 @@ __all__ = [
     "BFLOAT16_SMALLEST_NORMAL",
     "BFLOAT16_SMALLEST_SUBNORMAL",
     "bfloat16_bits_to_float64",
-    "bfloat16_tie_broken",
+    "bfloat16_boundary",
+    "bfloat16_settled",
     "decided_bfloat16",
     "float64_to_bfloat16_bits",
     "round_to_bfloat16",
@@ -161,6 +162,26 @@ def decided_bfloat16(v: float, e: float) -> tuple[np.uint16, bool]:
     return float64_to_bfloat16_bits(v), (low == high) & (w < np.inf)
 
 
+@njit(cache=True, inline="always")
+def bfloat16_boundary(v: float) -> float:
+    """The rounding boundary between two bfloat16 numbers within one float64 step of ``v``
+    (its float64 neighbours round apart), exactly; NaN where there is none or it is
+    infinite (see ``kernels._vmath.float32_boundary``)."""
+    low = bfloat16_bits_to_float64(float64_to_bfloat16_bits(np.nextafter(v, -np.inf)))
+    high = bfloat16_bits_to_float64(float64_to_bfloat16_bits(np.nextafter(v, np.inf)))
+    m = 0.5 * (low + high)
+    return m if low != high and abs(m) < np.inf else np.nan
+
+
+@njit(cache=True, inline="always")
+def bfloat16_settled(v: float, m: float, offset: float) -> np.uint16:
+    """``float64_to_bfloat16_bits(v)``, unless ``m`` is a boundary and ``offset``, an
+    estimate of the exact value minus ``m``, is nonzero: then the bfloat16 on that side."""
+    if m == m and offset != 0.0:
+        return float64_to_bfloat16_bits(np.nextafter(m, np.inf if offset > 0.0 else -np.inf))
+    return float64_to_bfloat16_bits(v)
+
+
 # --- arrays ------------------------------------------------------------------------------
 
 
@@ -225,16 +246,3 @@ def widened(function: Callable[..., Any]) -> Callable[..., Any]:
         return _narrowed(function(*bound.args, **bound.kwargs))
 
     return kernel
-
-
-@njit(cache=True, inline="always")
-def bfloat16_tie_broken(v: float, deviation: float) -> np.uint16:
-    """``float64_to_bfloat16_bits(v)``, except where ``v`` lies exactly on the midpoint
-    between two bfloat16 numbers (its float64 neighbours round apart) and ``deviation``,
-    the sign of the exact value minus ``v``, is known (nonzero): then the neighbour on that
-    side (see ``kernels._vmath.float32_tie_broken``)."""
-    low = float64_to_bfloat16_bits(np.nextafter(v, -np.inf))
-    high = float64_to_bfloat16_bits(np.nextafter(v, np.inf))
-    if low != high and deviation != 0.0:
-        return high if deviation > 0.0 else low
-    return float64_to_bfloat16_bits(v)

@@ -75,7 +75,8 @@ __all__ = [
     "decided_float32",
     "erfc_bounded",
     "exp_bounded",
-    "float32_tie_broken",
+    "float32_boundary",
+    "float32_settled",
     "fma",
 ]
 
@@ -232,14 +233,23 @@ def decided_float32(v, e):
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def float32_tie_broken(v, deviation):
-    """``float32(v)``, except where ``v`` lies exactly on the midpoint between two float32
-    numbers (its float64 neighbours round apart) and ``deviation``, the sign of the exact
-    value minus ``v``, is known (nonzero): then the neighbour on that side. The undecided
-    elements of the bounded loops end here: a float64 evaluation of x/2 + x^2/4 at a float32
-    subnormal x gives the midpoint x/2 exactly, which plain rounding sends to even."""
-    low = np.float32(np.nextafter(v, -np.inf))
-    high = np.float32(np.nextafter(v, np.inf))
-    if low != high and deviation != 0.0:
-        return high if deviation > 0.0 else low
+def float32_boundary(v):
+    """The rounding boundary between two float32 numbers that lies within one float64 step
+    of ``v`` (its float64 neighbours round apart), exactly; NaN where there is none (or it
+    is infinite). The undecided elements of the bounded loops settle against it: a float64
+    evaluation of x/2 + x^2/4 at a float32 subnormal x gives the midpoint x/2 exactly, and
+    one a float64 step off it may sit on the wrong side."""
+    low = np.float64(np.float32(np.nextafter(v, -np.inf)))
+    high = np.float64(np.float32(np.nextafter(v, np.inf)))
+    m = 0.5 * (low + high)
+    return m if low != high and abs(m) < np.inf else np.nan
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def float32_settled(v, m, offset):
+    """``float32(v)``, unless ``m`` (:func:`float32_boundary`) is a boundary and ``offset``,
+    an estimate of the exact value minus ``m``, is nonzero: then the float32 number on that
+    side of ``m``."""
+    if m == m and offset != 0.0:
+        return np.float32(np.nextafter(m, np.inf if offset > 0.0 else -np.inf))
     return np.float32(v)

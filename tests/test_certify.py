@@ -121,7 +121,7 @@ _VJP_CASES = {
     ),
     "bfloat16": (
         bfloat16_table,
-        [0.0, -0.0, 1.0, -3.0, 8.75, -40.0, 3.3895e38, -3.3895e38, 1e-38, -1e20],
+        [0.0, -0.0, 1.0, -3.0, 8.75, -40.0, 3.3895e38, -3.3895e38, 1e-38, -1e20, -600.0],
         [2.0**-133, -3 * 2.0**-133, 1e-38, 3.3895e38, -3.3895e38, 1.0, -0.0, 1e30, 0.0],
     ),
 }
@@ -133,7 +133,8 @@ def test_the_vjp_reference_is_the_correctly_rounded_product(key, dtype):
     """vjp_reference against the generic path, bit for bit (signed zeros included), at pairs
     that test each of its cases: exact derivatives (x = 0, ReLU) times subnormal g whose
     product is a midpoint, products that overflow or round to the largest value, GeLU's
-    underflowing tail (signed zeros), and random pairs."""
+    underflowing tail and products below half the smallest subnormal (signed zeros, x = -600
+    in bfloat16), and random pairs."""
     table_of, xs, gs = _VJP_CASES[dtype]
     fmt = np.dtype(BFLOAT16 if dtype == "bfloat16" else dtype)
     rng = np.random.default_rng(7)

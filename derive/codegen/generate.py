@@ -89,7 +89,7 @@ def {q}_{suffix}_loop({x}, out):
                 if not {decide}(v, e)[1]:
                     w = {read}(xs[i])
                     f = {q}_f64(w)
-                    ys[i] = {settle}
+{settle}
 """
 
 BOUNDED_VJP = """\
@@ -115,43 +115,55 @@ def vjp_{suffix}_loop({x}, {g}, out):
                 v = dy * d
                 if not {decide}(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
                     w = {read}(xs[i])
-                    d = derivative_f64(w)
-                    f = dy * d
-                    ys[i] = {settle_product}
+                    f = dy * derivative_f64(w)
+{settle_product}
 """
 
 #: The fields of the bounded templates per storage: float32 arrays, float16 and bfloat16 as
 #: bits.
-#: ``{settle}`` rounds an undecided element's float64 value ``f``; for float32 and bfloat16,
-#: whose subnormal midpoints a float64 value can hit exactly (x/2 at x = 2^-149 or 2^-133),
-#: breaking the tie by the sign of the exact value minus ``f`` (``{q}_deviation``). float16
-#: needs no tie-breaking: x^2 terms at its subnormals fit in float64 beside x/2 (its
-#: exhaustive tests and certificates find no such input).
-_PRODUCT_DEVIATION = "fma(dy, d, -f) + dy * derivative_deviation(w, d)"
+#: ``{settle}`` rounds an undecided element's float64 value ``f``. For float32 and bfloat16,
+#: whose subnormal midpoints a float64 value can hit exactly (x/2 at x = 2^-149 or 2^-133)
+#: or miss by one float64 step on the wrong side, it settles against the rounding boundary
+#: ``m`` next to ``f`` by the sign of the Taylor estimate of the exact value minus ``m``
+#: (``{q}_offset``, ``vjp_offset``). float16 needs none: x^2 terms at its subnormals fit in
+#: float64 beside x/2 (its exhaustive tests and certificates find no such input).
+_SETTLE = """\
+                    m = {boundary}(f)
+                    ys[i] = {settled}(f, m, {offset})"""
 BOUNDED_STORAGE = {
     "f32": {
         "x": "x",
         "g": "g",
         "read": "np.float64",
         "decide": "decided_float32",
-        "settle": "float32_tie_broken(f, {q}_deviation(w, f))",
-        "settle_product": f"float32_tie_broken(f, {_PRODUCT_DEVIATION})",
+        "settle": _SETTLE.format(
+            boundary="float32_boundary", settled="float32_settled", offset="{q}_offset(w, m)"
+        ),
+        "settle_product": _SETTLE.format(
+            boundary="float32_boundary", settled="float32_settled", offset="vjp_offset(w, dy, m)"
+        ),
     },
     "f16": {
         "x": "bits",
         "g": "g_bits",
         "read": "half_bits_to_float64",
         "decide": "decided_half",
-        "settle": "float64_to_half_bits(f)",
-        "settle_product": "float64_to_half_bits(f)",
+        "settle": "                    ys[i] = float64_to_half_bits(f)",
+        "settle_product": "                    ys[i] = float64_to_half_bits(f)",
     },
     "bf16": {
         "x": "bits",
         "g": "g_bits",
         "read": "bfloat16_bits_to_float64",
         "decide": "decided_bfloat16",
-        "settle": "bfloat16_tie_broken(f, {q}_deviation(w, f))",
-        "settle_product": f"bfloat16_tie_broken(f, {_PRODUCT_DEVIATION})",
+        "settle": _SETTLE.format(
+            boundary="bfloat16_boundary", settled="bfloat16_settled", offset="{q}_offset(w, m)"
+        ),
+        "settle_product": _SETTLE.format(
+            boundary="bfloat16_boundary",
+            settled="bfloat16_settled",
+            offset="vjp_offset(w, dy, m)",
+        ),
     },
 }
 
@@ -277,28 +289,40 @@ def bounded(module: Elementwise) -> bool:
     return module.key != "relu" and all(bounded_supported(f.expr) for f in module_forms(module))
 
 
-#: Below this |x|, ``{q}_deviation`` estimates f(x) - v from the Taylor polynomial at 0 of
+#: Below this |x|, ``{q}_offset`` estimates f(x) - m from the Taylor polynomial at 0 of
 #: degree TAYLOR_DEGREE; its truncation, O(x^6), is 2^-80 of the x^2 term there or less.
 TAYLOR_LIMIT = sp.Integer(2) ** -20
 TAYLOR_DEGREE = 5
 
-DEVIATION = '''\
+OFFSET = '''\
 @njit(cache=True, inline="always", error_model="numpy")
-def {q}_deviation(x, v):
-    """{key} {q}(x) - v for |x| < 2^-20 (0, unknown, elsewhere),
+def {q}_offset(x, m):
+    """{key} {q}(x) - m for |x| < 2^-20 (0, unknown, elsewhere),
     estimated from the Taylor polynomial at 0 of degree 5, {polynomial}.
-    Its sign breaks the ties of the undecided float32 and bfloat16 elements
-    (``float32_tie_broken``)."""
+    Its sign settles the undecided float32 and bfloat16 elements against the rounding
+    boundary m (``float32_settled``); c0 - m and the fma are exact where it matters."""
     if not abs(x) < {limit}:
         return 0.0
-    near = fma({c1}, x, {c0} - v)
+    near = fma({c1}, x, {c0} - m)
     return near + x * x * ({c2} + x * ({c3} + x * ({c4} + x * {c5})))
 '''
 
+VJP_OFFSET = '''\
+@njit(cache=True, inline="always", error_model="numpy")
+def vjp_offset(x, g, m):
+    """g {key}'(x) - m for |x| < 2^-20 (0 elsewhere), from the derivative's Taylor
+    polynomial (``derivative_offset``): fma(g, c0, -m) is exact where g c0 and m are close."""
+    if not abs(x) < {limit}:
+        return 0.0
+    tail = x * ({c1} + x * ({c2} + x * ({c3} + x * ({c4} + x * {c5}))))
+    return fma(g, {c0}, -m) + g * tail
+'''
 
-def deviation_function(form: StableForm, constants: Constants) -> str:
-    """``{q}_deviation(x, v)``: the Taylor estimate of the quantity at x minus v (a long
-    coefficient to 20 digits: only the estimate's sign matters)."""
+
+def offset_functions(form: StableForm, constants: Constants) -> list[str]:
+    """``{q}_offset(x, m)`` (and for the derivative ``vjp_offset(x, g, m)``): Taylor estimates
+    at x of the quantity (times g) minus a rounding boundary m. A long coefficient is kept to
+    20 digits: only the estimate's sign matters."""
     series = sp.series(form.target(), x, 0, TAYLOR_DEGREE + 1).removeO()
     coefficients = [series.coeff(x, k) for k in range(TAYLOR_DEGREE + 1)]
     mode = MODES["f64"]
@@ -307,13 +331,17 @@ def deviation_function(form: StableForm, constants: Constants) -> str:
         for k, c in enumerate(coefficients)
     }
     leading = [f"{sp.N(c, 6)} x^{k}" for k, c in enumerate(coefficients[:3]) if c != 0]
-    return DEVIATION.format(
-        q=form.quantity,
-        key=form.key,
-        polynomial=" + ".join([*leading, "..."]),
-        limit=constants.name(TAYLOR_LIMIT, mode),
+    fields = {
+        "q": form.quantity,
+        "key": form.key,
+        "polynomial": " + ".join([*leading, "..."]),
+        "limit": constants.name(TAYLOR_LIMIT, mode),
         **names,
-    ).rstrip("\n")
+    }
+    texts = [OFFSET.format(**fields)]
+    if form.quantity == "derivative":
+        texts.append(VJP_OFFSET.format(**fields))
+    return [text.rstrip("\n") for text in texts]
 
 
 def _replace_loop(loops: str, name: str, text: str) -> str:
@@ -328,14 +356,14 @@ def _bf16_import(fast: bool) -> str:
     """The import of ``kernels._bf16``: the bounded loops also decide bfloat16 roundings."""
     names = ["bfloat16_bits_to_float64", "float64_to_bfloat16_bits", "round_to_bfloat16"]
     if fast:
-        names[1:1] = ["bfloat16_tie_broken", "decided_bfloat16"]
+        names[1:1] = ["bfloat16_boundary", "bfloat16_settled", "decided_bfloat16"]
     return "from kernels._bf16 import (\n" + "".join(f"    {n},\n" for n in names) + ")\n"
 
 
 def _vmath_import(functions: list[str]) -> str:
     """The import of ``kernels._vmath``: the loops' names and what the functions use."""
     text = "\n".join(functions)
-    names = ["BLOCK", "TINY", "U", "decided_float32", "float32_tie_broken"]
+    names = ["BLOCK", "TINY", "U", "decided_float32", "float32_boundary", "float32_settled"]
     if "RECIPROCAL_" in text:
         names += ["RECIPROCAL_LIMIT", "RECIPROCAL_SLACK"]
     names += [name for name in (*BOUNDED_FUNCTIONS.values(), "fma") if f"{name}(" in text]
@@ -386,7 +414,7 @@ def generate_source(module: Elementwise) -> str:
             )
             functions.append(bounded_function(f"{form.quantity}_fe", form.expr, constants, doc))
     if fast:  # last, so that a constant the forms share keeps its exact name and comment
-        functions += [deviation_function(form, constants) for form in module_forms(module)]
+        functions += [f for form in module_forms(module) for f in offset_functions(form, constants)]
     used = sorted(set(re.findall(r"\b(dd_[a-z]+)\(", "\n".join(functions))))
     dd_import = "from kernels._dd import " + ", ".join(used) + "\n" if used else ""
     if len(dd_import) > 100:

@@ -31,6 +31,8 @@ _ABSOLUTE_MARGIN = {np.dtype(np.float16): 2.0**-1050, BFLOAT16: 2.0**-940}
 _TINY_DERIVATIVE = 2.0**-1000
 #: The significand bits of g: a float64 d whose low bits (this many) are zero times g fits.
 _SIGNIFICAND_BITS = {np.dtype(np.float16): 11, BFLOAT16: 8}
+#: Half the smallest subnormal of the format: a magnitude below it rounds to a zero.
+_HALF_SMALLEST = {np.dtype(np.float16): 2.0**-25, BFLOAT16: 2.0**-134}
 _TABLES = {np.dtype(np.float16): float16_table, BFLOAT16: bfloat16_table}
 
 
@@ -63,9 +65,10 @@ def vjp_reference(derivative: sp.Expr, xs: np.ndarray, gs: np.ndarray) -> np.nda
     is ``p`` rounded. ``p`` is the product itself, rounded once, where ``d`` is exact and its
     significand short enough (the low 11 of its 52 bits zero for a float16 g, 8 for bfloat16)
     for ``g d`` to fit in float64.
-    Where ``|d| < 2^-1000`` or ``p = +-0``, ``g f'(x)`` is below 2^-872 and the result is the
-    zero of ``p``'s sign, IEEE's ``sign(g) sign(d)`` (``d`` has the sign of f'(x); for
-    ``g = 0`` or ``f'(x) = 0`` the exact product 0 has no sign of its own). The few
+    Where ``|d| < 2^-1000`` or ``p = +-0``, ``g f'(x)`` is below 2^-872, and where
+    ``|p| + w`` is below half the format's smallest subnormal, so is ``|g f'(x)|``; the result
+    is then the zero of ``p``'s sign, IEEE's ``sign(g) sign(d)`` (``d`` has the sign of f'(x);
+    for ``g = 0`` or ``f'(x) = 0`` the exact product 0 has no sign of its own). The few
     undecided pairs are evaluated as ``g f'(x)`` by balls and mpmath
     (:func:`derive.reference.core.reference_array`).
     """
@@ -80,8 +83,10 @@ def vjp_reference(derivative: sp.Expr, xs: np.ndarray, gs: np.ndarray) -> np.nda
         product_exact = exact & short & ((np.abs(p) >= 2.0**-1022) | (p == 0))
         # |g f'(x)| < 2^128 2^-1000 rounds to the zero of p's sign: d has f'(x)'s sign
         # (a nonzero float64 within 2^-1075 of it, or its signed zero), p = g d has g d's
-        signed_zero = (np.abs(d) < _TINY_DERIVATIVE) | (p == 0)
         w = np.abs(p) * _RELATIVE_MARGIN + _ABSOLUTE_MARGIN[dtype]
+        # and so does every product whose interval lies below half the smallest subnormal
+        tiny = np.abs(p) + w < _HALF_SMALLEST[dtype]
+        signed_zero = (np.abs(d) < _TINY_DERIVATIVE) | (p == 0) | tiny
         low, high = round_float64(p - w, dtype), round_float64(p + w, dtype)
         out = round_float64(p, dtype)  # also the zero's sign, which p + 0 would lose
     straddles = low.view(np.uint16) != high.view(np.uint16)

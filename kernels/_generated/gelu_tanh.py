@@ -30,7 +30,8 @@ from numba import njit, prange
 
 from kernels._bf16 import (
     bfloat16_bits_to_float64,
-    bfloat16_tie_broken,
+    bfloat16_boundary,
+    bfloat16_settled,
     decided_bfloat16,
     float64_to_bfloat16_bits,
     round_to_bfloat16,
@@ -45,7 +46,8 @@ from kernels._vmath import (
     U,
     decided_float32,
     exp_bounded,
-    float32_tie_broken,
+    float32_boundary,
+    float32_settled,
     fma,
 )
 
@@ -608,27 +610,37 @@ def derivative_fe(x):
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def forward_deviation(x, v):
-    """gelu_tanh forward(x) - v for |x| < 2^-20 (0, unknown, elsewhere),
+def forward_offset(x, m):
+    """gelu_tanh forward(x) - m for |x| < 2^-20 (0, unknown, elsewhere),
     estimated from the Taylor polynomial at 0 of degree 5, 0.500000 x^1 + 0.398942 x^2 + ....
-    Its sign breaks the ties of the undecided float32 and bfloat16 elements
-    (``float32_tie_broken``)."""
+    Its sign settles the undecided float32 and bfloat16 elements against the rounding
+    boundary m (``float32_settled``); c0 - m and the fma are exact where it matters."""
     if not abs(x) < _F64_30:
         return 0.0
-    near = fma(_F64_27, x, _F64_0 - v)
+    near = fma(_F64_27, x, _F64_0 - m)
     return near + x * x * (_F64_28 + x * (_F64_0 + x * (_F64_29 + x * _F64_0)))
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def derivative_deviation(x, v):
-    """gelu_tanh derivative(x) - v for |x| < 2^-20 (0, unknown, elsewhere),
+def derivative_offset(x, m):
+    """gelu_tanh derivative(x) - m for |x| < 2^-20 (0, unknown, elsewhere),
     estimated from the Taylor polynomial at 0 of degree 5, 0.500000 x^0 + 0.797885 x^1 + ....
-    Its sign breaks the ties of the undecided float32 and bfloat16 elements
-    (``float32_tie_broken``)."""
+    Its sign settles the undecided float32 and bfloat16 elements against the rounding
+    boundary m (``float32_settled``); c0 - m and the fma are exact where it matters."""
     if not abs(x) < _F64_30:
         return 0.0
-    near = fma(_F64_31, x, _F64_27 - v)
+    near = fma(_F64_31, x, _F64_27 - m)
     return near + x * x * (_F64_0 + x * (_F64_32 + x * (_F64_0 + x * _F64_33)))
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def vjp_offset(x, g, m):
+    """g gelu_tanh'(x) - m for |x| < 2^-20 (0 elsewhere), from the derivative's Taylor
+    polynomial (``derivative_offset``): fma(g, c0, -m) is exact where g c0 and m are close."""
+    if not abs(x) < _F64_30:
+        return 0.0
+    tail = x * (_F64_31 + x * (_F64_0 + x * (_F64_32 + x * (_F64_0 + x * _F64_33))))
+    return fma(g, _F64_27, -m) + g * tail
 
 
 @njit(cache=True, parallel=True)
@@ -655,7 +667,8 @@ def forward_f32_loop(x, out):
                 if not decided_float32(v, e)[1]:
                     w = np.float64(xs[i])
                     f = forward_f64(w)
-                    ys[i] = float32_tie_broken(f, forward_deviation(w, f))
+                    m = float32_boundary(f)
+                    ys[i] = float32_settled(f, m, forward_offset(w, m))
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -703,7 +716,8 @@ def forward_bf16_loop(bits, out):
                 if not decided_bfloat16(v, e)[1]:
                     w = bfloat16_bits_to_float64(xs[i])
                     f = forward_f64(w)
-                    ys[i] = bfloat16_tie_broken(f, forward_deviation(w, f))
+                    m = bfloat16_boundary(f)
+                    ys[i] = bfloat16_settled(f, m, forward_offset(w, m))
 
 
 @njit(cache=True)
@@ -736,7 +750,8 @@ def derivative_f32_loop(x, out):
                 if not decided_float32(v, e)[1]:
                     w = np.float64(xs[i])
                     f = derivative_f64(w)
-                    ys[i] = float32_tie_broken(f, derivative_deviation(w, f))
+                    m = float32_boundary(f)
+                    ys[i] = float32_settled(f, m, derivative_offset(w, m))
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -784,7 +799,8 @@ def derivative_bf16_loop(bits, out):
                 if not decided_bfloat16(v, e)[1]:
                     w = bfloat16_bits_to_float64(xs[i])
                     f = derivative_f64(w)
-                    ys[i] = bfloat16_tie_broken(f, derivative_deviation(w, f))
+                    m = bfloat16_boundary(f)
+                    ys[i] = bfloat16_settled(f, m, derivative_offset(w, m))
 
 
 @njit(cache=True)
@@ -821,9 +837,9 @@ def vjp_f32_loop(x, g, out):
                 v = dy * d
                 if not decided_float32(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
                     w = np.float64(xs[i])
-                    d = derivative_f64(w)
-                    f = dy * d
-                    ys[i] = float32_tie_broken(f, fma(dy, d, -f) + dy * derivative_deviation(w, d))
+                    f = dy * derivative_f64(w)
+                    m = float32_boundary(f)
+                    ys[i] = float32_settled(f, m, vjp_offset(w, dy, m))
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -848,8 +864,7 @@ def vjp_f16_loop(bits, g_bits, out):
                 v = dy * d
                 if not decided_half(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
                     w = half_bits_to_float64(xs[i])
-                    d = derivative_f64(w)
-                    f = dy * d
+                    f = dy * derivative_f64(w)
                     ys[i] = float64_to_half_bits(f)
 
 
@@ -883,9 +898,9 @@ def vjp_bf16_loop(bits, g_bits, out):
                 v = dy * d
                 if not decided_bfloat16(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
                     w = bfloat16_bits_to_float64(xs[i])
-                    d = derivative_f64(w)
-                    f = dy * d
-                    ys[i] = bfloat16_tie_broken(f, fma(dy, d, -f) + dy * derivative_deviation(w, d))
+                    f = dy * derivative_f64(w)
+                    m = bfloat16_boundary(f)
+                    ys[i] = bfloat16_settled(f, m, vjp_offset(w, dy, m))
 
 
 @njit(cache=True)

@@ -248,8 +248,9 @@ def test_gelu_at_the_smallest_subnormal_is_correctly_rounded():
 def test_float32_and_bfloat16_subnormal_ties(key):
     """At subnormal x the float64 value of f(x) = c1 x + c2 x^2 + ... is c1 x exactly, a
     midpoint between two subnormals for odd x when c1 = 1/2; the VJP's g f'(x) at tiny x
-    is g c0 exactly, a midpoint for odd subnormal g. Both must round to the side of the
-    exact value, not to even: every such forward input and a grid of such VJP pairs."""
+    is g c0 exactly, a midpoint for odd subnormal g, or a float64 step from it. Both must
+    round to the side of the exact value, not to even nor to the side of the float64 error:
+    every such forward input and a grid of such VJP pairs."""
     module = elementwise(key)
     odd = np.arange(1, 64, 2, dtype=np.float64)
     for dtype, quantum in ((np.dtype(np.float32), 2.0**-149), (BF16, 2.0**-133)):
@@ -258,8 +259,12 @@ def test_float32_and_bfloat16_subnormal_ties(key):
         got = _elementwise.unary(_generated(key), "forward", xs, False)
         want = reference_array(module.forward, xs, dtype)
         assert np.array_equal(got.astype(np.float64), want.astype(np.float64)), (dtype, key)
-        x = np.array([2.0**-100, -(2.0**-100), 2.0**-30, -(2.0**-30)]).astype(dtype)
-        g = np.array([3 * quantum, -5 * quantum, 2 * quantum, -6 * quantum]).astype(dtype)
+        # 5.59e-17: Sigmoid's float64 derivative there is 0.25 - 2^-55, one float64 step
+        # below 1/4, so g f'(x) at g = 6 quanta lands one step below the midpoint 1.5 quanta
+        x = [2.0**-100, -(2.0**-100), 2.0**-30, -(2.0**-30), 5.594483210025203e-17] * 2
+        x = np.array(x).astype(dtype)
+        g = [3, -5, 2, -6, 6, 14, -22, 10, -2, 30]
+        g = (np.array(g, dtype=np.float64) * quantum).astype(dtype)
         got = _elementwise.vjp(_generated(key), x, g, False).astype(np.float64)
         for i in range(x.size):
             scaled = sp.piecewise_fold(sp.Rational(float(g[i])) * module.derivative)
