@@ -163,14 +163,18 @@ def decided_bfloat16(v: float, e: float) -> tuple[np.uint16, bool]:
 
 
 @njit(cache=True, inline="always")
-def bfloat16_boundary(v: float) -> float:
-    """The rounding boundary between two bfloat16 numbers within one float64 step of ``v``
-    (its float64 neighbours round apart), exactly; NaN where there is none or it is
-    infinite (see ``kernels._vmath.float32_boundary``)."""
-    low = bfloat16_bits_to_float64(float64_to_bfloat16_bits(np.nextafter(v, -np.inf)))
-    high = bfloat16_bits_to_float64(float64_to_bfloat16_bits(np.nextafter(v, np.inf)))
+def bfloat16_boundary(v: float, e: float) -> float:
+    """The rounding boundary between two neighbouring bfloat16 numbers inside the interval
+    of :func:`decided_bfloat16` (``v`` -+ ``2e + 2^-52 |v|``), exactly; NaN where it holds
+    none, more than one, or an infinite one (see ``kernels._vmath.float32_boundary``)."""
+    w = 2.0 * e + _ROUNDING_SLACK * abs(v)
+    low = bfloat16_bits_to_float64(float64_to_bfloat16_bits(v - w))
+    high = bfloat16_bits_to_float64(float64_to_bfloat16_bits(v + w))
     m = 0.5 * (low + high)
-    return m if low != high and abs(m) < np.inf else np.nan
+    below = bfloat16_bits_to_float64(float64_to_bfloat16_bits(np.nextafter(m, -np.inf)))
+    above = bfloat16_bits_to_float64(float64_to_bfloat16_bits(np.nextafter(m, np.inf)))
+    adjacent = below == low and above == high and low != high
+    return m if adjacent and abs(m) < np.inf else np.nan
 
 
 @njit(cache=True, inline="always")

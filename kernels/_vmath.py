@@ -233,16 +233,21 @@ def decided_float32(v, e):
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def float32_boundary(v):
-    """The rounding boundary between two float32 numbers that lies within one float64 step
-    of ``v`` (its float64 neighbours round apart), exactly; NaN where there is none (or it
-    is infinite). The undecided elements of the bounded loops settle against it: a float64
-    evaluation of x/2 + x^2/4 at a float32 subnormal x gives the midpoint x/2 exactly, and
-    one a float64 step off it may sit on the wrong side."""
-    low = np.float64(np.float32(np.nextafter(v, -np.inf)))
-    high = np.float64(np.float32(np.nextafter(v, np.inf)))
+def float32_boundary(v, e):
+    """The rounding boundary between two neighbouring float32 numbers inside the interval
+    of :func:`decided_float32` (``v`` -+ ``2e + U |v|``), exactly; NaN where the interval
+    holds none, more than one, or an infinite one. The undecided elements of the bounded
+    loops settle against it: a float64 evaluation of x/2 + x^2/4 at a float32 subnormal x
+    gives the midpoint x/2 exactly, and one a few float64 steps off it may sit on the wrong
+    side of it."""
+    w = 2.0 * e + U * abs(v)
+    low = np.float64(np.float32(v - w))
+    high = np.float64(np.float32(v + w))
     m = 0.5 * (low + high)
-    return m if low != high and abs(m) < np.inf else np.nan
+    below = np.float64(np.float32(np.nextafter(m, -np.inf)))
+    above = np.float64(np.float32(np.nextafter(m, np.inf)))
+    adjacent = below == low and above == high and low != high
+    return m if adjacent and abs(m) < np.inf else np.nan
 
 
 @njit(cache=True, inline="always", error_model="numpy")

@@ -123,13 +123,16 @@ def vjp_{suffix}_loop({x}, {g}, out):
 #: bits.
 #: ``{settle}`` rounds an undecided element's float64 value ``f``. For float32 and bfloat16,
 #: whose subnormal midpoints a float64 value can hit exactly (x/2 at x = 2^-149 or 2^-133)
-#: or miss by one float64 step on the wrong side, it settles against the rounding boundary
-#: ``m`` next to ``f`` by the sign of the Taylor estimate of the exact value minus ``m``
+#: or miss by a few float64 steps on the wrong side, it settles against the one rounding
+#: boundary ``m`` inside the undecided interval (``v`` -+ its error bound, as the decision
+#: test widens it) by the sign of the Taylor estimate of the exact value minus ``m``
 #: (``{q}_offset``, ``vjp_offset``). float16 needs none: x^2 terms at its subnormals fit in
 #: float64 beside x/2 (its exhaustive tests and certificates find no such input).
 _SETTLE = """\
-                    m = {boundary}(f)
+                    m = {boundary}({interval})
                     ys[i] = {settled}(f, m, {offset})"""
+_UNARY_INTERVAL = "v, e"
+_PRODUCT_INTERVAL = "v, abs(dy) * d_e + U * abs(v) + TINY"
 BOUNDED_STORAGE = {
     "f32": {
         "x": "x",
@@ -137,10 +140,16 @@ BOUNDED_STORAGE = {
         "read": "np.float64",
         "decide": "decided_float32",
         "settle": _SETTLE.format(
-            boundary="float32_boundary", settled="float32_settled", offset="{q}_offset(w, m)"
+            boundary="float32_boundary",
+            interval=_UNARY_INTERVAL,
+            settled="float32_settled",
+            offset="{q}_offset(w, m)",
         ),
         "settle_product": _SETTLE.format(
-            boundary="float32_boundary", settled="float32_settled", offset="vjp_offset(w, dy, m)"
+            boundary="float32_boundary",
+            interval=_PRODUCT_INTERVAL,
+            settled="float32_settled",
+            offset="vjp_offset(w, dy, m)",
         ),
     },
     "f16": {
@@ -157,10 +166,14 @@ BOUNDED_STORAGE = {
         "read": "bfloat16_bits_to_float64",
         "decide": "decided_bfloat16",
         "settle": _SETTLE.format(
-            boundary="bfloat16_boundary", settled="bfloat16_settled", offset="{q}_offset(w, m)"
+            boundary="bfloat16_boundary",
+            interval=_UNARY_INTERVAL,
+            settled="bfloat16_settled",
+            offset="{q}_offset(w, m)",
         ),
         "settle_product": _SETTLE.format(
             boundary="bfloat16_boundary",
+            interval=_PRODUCT_INTERVAL,
             settled="bfloat16_settled",
             offset="vjp_offset(w, dy, m)",
         ),

@@ -456,7 +456,7 @@ def forward_f32_loop(x, out):
                 if not decided_float32(v, e)[1]:
                     w = np.float64(xs[i])
                     f = forward_f64(w)
-                    m = float32_boundary(f)
+                    m = float32_boundary(v, e)
                     ys[i] = float32_settled(f, m, forward_offset(w, m))
 
 
@@ -505,7 +505,7 @@ def forward_bf16_loop(bits, out):
                 if not decided_bfloat16(v, e)[1]:
                     w = bfloat16_bits_to_float64(xs[i])
                     f = forward_f64(w)
-                    m = bfloat16_boundary(f)
+                    m = bfloat16_boundary(v, e)
                     ys[i] = bfloat16_settled(f, m, forward_offset(w, m))
 
 
@@ -539,7 +539,7 @@ def derivative_f32_loop(x, out):
                 if not decided_float32(v, e)[1]:
                     w = np.float64(xs[i])
                     f = derivative_f64(w)
-                    m = float32_boundary(f)
+                    m = float32_boundary(v, e)
                     ys[i] = float32_settled(f, m, derivative_offset(w, m))
 
 
@@ -588,7 +588,7 @@ def derivative_bf16_loop(bits, out):
                 if not decided_bfloat16(v, e)[1]:
                     w = bfloat16_bits_to_float64(xs[i])
                     f = derivative_f64(w)
-                    m = bfloat16_boundary(f)
+                    m = bfloat16_boundary(v, e)
                     ys[i] = bfloat16_settled(f, m, derivative_offset(w, m))
 
 
@@ -627,7 +627,7 @@ def vjp_f32_loop(x, g, out):
                 if not decided_float32(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
                     w = np.float64(xs[i])
                     f = dy * derivative_f64(w)
-                    m = float32_boundary(f)
+                    m = float32_boundary(v, abs(dy) * d_e + U * abs(v) + TINY)
                     ys[i] = float32_settled(f, m, vjp_offset(w, dy, m))
 
 
@@ -688,7 +688,7 @@ def vjp_bf16_loop(bits, g_bits, out):
                 if not decided_bfloat16(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
                     w = bfloat16_bits_to_float64(xs[i])
                     f = dy * derivative_f64(w)
-                    m = bfloat16_boundary(f)
+                    m = bfloat16_boundary(v, abs(dy) * d_e + U * abs(v) + TINY)
                     ys[i] = bfloat16_settled(f, m, vjp_offset(w, dy, m))
 
 

@@ -259,9 +259,11 @@ def test_float32_and_bfloat16_subnormal_ties(key):
         got = _elementwise.unary(_generated(key), "forward", xs, False)
         want = reference_array(module.forward, xs, dtype)
         assert np.array_equal(got.astype(np.float64), want.astype(np.float64)), (dtype, key)
-        # 5.59e-17: Sigmoid's float64 derivative there is 0.25 - 2^-55, one float64 step
-        # below 1/4, so g f'(x) at g = 6 quanta lands one step below the midpoint 1.5 quanta
-        x = [2.0**-100, -(2.0**-100), 2.0**-30, -(2.0**-30), 5.594483210025203e-17] * 2
+        # Sigmoid's float64 derivative is 0.25 - 2^-55 at 5.59e-17 and 0.25 + 2^-54 at
+        # 1.81e-14, a float64 step off 1/4 either way, so g f'(x) at g = 6 quanta lands off
+        # the midpoint 1.5 quanta, below or above it, where the exact value is below it
+        x = [2.0**-100, -(2.0**-100), 2.0**-30, 5.594483210025203e-17, 1.8096635301390052e-14]
+        x = x * 2
         x = np.array(x).astype(dtype)
         g = [3, -5, 2, -6, 6, 14, -22, 10, -2, 30]
         g = (np.array(g, dtype=np.float64) * quantum).astype(dtype)
