@@ -299,8 +299,14 @@ def test_fast_float32_loops_agree_with_the_scalar_path(key):
         else:
             getattr(generated, f"{quantity}_f32_loop")(xs, fast)
             slow = _scalar_loop(getattr(generated, f"{quantity}_f64"), wide).astype(np.float32)
+        # They differ where the scalar path rounds a float64 value that sits on (or a few
+        # float64 steps off) a float32 midpoint the wrong way: the tiny x where
+        # f(x) = x/2 + c2 x^2 evaluates to x/2, a subnormal midpoint, which the fast path
+        # settles by the Taylor term (``{q}_offset``); elsewhere they agree but at one or
+        # two inputs.
         differ = np.flatnonzero(fast.view(np.uint32) != slow.view(np.uint32))
-        assert differ.size <= 2, (key, quantity, xs[differ][:10])
+        subnormal = np.abs(slow[differ]) <= np.finfo(np.float32).smallest_normal
+        assert np.count_nonzero(~subnormal) <= 2, (key, quantity, xs[differ][~subnormal][:10])
         module = elementwise(key)
         expr = module.derivative if quantity != "forward" else module.forward
         for i in differ:  # the fast path is the correctly rounded one
