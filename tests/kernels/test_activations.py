@@ -7,8 +7,6 @@ inputs; float64/float32 by hypothesis with the hard cases pinned by ``@example``
 
 from __future__ import annotations
 
-import importlib
-
 import mpmath
 import numpy as np
 import pytest
@@ -27,6 +25,7 @@ from derive.reference.core import (
 )
 from derive.report.float16 import float16_facts, smallest_half_at_least
 from kernels import _elementwise, relu
+from tests.helpers.generated import generated
 from tests.helpers.tolerances import FLOAT16_ULPS, TOLERANCE, VJP_PRODUCT_ULPS
 
 KEYS = [m.key for m in ELEMENTWISE]
@@ -65,10 +64,6 @@ PINNED = (
     float("-inf"),
     float("nan"),
 )
-
-
-def generated(key: str):
-    return importlib.import_module(f"kernels._generated.{key}")
 
 
 def expression(key: str, quantity: str):

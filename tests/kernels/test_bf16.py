@@ -25,6 +25,7 @@ from kernels._bf16 import (
     decided_bfloat16,
     float64_to_bfloat16_bits,
 )
+from tests.helpers.generated import generated
 from tests.helpers.tolerances import BFLOAT16_ULPS
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -141,7 +142,7 @@ def test_bfloat16_exhaustive(key, quantity):
     exactly where the correctly rounded value overflows. The subnormal x where the float64
     evaluation of f(x) = x/2 + O(x^2) gives the midpoint x/2 exactly are among them."""
     table = bfloat16_table(getattr(elementwise(key), quantity))
-    got = _elementwise.unary(_generated(key), quantity, ALL, False)
+    got = _elementwise.unary(generated(key), quantity, ALL, False)
     errors = table.ulp_errors(ALL, got)
     bad = np.flatnonzero(~(errors <= BFLOAT16_ULPS))
     assert bad.size == 0, (
@@ -156,12 +157,6 @@ def test_bfloat16_exhaustive(key, quantity):
     )
 
 
-def _generated(key: str):
-    import importlib
-
-    return importlib.import_module(f"kernels._generated.{key}")
-
-
 @pytest.mark.parametrize("key", KEYS)
 @given(
     pairs=st.lists(
@@ -173,7 +168,7 @@ def test_bfloat16_vjp_is_the_rounded_product(key, pairs):
     table's float64 value, whose error is far below a bfloat16 ULP)."""
     xs = np.array([p[0] for p in pairs], dtype=np.uint16).view(BF16)
     gs = np.array([p[1] for p in pairs], dtype=np.uint16).view(BF16)
-    got = _elementwise.vjp(_generated(key), xs, gs, False).astype(np.float64)
+    got = _elementwise.vjp(generated(key), xs, gs, False).astype(np.float64)
     slope = bfloat16_table(elementwise(key).derivative).exact[xs.view(np.uint16)]
     with np.errstate(invalid="ignore", over="ignore"):
         exact = gs.astype(np.float32).astype(np.float64) * slope
@@ -256,7 +251,7 @@ def test_float32_and_bfloat16_subnormal_ties(key):
     for dtype, quantum in ((np.dtype(np.float32), 2.0**-149), (BF16, 2.0**-133)):
         xs = np.concatenate([odd, -odd]) * quantum
         xs = xs.astype(np.float32).astype(dtype)
-        got = _elementwise.unary(_generated(key), "forward", xs, False)
+        got = _elementwise.unary(generated(key), "forward", xs, False)
         want = reference_array(module.forward, xs, dtype)
         assert np.array_equal(got.astype(np.float64), want.astype(np.float64)), (dtype, key)
         # Sigmoid's float64 derivative is 0.25 - 2^-55 at 5.59e-17 and 0.25 + 2^-54 at
@@ -267,7 +262,7 @@ def test_float32_and_bfloat16_subnormal_ties(key):
         x = np.array(x).astype(dtype)
         g = [3, -5, 2, -6, 6, 14, -22, 10, -2, 30]
         g = (np.array(g, dtype=np.float64) * quantum).astype(dtype)
-        got = _elementwise.vjp(_generated(key), x, g, False).astype(np.float64)
+        got = _elementwise.vjp(generated(key), x, g, False).astype(np.float64)
         for i in range(x.size):
             scaled = sp.piecewise_fold(sp.Rational(float(g[i])) * module.derivative)
             want = float(reference_array(scaled, x[i : i + 1], dtype)[0])
