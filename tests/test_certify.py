@@ -14,6 +14,7 @@ from derive import certify
 from derive.cli import main
 from derive.definitions.activations import elementwise
 from derive.digests import NOT_KERNELS
+from derive.reference import products
 from derive.reference.core import bfloat16_table, float16_table, reference_array
 from derive.reference.formats import BFLOAT16
 from derive.reference.products import vjp_reference
@@ -157,6 +158,34 @@ def test_the_vjp_reference_is_the_correctly_rounded_product(key, dtype):
     assert np.all(zeros == 0)
     signs = np.signbit(g[~nonzero].astype(np.float32)) ^ np.signbit(slope[~nonzero])
     assert np.array_equal(np.signbit(zeros), signs)
+
+
+@pytest.mark.parametrize(
+    ("key", "dtype", "xs", "gs"),
+    [
+        # GeLU'(x) = 1/2 + 0.798 x + ...: g d is g/2, a midpoint for odd subnormal g
+        ("gelu_none", "bfloat16", [1e-30, -1e-30, 2.0**-130], [2.0**-133, -3 * 2.0**-133]),
+        # sigmoid'(x) = 1/4 - x^2/16 + ...: g/4 is a midpoint for g = 6 2^-133, and the
+        # side (below 1/4) is beyond the 2^-150 margin of the tables' balls
+        ("sigmoid", "bfloat16", [1e-30, -(2.0**-126), 3e-20], [6 * 2.0**-133, -(2.0**-132)]),
+        ("gelu_none", "float16", [6e-8, -1.2e-7], [2.0**-24, -3 * 2.0**-24]),
+    ],
+)
+def test_pairs_at_a_rounding_boundary_are_settled_exactly(key, dtype, xs, gs, monkeypatch):
+    """Products g d that land on (or within the error interval of) a rounding boundary are
+    settled from the exact g d and the ball of f'(x), bit for bit as the generic path does,
+    and without it (the generic path made them a million mpmath calls per module)."""
+    fmt = np.dtype(BFLOAT16 if dtype == "bfloat16" else dtype)
+    x = np.array([a for a in xs for _ in gs]).astype(fmt)
+    g = np.array([b for _ in xs for b in gs]).astype(fmt)
+    want = [_slow_vjp_reference(key, a, b, fmt) for a, b in zip(x, g, strict=True)]
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a boundary pair reached the generic path")
+
+    monkeypatch.setattr(products, "reference_array", refuse)
+    got = vjp_reference(elementwise(key).derivative, x, g)
+    assert got.view(np.uint16).tolist() == np.array(want, fmt).view(np.uint16).tolist()
 
 
 def test_vjp_pairs_shard_and_the_kernel_is_checked():

@@ -49,6 +49,7 @@ __all__ = [
     "decide",
     "enclose",
     "rounded_parts",
+    "signs",
     "stable",
     "values",
 ]
@@ -219,6 +220,33 @@ def enclose(expr: sp.Expr, points: np.ndarray, prec: int) -> Enclosures:
             side[i] = 1 if deviation - margin > 0 else -1 if deviation + margin < 0 else 0
             tight[i] = float(ball.rad()) < abs(mid) * _WIDEN / 4
     return Enclosures(hi, err, side, tight)
+
+
+def signs(expr: sp.Expr, points: np.ndarray, values: np.ndarray, prec: int) -> np.ndarray:
+    """The sign of ``expr(point) - value`` at finite float64 ``points`` against float64
+    ``values``, where a ball at ``prec`` bits proves it (+1 or -1), else 0.
+
+    Unlike :attr:`Enclosures.side` there is no margin: the sign is the exact one, however
+    close the two are (sigmoid'(x) = 1/4 - x^2/16 + ... against 1/4 at x = 2^-100 needs
+    about 230 bits).
+
+    >>> from derive.definitions.activations import elementwise
+    >>> signs(elementwise("sigmoid").derivative, np.array([2.0**-100]), np.array([0.25]), 448)
+    array([-1], dtype=int8)
+    """
+    points = np.asarray(points, dtype=np.float64).tolist()
+    values = np.asarray(values, dtype=np.float64).tolist()
+    functions = _functions(expr)
+    which = _branch_indices(expr, points)
+    out = np.zeros(len(points), dtype=np.int8)
+    with working_precision(prec):
+        for i, (point, value) in enumerate(zip(points, values, strict=True)):
+            k = 0 if which is None else int(which[i])
+            if k < 0:
+                continue
+            deviation = functions[k](arb(point)) - arb(value)
+            out[i] = 1 if deviation > 0 else -1 if deviation < 0 else 0
+    return out
 
 
 def decide(found: Enclosures, dtype: npt.DTypeLike) -> tuple[np.ndarray, np.ndarray]:
