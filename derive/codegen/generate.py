@@ -64,59 +64,85 @@ a proven bound ``e`` on the error of ``v`` (``kernels/_vmath.py``). The float32 
 float16 and bfloat16 loops run blocks of ``BLOCK`` elements vectorized on them and keep the rounded
 ``v`` where the whole interval ``[v - e, v + e]`` rounds to it: that is the correctly
 rounded value. The undecided elements of a block (rare; NaN, inf and out-of-range inputs
-among them) are recomputed with the ``_f64`` function, as every element was before."""
+among them) are recomputed with the ``_f64`` function, as every element was before: each
+loop is a parallel ``_loop`` over blocks, a vectorized ``_block`` and an ``_element`` function
+that settles a block with an undecided element."""
 
 #: The bounded loops, one template per quantity for float32 and mixed float16 and bfloat16:
-#: ``{read}``
-#: widens an element to float64, ``{decide}`` is the decision test, ``{settle}`` rounds a
-#: float64 from the scalar path to the output's storage.
+#: ``{read}`` widens an element to float64, ``{decide}`` is the decision test, ``{settle}``
+#: rounds a float64 from the scalar path to the output's storage. Each is three functions:
+#: ``_loop`` runs the blocks in parallel, ``_block`` evaluates one block vectorized (the
+#: ``_fe`` form inlined, once), and ``_element`` (not inlined) settles the elements of a block
+#: with an undecided one. The parallel loop itself stays small: Numba's parallel passes and
+#: LLVM then work on a short function, and the first compile takes about half as long.
 BOUNDED_UNARY = """\
+@njit(cache=True, error_model="numpy")
+def {q}_{suffix}_element(xi):
+    v, e = {q}_fe({read}(xi))
+    y, ok = {decide}(v, e)
+    if ok:
+        return y
+    w = {read}(xi)
+    f = {q}_f64(w)
+{settle}
+
+
+@njit(cache=True, error_model="numpy")
+def {q}_{suffix}_block(xs, ys):
+    undecided = 0
+    for i in range(xs.size):
+        v, e = {q}_fe({read}(xs[i]))
+        y, ok = {decide}(v, e)
+        ys[i] = y
+        undecided += 0 if ok else 1
+    if undecided:
+        for i in range(xs.size):
+            ys[i] = {q}_{suffix}_element(xs[i])
+
+
 @njit(cache=True, parallel=True, error_model="numpy")
 def {q}_{suffix}_loop({x}, out):
     n = {x}.size
     for b in prange((n + BLOCK - 1) // BLOCK):
-        xs = {x}[b * BLOCK : min(n, (b + 1) * BLOCK)]
-        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
-        undecided = 0
-        for i in range(xs.size):
-            v, e = {q}_fe({read}(xs[i]))
-            y, ok = {decide}(v, e)
-            ys[i] = y
-            undecided += 0 if ok else 1
-        if undecided:
-            for i in range(xs.size):
-                v, e = {q}_fe({read}(xs[i]))
-                if not {decide}(v, e)[1]:
-                    w = {read}(xs[i])
-                    f = {q}_f64(w)
-{settle}
+        lo, hi = b * BLOCK, min(n, (b + 1) * BLOCK)
+        {q}_{suffix}_block({x}[lo:hi], out[lo:hi])
 """
 
 BOUNDED_VJP = """\
+@njit(cache=True, error_model="numpy")
+def vjp_{suffix}_element(xi, gi):
+    d, d_e = derivative_fe({read}(xi))
+    dy = {read}(gi)
+    v = dy * d
+    y, ok = {decide}(v, abs(dy) * d_e + U * abs(v) + TINY)
+    if ok:
+        return y
+    w = {read}(xi)
+    f = dy * derivative_f64(w)
+{settle_product}
+
+
+@njit(cache=True, error_model="numpy")
+def vjp_{suffix}_block(xs, gs, ys):
+    undecided = 0
+    for i in range(xs.size):
+        d, d_e = derivative_fe({read}(xs[i]))
+        dy = {read}(gs[i])
+        v = dy * d
+        y, ok = {decide}(v, abs(dy) * d_e + U * abs(v) + TINY)
+        ys[i] = y
+        undecided += 0 if ok else 1
+    if undecided:
+        for i in range(xs.size):
+            ys[i] = vjp_{suffix}_element(xs[i], gs[i])
+
+
 @njit(cache=True, parallel=True, error_model="numpy")
 def vjp_{suffix}_loop({x}, {g}, out):
     n = {x}.size
     for b in prange((n + BLOCK - 1) // BLOCK):
-        xs = {x}[b * BLOCK : min(n, (b + 1) * BLOCK)]
-        gs = {g}[b * BLOCK : min(n, (b + 1) * BLOCK)]
-        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
-        undecided = 0
-        for i in range(xs.size):
-            d, d_e = derivative_fe({read}(xs[i]))
-            dy = {read}(gs[i])
-            v = dy * d
-            y, ok = {decide}(v, abs(dy) * d_e + U * abs(v) + TINY)
-            ys[i] = y
-            undecided += 0 if ok else 1
-        if undecided:
-            for i in range(xs.size):
-                d, d_e = derivative_fe({read}(xs[i]))
-                dy = {read}(gs[i])
-                v = dy * d
-                if not {decide}(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
-                    w = {read}(xs[i])
-                    f = dy * derivative_f64(w)
-{settle_product}
+        lo, hi = b * BLOCK, min(n, (b + 1) * BLOCK)
+        vjp_{suffix}_block({x}[lo:hi], {g}[lo:hi], out[lo:hi])
 """
 
 #: The fields of the bounded templates per storage: float32 arrays, float16 and bfloat16 as
@@ -129,8 +155,8 @@ def vjp_{suffix}_loop({x}, {g}, out):
 #: (``{q}_offset``, ``vjp_offset``). float16 needs none: x^2 terms at its subnormals fit in
 #: float64 beside x/2 (its exhaustive tests and certificates find no such input).
 _SETTLE = """\
-                    m = {boundary}({interval})
-                    ys[i] = {settled}(f, m, {offset})"""
+    m = {boundary}({interval})
+    return {settled}(f, m, {offset})"""
 _UNARY_INTERVAL = "v, e"
 _PRODUCT_INTERVAL = "v, abs(dy) * d_e + U * abs(v) + TINY"
 BOUNDED_STORAGE = {
@@ -157,8 +183,8 @@ BOUNDED_STORAGE = {
         "g": "g_bits",
         "read": "half_bits_to_float64",
         "decide": "decided_half",
-        "settle": "                    ys[i] = float64_to_half_bits(f)",
-        "settle_product": "                    ys[i] = float64_to_half_bits(f)",
+        "settle": "    return float64_to_half_bits(f)",
+        "settle_product": "    return float64_to_half_bits(f)",
     },
     "bf16": {
         "x": "bits",

@@ -20,7 +20,9 @@ a proven bound ``e`` on the error of ``v`` (``kernels/_vmath.py``). The float32 
 float16 and bfloat16 loops run blocks of ``BLOCK`` elements vectorized on them and keep the rounded
 ``v`` where the whole interval ``[v - e, v + e]`` rounds to it: that is the correctly
 rounded value. The undecided elements of a block (rare; NaN, inf and out-of-range inputs
-among them) are recomputed with the ``_f64`` function, as every element was before.
+among them) are recomputed with the ``_f64`` function, as every element was before: each
+loop is a parallel ``_loop`` over blocks, a vectorized ``_block`` and an ``_element`` function
+that settles a block with an undecided element.
 """
 
 import math
@@ -649,47 +651,69 @@ def forward_f64_loop(x, out):
         out[i] = forward_f64(x[i])
 
 
+@njit(cache=True, error_model="numpy")
+def forward_f32_element(xi):
+    v, e = forward_fe(np.float64(xi))
+    y, ok = decided_float32(v, e)
+    if ok:
+        return y
+    w = np.float64(xi)
+    f = forward_f64(w)
+    m = float32_boundary(v, e)
+    return float32_settled(f, m, forward_offset(w, m))
+
+
+@njit(cache=True, error_model="numpy")
+def forward_f32_block(xs, ys):
+    undecided = 0
+    for i in range(xs.size):
+        v, e = forward_fe(np.float64(xs[i]))
+        y, ok = decided_float32(v, e)
+        ys[i] = y
+        undecided += 0 if ok else 1
+    if undecided:
+        for i in range(xs.size):
+            ys[i] = forward_f32_element(xs[i])
+
+
 @njit(cache=True, parallel=True, error_model="numpy")
 def forward_f32_loop(x, out):
     n = x.size
     for b in prange((n + BLOCK - 1) // BLOCK):
-        xs = x[b * BLOCK : min(n, (b + 1) * BLOCK)]
-        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
-        undecided = 0
+        lo, hi = b * BLOCK, min(n, (b + 1) * BLOCK)
+        forward_f32_block(x[lo:hi], out[lo:hi])
+
+
+@njit(cache=True, error_model="numpy")
+def forward_f16_element(xi):
+    v, e = forward_fe(half_bits_to_float64(xi))
+    y, ok = decided_half(v, e)
+    if ok:
+        return y
+    w = half_bits_to_float64(xi)
+    f = forward_f64(w)
+    return float64_to_half_bits(f)
+
+
+@njit(cache=True, error_model="numpy")
+def forward_f16_block(xs, ys):
+    undecided = 0
+    for i in range(xs.size):
+        v, e = forward_fe(half_bits_to_float64(xs[i]))
+        y, ok = decided_half(v, e)
+        ys[i] = y
+        undecided += 0 if ok else 1
+    if undecided:
         for i in range(xs.size):
-            v, e = forward_fe(np.float64(xs[i]))
-            y, ok = decided_float32(v, e)
-            ys[i] = y
-            undecided += 0 if ok else 1
-        if undecided:
-            for i in range(xs.size):
-                v, e = forward_fe(np.float64(xs[i]))
-                if not decided_float32(v, e)[1]:
-                    w = np.float64(xs[i])
-                    f = forward_f64(w)
-                    m = float32_boundary(v, e)
-                    ys[i] = float32_settled(f, m, forward_offset(w, m))
+            ys[i] = forward_f16_element(xs[i])
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
 def forward_f16_loop(bits, out):
     n = bits.size
     for b in prange((n + BLOCK - 1) // BLOCK):
-        xs = bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
-        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
-        undecided = 0
-        for i in range(xs.size):
-            v, e = forward_fe(half_bits_to_float64(xs[i]))
-            y, ok = decided_half(v, e)
-            ys[i] = y
-            undecided += 0 if ok else 1
-        if undecided:
-            for i in range(xs.size):
-                v, e = forward_fe(half_bits_to_float64(xs[i]))
-                if not decided_half(v, e)[1]:
-                    w = half_bits_to_float64(xs[i])
-                    f = forward_f64(w)
-                    ys[i] = float64_to_half_bits(f)
+        lo, hi = b * BLOCK, min(n, (b + 1) * BLOCK)
+        forward_f16_block(bits[lo:hi], out[lo:hi])
 
 
 @njit(cache=True)
@@ -698,26 +722,37 @@ def forward_f16s_loop(bits, out):
         out[i] = float64_to_half_bits(forward_f16s(half_bits_to_float64(bits[i])))
 
 
+@njit(cache=True, error_model="numpy")
+def forward_bf16_element(xi):
+    v, e = forward_fe(bfloat16_bits_to_float64(xi))
+    y, ok = decided_bfloat16(v, e)
+    if ok:
+        return y
+    w = bfloat16_bits_to_float64(xi)
+    f = forward_f64(w)
+    m = bfloat16_boundary(v, e)
+    return bfloat16_settled(f, m, forward_offset(w, m))
+
+
+@njit(cache=True, error_model="numpy")
+def forward_bf16_block(xs, ys):
+    undecided = 0
+    for i in range(xs.size):
+        v, e = forward_fe(bfloat16_bits_to_float64(xs[i]))
+        y, ok = decided_bfloat16(v, e)
+        ys[i] = y
+        undecided += 0 if ok else 1
+    if undecided:
+        for i in range(xs.size):
+            ys[i] = forward_bf16_element(xs[i])
+
+
 @njit(cache=True, parallel=True, error_model="numpy")
 def forward_bf16_loop(bits, out):
     n = bits.size
     for b in prange((n + BLOCK - 1) // BLOCK):
-        xs = bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
-        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
-        undecided = 0
-        for i in range(xs.size):
-            v, e = forward_fe(bfloat16_bits_to_float64(xs[i]))
-            y, ok = decided_bfloat16(v, e)
-            ys[i] = y
-            undecided += 0 if ok else 1
-        if undecided:
-            for i in range(xs.size):
-                v, e = forward_fe(bfloat16_bits_to_float64(xs[i]))
-                if not decided_bfloat16(v, e)[1]:
-                    w = bfloat16_bits_to_float64(xs[i])
-                    f = forward_f64(w)
-                    m = bfloat16_boundary(v, e)
-                    ys[i] = bfloat16_settled(f, m, forward_offset(w, m))
+        lo, hi = b * BLOCK, min(n, (b + 1) * BLOCK)
+        forward_bf16_block(bits[lo:hi], out[lo:hi])
 
 
 @njit(cache=True)
@@ -732,47 +767,69 @@ def derivative_f64_loop(x, out):
         out[i] = derivative_dd(x[i])
 
 
+@njit(cache=True, error_model="numpy")
+def derivative_f32_element(xi):
+    v, e = derivative_fe(np.float64(xi))
+    y, ok = decided_float32(v, e)
+    if ok:
+        return y
+    w = np.float64(xi)
+    f = derivative_f64(w)
+    m = float32_boundary(v, e)
+    return float32_settled(f, m, derivative_offset(w, m))
+
+
+@njit(cache=True, error_model="numpy")
+def derivative_f32_block(xs, ys):
+    undecided = 0
+    for i in range(xs.size):
+        v, e = derivative_fe(np.float64(xs[i]))
+        y, ok = decided_float32(v, e)
+        ys[i] = y
+        undecided += 0 if ok else 1
+    if undecided:
+        for i in range(xs.size):
+            ys[i] = derivative_f32_element(xs[i])
+
+
 @njit(cache=True, parallel=True, error_model="numpy")
 def derivative_f32_loop(x, out):
     n = x.size
     for b in prange((n + BLOCK - 1) // BLOCK):
-        xs = x[b * BLOCK : min(n, (b + 1) * BLOCK)]
-        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
-        undecided = 0
+        lo, hi = b * BLOCK, min(n, (b + 1) * BLOCK)
+        derivative_f32_block(x[lo:hi], out[lo:hi])
+
+
+@njit(cache=True, error_model="numpy")
+def derivative_f16_element(xi):
+    v, e = derivative_fe(half_bits_to_float64(xi))
+    y, ok = decided_half(v, e)
+    if ok:
+        return y
+    w = half_bits_to_float64(xi)
+    f = derivative_f64(w)
+    return float64_to_half_bits(f)
+
+
+@njit(cache=True, error_model="numpy")
+def derivative_f16_block(xs, ys):
+    undecided = 0
+    for i in range(xs.size):
+        v, e = derivative_fe(half_bits_to_float64(xs[i]))
+        y, ok = decided_half(v, e)
+        ys[i] = y
+        undecided += 0 if ok else 1
+    if undecided:
         for i in range(xs.size):
-            v, e = derivative_fe(np.float64(xs[i]))
-            y, ok = decided_float32(v, e)
-            ys[i] = y
-            undecided += 0 if ok else 1
-        if undecided:
-            for i in range(xs.size):
-                v, e = derivative_fe(np.float64(xs[i]))
-                if not decided_float32(v, e)[1]:
-                    w = np.float64(xs[i])
-                    f = derivative_f64(w)
-                    m = float32_boundary(v, e)
-                    ys[i] = float32_settled(f, m, derivative_offset(w, m))
+            ys[i] = derivative_f16_element(xs[i])
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
 def derivative_f16_loop(bits, out):
     n = bits.size
     for b in prange((n + BLOCK - 1) // BLOCK):
-        xs = bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
-        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
-        undecided = 0
-        for i in range(xs.size):
-            v, e = derivative_fe(half_bits_to_float64(xs[i]))
-            y, ok = decided_half(v, e)
-            ys[i] = y
-            undecided += 0 if ok else 1
-        if undecided:
-            for i in range(xs.size):
-                v, e = derivative_fe(half_bits_to_float64(xs[i]))
-                if not decided_half(v, e)[1]:
-                    w = half_bits_to_float64(xs[i])
-                    f = derivative_f64(w)
-                    ys[i] = float64_to_half_bits(f)
+        lo, hi = b * BLOCK, min(n, (b + 1) * BLOCK)
+        derivative_f16_block(bits[lo:hi], out[lo:hi])
 
 
 @njit(cache=True)
@@ -781,26 +838,37 @@ def derivative_f16s_loop(bits, out):
         out[i] = float64_to_half_bits(derivative_f16s(half_bits_to_float64(bits[i])))
 
 
+@njit(cache=True, error_model="numpy")
+def derivative_bf16_element(xi):
+    v, e = derivative_fe(bfloat16_bits_to_float64(xi))
+    y, ok = decided_bfloat16(v, e)
+    if ok:
+        return y
+    w = bfloat16_bits_to_float64(xi)
+    f = derivative_f64(w)
+    m = bfloat16_boundary(v, e)
+    return bfloat16_settled(f, m, derivative_offset(w, m))
+
+
+@njit(cache=True, error_model="numpy")
+def derivative_bf16_block(xs, ys):
+    undecided = 0
+    for i in range(xs.size):
+        v, e = derivative_fe(bfloat16_bits_to_float64(xs[i]))
+        y, ok = decided_bfloat16(v, e)
+        ys[i] = y
+        undecided += 0 if ok else 1
+    if undecided:
+        for i in range(xs.size):
+            ys[i] = derivative_bf16_element(xs[i])
+
+
 @njit(cache=True, parallel=True, error_model="numpy")
 def derivative_bf16_loop(bits, out):
     n = bits.size
     for b in prange((n + BLOCK - 1) // BLOCK):
-        xs = bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
-        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
-        undecided = 0
-        for i in range(xs.size):
-            v, e = derivative_fe(bfloat16_bits_to_float64(xs[i]))
-            y, ok = decided_bfloat16(v, e)
-            ys[i] = y
-            undecided += 0 if ok else 1
-        if undecided:
-            for i in range(xs.size):
-                v, e = derivative_fe(bfloat16_bits_to_float64(xs[i]))
-                if not decided_bfloat16(v, e)[1]:
-                    w = bfloat16_bits_to_float64(xs[i])
-                    f = derivative_f64(w)
-                    m = bfloat16_boundary(v, e)
-                    ys[i] = bfloat16_settled(f, m, derivative_offset(w, m))
+        lo, hi = b * BLOCK, min(n, (b + 1) * BLOCK)
+        derivative_bf16_block(bits[lo:hi], out[lo:hi])
 
 
 @njit(cache=True)
@@ -815,57 +883,77 @@ def vjp_f64_loop(x, g, out):
         out[i] = g[i] * derivative_dd(x[i])
 
 
+@njit(cache=True, error_model="numpy")
+def vjp_f32_element(xi, gi):
+    d, d_e = derivative_fe(np.float64(xi))
+    dy = np.float64(gi)
+    v = dy * d
+    y, ok = decided_float32(v, abs(dy) * d_e + U * abs(v) + TINY)
+    if ok:
+        return y
+    w = np.float64(xi)
+    f = dy * derivative_f64(w)
+    m = float32_boundary(v, abs(dy) * d_e + U * abs(v) + TINY)
+    return float32_settled(f, m, vjp_offset(w, dy, m))
+
+
+@njit(cache=True, error_model="numpy")
+def vjp_f32_block(xs, gs, ys):
+    undecided = 0
+    for i in range(xs.size):
+        d, d_e = derivative_fe(np.float64(xs[i]))
+        dy = np.float64(gs[i])
+        v = dy * d
+        y, ok = decided_float32(v, abs(dy) * d_e + U * abs(v) + TINY)
+        ys[i] = y
+        undecided += 0 if ok else 1
+    if undecided:
+        for i in range(xs.size):
+            ys[i] = vjp_f32_element(xs[i], gs[i])
+
+
 @njit(cache=True, parallel=True, error_model="numpy")
 def vjp_f32_loop(x, g, out):
     n = x.size
     for b in prange((n + BLOCK - 1) // BLOCK):
-        xs = x[b * BLOCK : min(n, (b + 1) * BLOCK)]
-        gs = g[b * BLOCK : min(n, (b + 1) * BLOCK)]
-        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
-        undecided = 0
+        lo, hi = b * BLOCK, min(n, (b + 1) * BLOCK)
+        vjp_f32_block(x[lo:hi], g[lo:hi], out[lo:hi])
+
+
+@njit(cache=True, error_model="numpy")
+def vjp_f16_element(xi, gi):
+    d, d_e = derivative_fe(half_bits_to_float64(xi))
+    dy = half_bits_to_float64(gi)
+    v = dy * d
+    y, ok = decided_half(v, abs(dy) * d_e + U * abs(v) + TINY)
+    if ok:
+        return y
+    w = half_bits_to_float64(xi)
+    f = dy * derivative_f64(w)
+    return float64_to_half_bits(f)
+
+
+@njit(cache=True, error_model="numpy")
+def vjp_f16_block(xs, gs, ys):
+    undecided = 0
+    for i in range(xs.size):
+        d, d_e = derivative_fe(half_bits_to_float64(xs[i]))
+        dy = half_bits_to_float64(gs[i])
+        v = dy * d
+        y, ok = decided_half(v, abs(dy) * d_e + U * abs(v) + TINY)
+        ys[i] = y
+        undecided += 0 if ok else 1
+    if undecided:
         for i in range(xs.size):
-            d, d_e = derivative_fe(np.float64(xs[i]))
-            dy = np.float64(gs[i])
-            v = dy * d
-            y, ok = decided_float32(v, abs(dy) * d_e + U * abs(v) + TINY)
-            ys[i] = y
-            undecided += 0 if ok else 1
-        if undecided:
-            for i in range(xs.size):
-                d, d_e = derivative_fe(np.float64(xs[i]))
-                dy = np.float64(gs[i])
-                v = dy * d
-                if not decided_float32(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
-                    w = np.float64(xs[i])
-                    f = dy * derivative_f64(w)
-                    m = float32_boundary(v, abs(dy) * d_e + U * abs(v) + TINY)
-                    ys[i] = float32_settled(f, m, vjp_offset(w, dy, m))
+            ys[i] = vjp_f16_element(xs[i], gs[i])
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
 def vjp_f16_loop(bits, g_bits, out):
     n = bits.size
     for b in prange((n + BLOCK - 1) // BLOCK):
-        xs = bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
-        gs = g_bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
-        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
-        undecided = 0
-        for i in range(xs.size):
-            d, d_e = derivative_fe(half_bits_to_float64(xs[i]))
-            dy = half_bits_to_float64(gs[i])
-            v = dy * d
-            y, ok = decided_half(v, abs(dy) * d_e + U * abs(v) + TINY)
-            ys[i] = y
-            undecided += 0 if ok else 1
-        if undecided:
-            for i in range(xs.size):
-                d, d_e = derivative_fe(half_bits_to_float64(xs[i]))
-                dy = half_bits_to_float64(gs[i])
-                v = dy * d
-                if not decided_half(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
-                    w = half_bits_to_float64(xs[i])
-                    f = dy * derivative_f64(w)
-                    ys[i] = float64_to_half_bits(f)
+        lo, hi = b * BLOCK, min(n, (b + 1) * BLOCK)
+        vjp_f16_block(bits[lo:hi], g_bits[lo:hi], out[lo:hi])
 
 
 @njit(cache=True)
@@ -876,31 +964,41 @@ def vjp_f16s_loop(bits, g_bits, out):
         out[i] = float64_to_half_bits(dx)
 
 
+@njit(cache=True, error_model="numpy")
+def vjp_bf16_element(xi, gi):
+    d, d_e = derivative_fe(bfloat16_bits_to_float64(xi))
+    dy = bfloat16_bits_to_float64(gi)
+    v = dy * d
+    y, ok = decided_bfloat16(v, abs(dy) * d_e + U * abs(v) + TINY)
+    if ok:
+        return y
+    w = bfloat16_bits_to_float64(xi)
+    f = dy * derivative_f64(w)
+    m = bfloat16_boundary(v, abs(dy) * d_e + U * abs(v) + TINY)
+    return bfloat16_settled(f, m, vjp_offset(w, dy, m))
+
+
+@njit(cache=True, error_model="numpy")
+def vjp_bf16_block(xs, gs, ys):
+    undecided = 0
+    for i in range(xs.size):
+        d, d_e = derivative_fe(bfloat16_bits_to_float64(xs[i]))
+        dy = bfloat16_bits_to_float64(gs[i])
+        v = dy * d
+        y, ok = decided_bfloat16(v, abs(dy) * d_e + U * abs(v) + TINY)
+        ys[i] = y
+        undecided += 0 if ok else 1
+    if undecided:
+        for i in range(xs.size):
+            ys[i] = vjp_bf16_element(xs[i], gs[i])
+
+
 @njit(cache=True, parallel=True, error_model="numpy")
 def vjp_bf16_loop(bits, g_bits, out):
     n = bits.size
     for b in prange((n + BLOCK - 1) // BLOCK):
-        xs = bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
-        gs = g_bits[b * BLOCK : min(n, (b + 1) * BLOCK)]
-        ys = out[b * BLOCK : min(n, (b + 1) * BLOCK)]
-        undecided = 0
-        for i in range(xs.size):
-            d, d_e = derivative_fe(bfloat16_bits_to_float64(xs[i]))
-            dy = bfloat16_bits_to_float64(gs[i])
-            v = dy * d
-            y, ok = decided_bfloat16(v, abs(dy) * d_e + U * abs(v) + TINY)
-            ys[i] = y
-            undecided += 0 if ok else 1
-        if undecided:
-            for i in range(xs.size):
-                d, d_e = derivative_fe(bfloat16_bits_to_float64(xs[i]))
-                dy = bfloat16_bits_to_float64(gs[i])
-                v = dy * d
-                if not decided_bfloat16(v, abs(dy) * d_e + U * abs(v) + TINY)[1]:
-                    w = bfloat16_bits_to_float64(xs[i])
-                    f = dy * derivative_f64(w)
-                    m = bfloat16_boundary(v, abs(dy) * d_e + U * abs(v) + TINY)
-                    ys[i] = bfloat16_settled(f, m, vjp_offset(w, dy, m))
+        lo, hi = b * BLOCK, min(n, (b + 1) * BLOCK)
+        vjp_bf16_block(bits[lo:hi], g_bits[lo:hi], out[lo:hi])
 
 
 @njit(cache=True)
