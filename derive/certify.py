@@ -334,7 +334,7 @@ def certify(
             f"--quantity vjp: every (x, g) pair is certified for {', '.join(VJP_DTYPES)} "
             f"(2^32 pairs); {dtype} has 2^64"
         )
-    kernel_sha, reference_sha = kernel_digest(), reference_digest()
+    kernel_sha, reference_sha = kernel_digest(elementwise(module).name), reference_digest()
     todo = shards(dtype, limit, shard, quantity)
     folder = state or default_state()
     folder = folder / f"{module}.{quantity}.{dtype}.{kernel_sha[:12]}.{reference_sha[:12]}"

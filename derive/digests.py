@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import ast
 import hashlib
 from pathlib import Path
 
@@ -27,9 +28,59 @@ def _digest(*folders: str, skip: tuple[str, ...] = ()) -> str:
     return digest.hexdigest()
 
 
-def kernel_digest() -> str:
-    """SHA-256 of the kernels' sources (``kernels/`` but :data:`NOT_KERNELS`)."""
-    return _digest("kernels", skip=NOT_KERNELS)
+def kernel_digest(module: str | None = None) -> str:
+    """SHA-256 of the kernels' sources: of ``kernels/`` but :data:`NOT_KERNELS`, or, for a
+    public kernel ``module`` (``"sigmoid"``, ``"gelu"``), of the files it runs
+    (:func:`kernel_files`), so that a change elsewhere in ``kernels/`` leaves its
+    certificates current."""
+    if module is None:
+        return _digest("kernels", skip=NOT_KERNELS)
+    digest = hashlib.sha256()
+    for name in kernel_files(module):
+        digest.update(name.encode() + b"\0" + (ROOT / name).read_bytes())
+    return digest.hexdigest()
+
+
+def kernel_files(module: str) -> list[str]:
+    """``kernels/<module>.py`` and every file of ``kernels/`` it imports, directly or through
+    another, sorted; with the packages' ``__init__.py`` files, which run first, counted by
+    their own text (the other public modules they import compute nothing for this one).
+
+    >>> files = kernel_files("sigmoid")
+    >>> "kernels/_generated/sigmoid.py" in files, "kernels/batchnorm.py" in files
+    (True, False)
+    """
+    start = f"kernels/{module}.py"
+    if not (ROOT / start).is_file():
+        raise ValueError(f"no kernel module kernels/{module}.py")
+    seen, todo = {"kernels/__init__.py", "kernels/_generated/__init__.py"}, [start]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        todo.extend(_first_party_imports(name))
+    return sorted(seen)
+
+
+def _first_party_imports(name: str) -> list[str]:
+    """The files of ``kernels/`` that the file ``name`` imports."""
+    found = []
+    for node in ast.walk(ast.parse((ROOT / name).read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            parts = node.module.split(".")
+            targets = [*([*parts, alias.name] for alias in node.names), parts]
+        elif isinstance(node, ast.Import):
+            targets = [alias.name.split(".") for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            if target[0] != "kernels":
+                continue
+            path = "/".join(target) + ".py"
+            if (ROOT / path).is_file():
+                found.append(path)
+    return found
 
 
 def reference_digest() -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from derive.definitions.activations import elementwise
 from derive.digests import kernel_digest
 
 FOLDER = Path(__file__).resolve().parents[2] / "report" / "certificates"
@@ -30,14 +31,14 @@ def certificate_section(folder: Path = FOLDER) -> tuple[list[str], dict[str, str
         "-0 * f'(0) = -0, and below 2^-1076 GeLU's derivative kernel loses the sign of its "
         "negative tail.",
         "",
-        "The last column compares the certificate's digest of `kernels/` with the sources "
-        "of this report's kernels.",
+        "The last column compares the certificate's digest of the kernel's sources (its "
+        "module in `kernels/` and every file of `kernels/` it imports) with this report's.",
         "",
         "| kernel | format | inputs | not correctly rounded | zeros of the wrong sign "
         "| max ULP | per core | certificate | kernels |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    files, current = {}, kernel_digest()
+    files = {}
     for path in paths:
         text = path.read_text()
         c = json.loads(text)
@@ -49,6 +50,11 @@ def certificate_section(folder: Path = FOLDER) -> tuple[list[str], dict[str, str
             f"| {float(c['max_ulp_from_correctly_rounded']):g} "
             f"| {c['inputs_per_second_per_core']:,.0f}/s "
             f"| [{path.name}](certificates/{path.name}) "
-            f"| {'these' if c['kernel_sha256'] == current else 'older'} |"
+            f"| {'these' if c['kernel_sha256'] == _current(c['module']) else 'older'} |"
         )
     return [*lines, ""], files
+
+
+def _current(key: str) -> str:
+    """The digest of the sources of the kernel that ``liptable certify KEY`` checks."""
+    return kernel_digest(elementwise(key).name)
