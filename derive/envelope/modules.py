@@ -96,10 +96,10 @@ class Envelope:
             f"{m.title} ({m.parameters}); {fmt.name}: largest finite {_num(fmt.max_finite)}, "
             f"results of magnitude >= {_num(fmt.overflow)} round to inf.",
             "forward: " + self._forward_text(),
-            f"gain, 2-norm (Lipschitz constant, sup over x of sigma_max(J)): "
+            f"gain, 2-norm ({_what(m.gain_2, 'the Lipschitz constant, sup over x of sigma_max(J)')}): "
             f"{_gain_text(m.gain_2)}.",
-            f"gain, max-norm (sup over x of max_j sum_i |J_ij|, what overflows): "
-            f"{_gain_text(m.gain_max)}.",
+            f"gain, max-norm ({_what(m.gain_max, 'sup over x of max_j sum_i |J_ij|')}, what "
+            f"overflows): {_gain_text(m.gain_max)}.",
         ]
         if self.safe == 0:
             out.append("safe upstream gradient: none; for every g > 0 some input overflows dx.")
@@ -217,6 +217,11 @@ def overflowing_gradient_for(slope: Real, fmt: Format, need: Fraction) -> Fracti
         square=None if slope.square is None else slope.square * (fmt.overflow / need) ** 2,
     )
     return overflowing_gradient(scaled, fmt)
+
+
+def _what(gain: Gain, supremum: str) -> str:
+    """What a gain line gives: the supremum itself, or a proven upper bound on it."""
+    return supremum if gain.tight or gain.value is None else f"an upper bound on {supremum}"
 
 
 def _gain_text(gain: Gain) -> str:
@@ -485,12 +490,14 @@ def _layernorm_point(
         # The row: x_0, then k entries of one value and N - k of another (0 < k < N here).
         scale = math.sqrt(size) * sigma
         start = [scale * aj, scale * r_plus, scale * r_minus]
-        description = (
-            f"x_0 = {start[0]:.6g} and {k} entries {r_plus * math.sqrt(size) * sigma:.6g}, "
-            f"{n - k} entries {r_minus * math.sqrt(size) * sigma:.6g} (rounded to {fmt.name})"
-        )
     counts = (1, k, n - k) if lam_f < 1.0 and eps != 0 else (1, 0, n)
     values = _best_neighbour(fmt, start, counts, eps, _ln_gain)
+    if lam_f < 1.0 and eps != 0:
+        description = (
+            f"x_0 = {float(values[0])!r} and {k} entries {float(values[1])!r}, {n - k} entries "
+            f"{float(values[2])!r} ({fmt.name} values next to the maximizing row "
+            f"{start[0]:.6g}, {start[1]:.6g}, {start[2]:.6g})"
+        )
     # The row has the distinct values ``values`` with multiplicities ``counts`` (entry 0
     # first); every sum below runs over the distinct values, weighted exactly.
     mean = sum((c * v for c, v in zip(counts, values, strict=True)), Fraction(0)) / size
@@ -686,13 +693,15 @@ def _rmsnorm_point(fmt: Format, size: int, eps: Fraction, gamma: Fraction) -> Po
         # x_0, then N equal entries.
         scale = math.sqrt(size) * rho
         start = [scale * math.sin(theta), scale * (math.cos(theta) / math.sqrt(n))]
-        description = (
-            f"x_0 = {start[0]:.6g}, the other {n} entries {start[1]:.6g} (rounded to {fmt.name})"
-        )
     counts = (1, size - 1)
     values = (
         _best_neighbour(fmt, start, counts, eps, _rms_gain) if lam_f < 1.0 else [Fraction(0)] * 2
     )
+    if lam_f < 1.0:
+        description = (
+            f"x_0 = {float(values[0])!r}, the other {size - 1} entries {float(values[1])!r} "
+            f"({fmt.name} values next to the maximizing row {start[0]:.6g}, {start[1]:.6g})"
+        )
     denom = sum((c * v * v for c, v in zip(counts, values, strict=True)), Fraction(0)) / size + eps
     brackets = [(1 if i == 0 else 0) - values[i] * values[0] / (size * denom) for i in range(2)]
     terms = [c * abs(gamma * q) for c, q in zip(counts, brackets, strict=True)]

@@ -102,7 +102,9 @@ def _overview() -> tuple[list[str], list[str]]:
         m = e.model
 
         def gain(g) -> str:
-            return "unbounded" if g.value is None else f"{float(g.value):.6g}"
+            if g.value is None:
+                return "unbounded"
+            return f"{float(g.value):.6g}" if g.tight else f"<= {float(g.value):.6g} (bound)"
 
         if m.forward.sup is not None:
             forward = f"<= {float(m.forward.sup):.6g}"

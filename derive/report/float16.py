@@ -28,15 +28,15 @@ ALL_HALVES = _ALL_BITS.view(np.float16)
 FINITE = np.isfinite(ALL_HALVES)
 
 
-def intervals(mask: np.ndarray) -> list[tuple[float, float]]:
+def intervals(mask: np.ndarray, *, zeros: bool = False) -> list[tuple[float, float]]:
     """The maximal runs of finite half inputs (in increasing order) where ``mask`` holds;
-    a run made of the two zeros alone is left out."""
+    a run made of the two zeros alone is left out unless ``zeros``."""
     order = np.argsort(ALL_HALVES[FINITE].astype(np.float64), kind="stable")
     values = ALL_HALVES[FINITE][order].astype(np.float64)
     edges = np.diff(np.concatenate(([0], mask[FINITE][order].astype(np.int8), [0])))
     starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1) - 1
     runs = [(float(values[a]), float(values[b])) for a, b in zip(starts, ends, strict=True)]
-    return [r for r in runs if not (r[0] == 0.0 and r[1] == 0.0)]
+    return [r for r in runs if zeros or not (r[0] == 0.0 and r[1] == 0.0)]
 
 
 #: How many runs a sentence of the report lists before it counts the rest.
@@ -46,7 +46,9 @@ SHOWN_RUNS = 3
 def _describe(runs: list[tuple[float, float]]) -> str:
     if not runs:
         return "no input"
-    shown = ", ".join(f"[{a:.6g}, {b:.6g}]" for a, b in runs[:SHOWN_RUNS])
+    shown = ", ".join(
+        f"{{{a:.6g}}}" if a == b else f"[{a:.6g}, {b:.6g}]" for a, b in runs[:SHOWN_RUNS]
+    )
     rest = len(runs) - SHOWN_RUNS
     return shown + (f" and {rest} more intervals" if rest > 0 else "")
 
@@ -57,10 +59,10 @@ class Float16Facts:
 
     key: str
     forward_max: float
-    forward_max_at: float
+    forward_max_at: list[tuple[float, float]]
     forward_flush: list[tuple[float, float]]
     derivative_max: float
-    derivative_max_at: float
+    derivative_max_at: list[tuple[float, float]]
     derivative_flush: list[tuple[float, float]]
     vjp_overflow_g: float | None
     strict_forward_differs: int
@@ -70,12 +72,12 @@ class Float16Facts:
     def lines(self) -> list[str]:
         out = [
             f"forward: largest |f(x)| over all finite half inputs is {self.forward_max:.6g} "
-            f"(first at x = {self.forward_max_at:.6g}); "
+            f"(at x in {_describe(self.forward_max_at)}); "
             + ("it never overflows." if np.isfinite(self.forward_max) else "it overflows."),
             "forward is 0 in half precision (exactly, or rounded) for the nonzero inputs in "
             f"{_describe(self.forward_flush)}.",
             f"derivative: largest |f'(x)| over half inputs is {self.derivative_max:.6g} "
-            f"(first at x = {self.derivative_max_at:.6g}); it is 0 in half precision (the gradient "
+            f"(at x in {_describe(self.derivative_max_at)}); it is 0 in half precision (the gradient "
             f"vanishes) for x in {_describe(self.derivative_flush)}.",
         ]
         if self.vjp_overflow_g is None:
@@ -103,10 +105,12 @@ class Float16Facts:
         return out
 
 
-def _argmax_abs(values: np.ndarray) -> tuple[float, float]:
+def _argmax_abs(values: np.ndarray) -> tuple[float, list[tuple[float, float]]]:
+    """The largest magnitude of ``values`` over the finite halves, and the runs of inputs
+    where it is attained (all of them, in increasing order of x)."""
     magnitude = np.where(FINITE, np.abs(values.astype(np.float64)), -1.0)
-    i = int(np.argmax(magnitude))
-    return float(magnitude[i]), float(ALL_HALVES[i])
+    largest = float(magnitude.max())
+    return largest, intervals(magnitude == largest, zeros=True)
 
 
 #: The positive finite halves in increasing order, as float64.

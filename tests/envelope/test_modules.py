@@ -66,6 +66,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 import time
 import typing
 import warnings
@@ -1137,3 +1138,17 @@ def test_every_config_field_reaches_the_envelope(monkeypatch, capsys, name):
         f"{option}: status {status}, stderr {err!r}"
     )
     assert received.get(name) == value, f"{option} {value}: envelope() received {received}"
+
+
+@pytest.mark.parametrize("module", ["layernorm", "rmsnorm", "batchnorm"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_the_witness_text_prints_the_values_its_arrays_hold(module, dtype):
+    """The witness row is described by the format values the arrays hold (each printed so
+    that it reads back exactly), not by the unrounded maximizer they were rounded from."""
+    e = envelope(module, dtype, dim=4096, eps=1e-5)
+    x = e.witness.point.arrays["x"]
+    text = e.witness.point.description
+    printed = text.split(" values next to")[0]
+    numbers = [float(v) for v in re.findall(r"-?\d+\.\d+(?:e-?\d+)?", printed)]
+    assert len(numbers) >= 2, text
+    assert set(numbers) == set(np.unique(x.astype(np.float64)).tolist()), text

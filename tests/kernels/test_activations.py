@@ -365,3 +365,32 @@ def test_strict_swish_flushes_where_exp_underflows():
     mixed = _elementwise.unary(generated("swish"), "forward", xs, False)
     assert strict[0] == 0 and mixed[0] != 0, f"at {xs[0]}: strict {strict[0]}, mixed {mixed[0]}"
     assert strict[1] != 0, f"just above the threshold, x = {xs[1]}: strict {strict[1]}"
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_float16_facts_name_every_input_where_the_largest_value_is_reached(key):
+    """The report's "largest |f'(x)| ... (at x in ...)" lists every half input whose rounded
+    value reaches the largest magnitude, in increasing order, and no other (it once named
+    only the first in bit-pattern order: x = 0 for sigmoid', where [-1/32, 1/32] all reach
+    0.25)."""
+    facts = float16_facts(key)
+    module = elementwise(key)
+    for expr, largest, runs in (
+        (module.forward, facts.forward_max, facts.forward_max_at),
+        (module.derivative, facts.derivative_max, facts.derivative_max_at),
+    ):
+        rounded = np.abs(float16_table(expr).rounded.astype(np.float64))
+        finite = np.isfinite(ALL_HALVES)
+        assert largest == rounded[finite].max()
+        reached = ALL_HALVES[finite & (rounded == largest)].astype(np.float64)
+        inside = np.zeros(reached.size, dtype=bool)
+        for a, b in runs:
+            assert a <= b and np.any(reached == a) and np.any(reached == b), (key, runs)
+            inside |= (reached >= a) & (reached <= b)
+        assert inside.all(), f"{key}: {reached[~inside][:5]} reach {largest} outside {runs}"
+        for a, b in runs:  # no input in a run falls short of the largest value
+            within = finite & (ALL_HALVES.astype(np.float64) >= a)
+            within &= ALL_HALVES.astype(np.float64) <= b
+            assert np.all(rounded[within] == largest), (key, a, b)
+    if key == "sigmoid":
+        assert facts.derivative_max_at == [(-0.03125, 0.03125)]
