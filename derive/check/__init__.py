@@ -3,7 +3,9 @@
 Verdicts (:class:`proofs.core.Verdict`, SPEC): ``holds`` (true as stated; a bound
 attained), ``holds_loose`` (a valid, not tight, bound), ``fails`` (false as stated, with a
 counterexample), ``misprinted`` (wrong as printed, evident intent holds) and ``approx`` (a
-"≈" statement: the exact value and the relative error). No verdict is typed in: each
+"≈" statement whose worst relative error over everything it leaves free is below 1/10: the
+exact value and that error; from 1/10 on it ``fails``, :data:`derive.check.core.APPROX_LIMIT`).
+No verdict is typed in: each
 follows from a comparison whose proof steps are run, and a step that does not check raises
 :class:`proofs.core.UnprovenError` instead of reporting.
 

@@ -10,11 +10,13 @@ from functools import cache
 
 import mpmath
 import sympy as sp
+from flint import arb
 
-from derive.check.core import DIGITS, Result, decimal, run
+from derive.check.core import APPROX_LIMIT, DIGITS, Result, approx_verdict, decimal, run
 from derive.claims import Claim
 from derive.definitions.activations import elementwise, x
 from proofs.activations import sup_abs_derivative
+from proofs.arb import to_arb, working_precision
 from proofs.core import Proof, Step, UnprovenError, Verdict
 from proofs.identities import counterexample, counterexample_proof, equal, equality_proof
 
@@ -59,26 +61,89 @@ def _largest_deviation(printed: sp.Expr, exact: sp.Expr) -> tuple[mpmath.mpf, mp
         return abs(error(where)), where
 
 
+def _relative_error(printed: sp.Expr, exact: sp.Expr) -> sp.Expr:
+    return sp.Abs(printed - exact) / sp.Abs(exact)
+
+
+@cache
+def _first_beyond_limit(printed: sp.Expr, exact: sp.Expr) -> sp.Rational | None:
+    """The point of the search grid nearest 0 (either sign) where the relative error reaches
+    :data:`APPROX_LIMIT` (found in mpmath; the caller proves it at that exact point)."""
+    relative = sp.lambdify(x, _relative_error(printed, exact), "mpmath")
+    limit = mpmath.mpf(APPROX_LIMIT.p) / APPROX_LIMIT.q
+    with mpmath.workdps(60):
+        for k in range(1, int(SEARCH_RADIUS / SEARCH_STEP) + 1):  # x = 0: both are 0
+            for point in (-k * SEARCH_STEP, k * SEARCH_STEP):
+                if relative(mpmath.mpf(point.p) / point.q) >= limit:
+                    return sp.Rational(point)
+    return None
+
+
+def _reaches_limit(printed: sp.Expr, exact: sp.Expr, point: sp.Rational) -> bool:
+    """Rigorous: the relative error at the exact ``point`` is at least APPROX_LIMIT (arb)."""
+    deviation, value = to_arb(printed - exact, x), to_arb(exact, x)
+    with working_precision(256):
+        at = arb(point.p) / point.q
+        return bool(abs(deviation(at)) - abs(value(at)) * arb(APPROX_LIMIT.p) / APPROX_LIMIT.q > 0)
+
+
+@cache
+def _ratio_limits(printed: sp.Expr, exact: sp.Expr) -> tuple[sp.Expr, sp.Expr]:
+    """``lim printed/exact`` at -oo and at +oo (SymPy)."""
+    return tuple(sp.limit(printed / exact, x, side) for side in (-sp.oo, sp.oo))
+
+
 def _approximation_result(c: Claim) -> Result:
+    """The worst relative error of a printed "≈" function over the reals (the one rule of
+    :data:`derive.check.core.APPROX_LIMIT`): unbounded where the ratio to the exact function
+    grows without bound in a tail, then ``fails`` with the exact point nearest 0 where the
+    relative error reaches the limit. The largest absolute deviation is reported beside it
+    (found by search: evidence)."""
     module = elementwise(c.key)
     quantity = "forward" if c.kind == "definition" else "derivative"
     exact = module.forward if c.kind == "definition" else module.derivative
     size, where = _largest_deviation(c.formal, exact)
+    relative = sp.lambdify(x, _relative_error(c.formal, exact), "mpmath")
     with mpmath.workdps(60):
-        relative = size / abs(sp.lambdify(x, exact, "mpmath")(where))
-    text_size, text_where = mpmath.nstr(size, DIGITS), mpmath.nstr(where, DIGITS)
-    steps = [
-        Step(
-            statement=(
-                f"$\\max_x |({sp.latex(c.formal)}) - ({sp.latex(exact)})|$ "
-                f"$\\approx {text_size[:14]}$ at $x \\approx {text_where[:14]}$: the best "
-                f"point of a grid on $[-{SEARCH_RADIUS}, {SEARCH_RADIUS}]$ with step "
-                f"{SEARCH_STEP}, refined by mpmath.findroot on the slope"
-            ),
-            method="sampling (evidence)",
-            check=lambda: _largest_deviation(c.formal, exact)[0] == size,
-        )
+        here, there = relative(where), relative(-where)
+    limits = _ratio_limits(c.formal, exact)
+    tails = [
+        name
+        for name, limit in zip(("x -> -oo", "x -> +oo"), limits, strict=True)
+        if limit in (sp.oo, -sp.oo)
     ]
+    steps = []
+    if tails:
+        worst = sp.oo
+        steps.append(
+            Step(
+                statement=(
+                    f"$|({sp.latex(c.formal)}) / ({sp.latex(exact)})| \\to \\infty$ as "
+                    f"{' and '.join(tails)}: the relative error is unbounded"
+                ),
+                method="symbolic limit",
+                check=lambda: any(v in (sp.oo, -sp.oo) for v in _ratio_limits(c.formal, exact)),
+            )
+        )
+    else:
+        worst = None  # bounded tails: only a search could say more (none of the sources' cases)
+    witness_point = _first_beyond_limit(c.formal, exact)
+    if witness_point is not None:
+        with mpmath.workdps(60):
+            at_witness = relative(mpmath.mpf(witness_point.p) / witness_point.q)
+        steps.append(
+            Step(
+                statement=(
+                    f"at the exact point $x = {witness_point}$ (the nearest to 0 on a grid of "
+                    f"step {SEARCH_STEP}) the relative error is {mpmath.nstr(at_witness, 6)} "
+                    rf"$\ge {APPROX_LIMIT}$: the ball of |printed - exact| - "
+                    f"{APPROX_LIMIT} |exact| lies above 0"
+                ),
+                method="arb enclosure",
+                check=lambda: _reaches_limit(c.formal, exact, witness_point),
+            )
+        )
+        worst = sp.oo if worst is sp.oo else sp.Max(worst or 0, APPROX_LIMIT)
     if c.exact_for:
         intended = elementwise(c.exact_for)
         target = intended.forward if c.kind == "definition" else intended.derivative
@@ -92,25 +157,39 @@ def _approximation_result(c: Claim) -> Result:
                 check=lambda: equal(c.formal, target),
             )
         )
+    if worst is None:
+        raise UnprovenError(f"{c.id}: no worst relative error found")
     proof = Proof(
         claim=f"how far ${c.statement_latex}$ is from the {quantity} of {module.title}",
         steps=tuple(steps),
     )
     run(proof)
+    verdict = approx_verdict(worst)
     return Result(
         c,
-        Verdict.APPROX,
-        text_size,
+        verdict,
+        sp.sstr(exact),
         None,
-        "sampling (evidence)",
-        False,
+        "; ".join(sorted({step.method for step in steps})),
+        proof.rigorous,
         proof,
-        witness={"x": text_where},
+        witness={"x": str(witness_point), "relative_error": mpmath.nstr(at_witness, 20)},
         notes=(
-            f"value: the largest absolute deviation from the exact {quantity}; relative "
-            f"to the exact value there, {mpmath.nstr(relative, 6)}.",
+            f"value: the exact {quantity} of {module.title}. The worst relative error of "
+            f"the printed approximation over the reals is "
+            f"{'unbounded' if worst is sp.oo else worst}"
+            f"{' (' + ', '.join(tails) + ')' if tails else ''}; it first reaches "
+            f"{APPROX_LIMIT} at x = {witness_point}, so the '≈' is not approximate by the "
+            "report's rule (relative error below 1/10 everywhere)."
+            if verdict == Verdict.FAILS
+            else f"value: the exact {quantity}; worst relative error {worst}.",
+            f"In absolute terms the printed form is close: its largest deviation is "
+            f"{mpmath.nstr(size, 6)} at x = {mpmath.nstr(where, 6)} (found by search: "
+            f"evidence), a relative error of {mpmath.nstr(here, 6)} there and of "
+            f"{mpmath.nstr(there, 6)} at x = {mpmath.nstr(-where, 6)}, where the absolute "
+            "deviation is the same size.",
         ),
-        relative_error=mpmath.nstr(relative, 6),
+        relative_error="inf" if worst is sp.oo else str(worst),
     )
 
 
@@ -127,10 +206,13 @@ def _lipschitz_result(c: Claim) -> Result:
     ]
     lo, hi = (sp.Float(v, DIGITS + 5) for v in sup.enclosure)
     relative = None
-    if c.approximate:
+    if c.approximate:  # a number: its relative error is the worst one (APPROX_LIMIT)
         relative = decimal(abs(printed - true) / true, 6)
-        notes.append(f"relative error of the printed value: {relative}.")
-        verdict = Verdict.APPROX
+        verdict = approx_verdict(sp.Float(relative))
+        notes.append(
+            f"relative error of the printed value: {relative}"
+            + (" (below 1/10: approximate)." if verdict == Verdict.APPROX else ".")
+        )
     elif sup.value_exact and sp.simplify(value - printed) == 0:
         verdict = Verdict.HOLDS
     elif printed > hi:

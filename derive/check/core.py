@@ -85,6 +85,26 @@ def result(c: Claim, verdict: Verdict, value: str, proof: Proof, **extra) -> Res
     )
 
 
+#: One rule for every "≈" of the sources. Its error figure is the worst relative error
+#: ``|approximate - exact| / |exact|`` over everything the statement leaves free (every input,
+#: every parameter, every size), in the statement's own norm: the absolute value for numbers
+#: and scalar functions, the 2-norm for matrices; ``relative_error`` records it ("inf" where
+#: it is unbounded) and the notes say where it occurs. Below APPROX_LIMIT the verdict is
+#: ``approx``; from it on the "≈" is too far off to be called approximate: ``fails``, with an
+#: exact witness where the relative error reaches the limit.
+APPROX_LIMIT = sp.Rational(1, 10)
+
+
+def approx_verdict(worst: sp.Expr) -> Verdict:
+    """``approx`` when the worst relative error ``worst`` (a number, or ``sp.oo``) is below
+    :data:`APPROX_LIMIT`, else ``fails``.
+
+    >>> approx_verdict(sp.Rational(1, 40)), approx_verdict(sp.oo)
+    (<Verdict.APPROX: 'approx'>, <Verdict.FAILS: 'fails'>)
+    """
+    return Verdict.APPROX if sp.sympify(worst) < APPROX_LIMIT else Verdict.FAILS
+
+
 #: Symbols of the printed constants (derive/claims.py) and the derived ones.
 D = sp.Symbol("D", positive=True, integer=True)
 EPS_P = sp.Symbol("epsilon_p", positive=True)

@@ -96,8 +96,7 @@ class Envelope:
             f"{m.title} ({m.parameters}); {fmt.name}: largest finite {_num(fmt.max_finite)}, "
             f"results of magnitude >= {_num(fmt.overflow)} round to inf.",
             "forward: " + self._forward_text(),
-            f"gain, 2-norm ({_what(m.gain_2, 'the Lipschitz constant, sup over x of sigma_max(J)')}): "
-            f"{_gain_text(m.gain_2)}.",
+            f"gain, 2-norm ({_what(m.gain_2, LIPSCHITZ)}): {_gain_text(m.gain_2)}.",
             f"gain, max-norm ({_what(m.gain_max, 'sup over x of max_j sum_i |J_ij|')}, what "
             f"overflows): {_gain_text(m.gain_max)}.",
         ]
@@ -217,6 +216,10 @@ def overflowing_gradient_for(slope: Real, fmt: Format, need: Fraction) -> Fracti
         square=None if slope.square is None else slope.square * (fmt.overflow / need) ** 2,
     )
     return overflowing_gradient(scaled, fmt)
+
+
+#: What the 2-norm gain is, when it is tight.
+LIPSCHITZ = "the Lipschitz constant, sup over x of sigma_max(J)"
 
 
 def _what(gain: Gain, supremum: str) -> str:

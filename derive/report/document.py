@@ -70,7 +70,11 @@ CONVENTIONS = """\
   are about the exact function rounded to half, unless they say "strict".
 - Verdicts: `holds` (true as stated; bounds attained), `holds_loose` (valid, not tight),
   `fails` (false; counterexample given), `misprinted` (wrong as printed, intent holds),
-  `approx` (a printed "≈": exact value and relative error given). "rigorous" is true only
+  `approx` (a printed "≈" close enough: exact value and relative error given). One rule
+  for every "≈": its error is the worst relative error |approximate - exact| / |exact|
+  over every input and parameter the statement leaves free, in its own norm (absolute
+  value; 2-norm for matrices), given with where it occurs; below 1/10 the verdict is
+  `approx`, from 1/10 on `fails` with an exact witness. "rigorous" is true only
   for proofs (symbolic identities, ball-arithmetic enclosures, exact witnesses), never for
   sampling.
 """

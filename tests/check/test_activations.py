@@ -43,7 +43,10 @@ def test_activation_verdicts(results):
     assert verdict["relu.lipschitz"] == "holds"
     assert verdict["gelu.lipschitz"] == "approx"
     assert verdict["swish.lipschitz"] == "approx"
-    assert verdict["gelu.jacobian"] == "approx"
+    # x sigma(1.702 x) decays like e^(1.702 x), GeLU like e^(-x^2/2): relative error 3.46 at
+    # x = -3 (mpmath, 50 digits) and unbounded as x -> -oo; 10% already near x = -1.55
+    assert verdict["gelu.approximation"] == "fails"
+    assert verdict["gelu.jacobian"] == "fails"
     by_id = {r.claim.id: r for r in results}
     assert float(sp.N(sp.sympify(by_id["gelu.lipschitz"].value))) == pytest.approx(1.12890414)
     assert float(by_id["swish.lipschitz"].value) == pytest.approx(1.09983932)

@@ -28,8 +28,10 @@ def test_batchnorm_verdicts(verdicts):
     for a quotient; Definition 17 indexes Zbar_ii; B.51's first term is garbled; with
     eps > 0 the output variance is gamma^2 sigma^2/(sigma^2 + eps), not gamma^2."""
     misprinted = {"a2_definition", "definition_004", "B51"}
-    fails = {"moments_000", "identity_000", "moments_002"}
-    approx = {"lipschitz", "a2_jacobian"}
+    # the two '≈' of A.2 are off by a relative 1 or more (global constant max|gamma|/sqrt(eps);
+    # the dropped rank-two part of the Jacobian): fails by the rule for every '≈'
+    fails = {"moments_000", "identity_000", "moments_002", "lipschitz", "a2_jacobian"}
+    approx = set()
     for c in BATCHNORM_CLAIMS:
         label = c.id.split(".", 1)[1]
         expected = (

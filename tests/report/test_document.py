@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import sympy as sp
 
+from derive.check.core import APPROX_LIMIT
 from derive.claims import CLAIMS
 from derive.cli import main
 from derive.report import document as report
@@ -104,6 +105,25 @@ def test_rigorous_means_no_sampling_step(files):
     for record in json.loads(files["claims.json"]):
         sampled = any(step["method"] == "sampling (evidence)" for step in record["proof"])
         assert record["rigorous"] == (not sampled), (record["id"], record["rigorous"], sampled)
+
+
+def test_one_rule_for_every_approximation(files):
+    """Every claim printed with '≈' (CLAIMS' approximate flag) reports its worst relative
+    error, and its verdict follows from it alone: approx below 1/10, fails from 1/10 on (with
+    a witness). The audit found GeLU's reported at +x only, BatchNorm's as 0 in its local
+    reading, and a 100% error labelled approx."""
+    approximate = {c.id for c in CLAIMS if c.approximate}
+    assert approximate, "no approximate claim"
+    for record in json.loads(files["claims.json"]):
+        if record["id"] not in approximate:
+            assert record["verdict"] != "approx", record["id"]
+            continue
+        worst = float(record["relative_error"])
+        expected = "approx" if worst < float(APPROX_LIMIT) else "fails"
+        assert record["verdict"] == expected, (record["id"], worst, record["verdict"])
+        if expected == "fails":
+            assert record["witness"] and "relative_error" in record["witness"], record["id"]
+            assert float(sp.N(sp.sympify(record["witness"]["relative_error"]))) >= 0.1
 
 
 def test_index_has_every_section(files):
