@@ -38,10 +38,16 @@ def derivation_step(denom: str) -> Step:
         statement=(
             "the chain rule through xhat, mu and "
             + ("sigma^2" if denom == "sqrt_var_eps" else "sigma")
-            + " assembles to sympy.diff of the forward at every entry, M = 1..4"
+            + " assembles to sympy.diff of the forward at every entry (k, j), for every batch "
+            "size M (symbolic M, mean and variance as sums over the batch"
+            + (", variance positive" if denom == "std_plus_eps" else "")
+            + ") and at M = 1..4"
         ),
         method="symbolic identity",
-        check=lambda: all(bn.derivation_matches(denom, s) for s in PROOF_SIZES[:4]),
+        check=lambda: (
+            bn.symbolic_derivation_matches(denom)
+            and all(bn.derivation_matches(denom, s) for s in PROOF_SIZES[:4])
+        ),
     )
 
 

@@ -348,6 +348,32 @@ def derivation(denom: str) -> Derivation:
 
 
 @cache
+def symbolic_derivation_matches(denom: str) -> bool:
+    """:func:`derivation_matches` for a symbolic batch size M (``proofs.core.SIZE``): the
+    assembled chain rule at entries (k, j) equals sympy.diff of xhat_k with the feature's
+    mean and variance written as sums over the batch (for "std_plus_eps" where the
+    variance is positive, as at fixed M)."""
+    k, j = sp.symbols("a b", integer=True, positive=True)
+    x = sp.IndexedBase("x", real=True)
+    mean, var = sum_statistics(x)
+    steps = derivation(denom)
+    spread = var if steps.spread == sigma2 else sp.sqrt(var)
+    denominator = sp.sqrt(var + eps) if denom == "sqrt_var_eps" else sp.sqrt(var) + eps
+    assembled = steps.assembled.subs(
+        {
+            x_k: x[k],
+            x_j: x[j],
+            mu: mean,
+            steps.spread: spread,
+            delta_jk: sp.KroneckerDelta(k, j),
+            m: SIZE,
+        },
+        simultaneous=True,
+    )
+    return sum_identity(assembled, sp.diff((x[k] - mean) / denominator, x[j]))()
+
+
+@cache
 def derivation_matches(denom: str, size: int) -> bool:
     """The assembled chain rule equals sympy.diff of xhat at every entry (k, j), size M."""
     f = form(denom)

@@ -74,6 +74,33 @@ def test_closed_forms_hold_for_a_symbolic_batch_and_the_other_denominator_does_n
 @pytest.mark.parametrize("denom", bn.DENOMS)
 def test_the_chain_rule_assembles_to_sympy_diff(denom):
     assert all(bn.derivation_matches(denom, size) for size in (1, 2, 3))
+    assert bn.symbolic_derivation_matches(denom)
+
+
+def _clear_derivation_caches():
+    bn.symbolic_derivation_matches.cache_clear()
+    bn.derivation_matches.cache_clear()
+
+
+@pytest.mark.parametrize("path", ["by_mu", "spread_by_x"])
+def test_the_symbolic_batch_check_catches_a_missing_path(path, monkeypatch):
+    """Drop the mean's path (or the spread's) from the chain rule: the identity for a
+    symbolic M fails, as the one at M = 3 does."""
+    for denom in bn.DENOMS:
+        steps = bn.derivation(denom)
+        if path == "by_mu":
+            term = steps.by_mu * steps.mu_by_x
+        else:
+            term = steps.by_spread * steps.spread_by_x
+        broken = dataclasses.replace(steps, assembled=steps.assembled - term)
+        monkeypatch.setattr(bn, "derivation", lambda d, b=broken: b)
+        _clear_derivation_caches()
+        try:
+            assert not bn.symbolic_derivation_matches(denom), (denom, path)
+            assert not bn.derivation_matches(denom, 3), (denom, path)
+        finally:
+            monkeypatch.undo()
+            _clear_derivation_caches()
 
 
 def test_a_sign_slip_in_eq16_fails_with_a_rerunnable_witness():
