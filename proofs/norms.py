@@ -306,6 +306,47 @@ def _repeated_max_eigenvector(size: int) -> bool:
     return ok
 
 
+@cache
+def symbolic_projector_identity() -> bool:
+    """``P^2 = P`` and ``P = P^T`` for a symbolic D: entry (a, b) of ``P = I - 11^T/D``."""
+    a, b, l = _ROW, _COLUMN, _L  # noqa: E741 - the summation index
+    square = total(projector_entry(a, l) * projector_entry(l, b), l)
+    return (
+        sum_identity(square, projector_entry(a, b))()
+        and sum_identity(projector_entry(a, b), projector_entry(b, a))()
+    )
+
+
+@cache
+def symbolic_repeated_max_eigenvector(factor: int = 1) -> bool:
+    """:func:`_repeated_max_eigenvector` for a symbolic D, for ``w = gamma_j e_i - gamma_i e_j``
+    (i != j): entry t of ``(diag(gamma^2) - gamma gamma^T/D) w`` is ``gamma_t^2 w_t`` and
+    ``gamma^T w = 0`` for every D and gamma (sums over 1..D); and ``gamma_t^2 w_t = gamma_i^2
+    w_t`` for t = i, j (w vanishes elsewhere) once ``gamma_j = +-gamma_i``. ``factor`` scales
+    the claimed eigenvalue (a test's false variant)."""
+    i, j, t = sp.symbols("i j t", integer=True, positive=True)
+    l = _L  # noqa: E741 - the summation index
+    gamma = sp.IndexedBase("gamma", real=True)
+
+    def w(index):
+        return gamma[j] * sp.KroneckerDelta(index, i) - gamma[i] * sp.KroneckerDelta(index, j)
+
+    gram = sp.KroneckerDelta(t, l) * gamma[l] ** 2 - gamma[t] * gamma[l] / SIZE
+    distinct = [(i, j)]
+    if not sum_identity(total(gram * w(l), l), gamma[t] ** 2 * w(t), distinct)():
+        return False
+    if not sum_identity(total(gamma[l] * w(l), l), 0, distinct)():
+        return False
+    for sign in (1, -1):
+        tied = {gamma[j]: sign * gamma[i]}
+        for entry in (i, j):
+            left = (gamma[entry] ** 2 * w(entry)).xreplace(tied)
+            right = (factor * gamma[i] ** 2 * w(entry)).xreplace(tied)
+            if not is_zero(sp.expand(left - right).subs(sp.KroneckerDelta(i, j), 0)):
+                return False
+    return True
+
+
 def _loose_witness() -> bool:
     """gamma = (2, 1, 1): |diag(gamma) P|^2 < 4 = max gamma^2, exactly."""
     value = centered_gamma_norm(list(LOOSE_GAMMA)) ** 2
@@ -343,10 +384,14 @@ def gamma_norm_steps() -> list[Step]:
                 r"If the largest $|\gamma_i|$ occurs twice ($\gamma_j = \pm\gamma_i$), "
                 r"$w = \gamma_j e_i - \gamma_i e_j$ is orthogonal to $\gamma$ and an "
                 r"eigenvector with eigenvalue $\gamma_i^2$: the bound is attained "
-                r"(e.g. $\gamma = \mathbf{1}$); checked at D = 2..5"
+                r"(e.g. $\gamma = \mathbf{1}$); for every D (entry t, symbolic D) and "
+                r"with concrete matrices at D = 2..5"
             ),
             method="symbolic identity",
-            check=lambda: all(_repeated_max_eigenvector(s) for s in PROOF_SIZES[1:]),
+            check=lambda: (
+                symbolic_repeated_max_eigenvector()
+                and all(_repeated_max_eigenvector(s) for s in PROOF_SIZES[1:])
+            ),
         ),
         Step(
             statement=(
@@ -565,6 +610,30 @@ def centernorm_lipschitz_proof() -> Proof:
 # --- WeightNorm ----------------------------------------------------------------------------
 
 
+@cache
+def symbolic_weightnorm_rows(factor: int = 1) -> dict[str, bool]:
+    """WeightNorm for a symbolic D, row a of ``W = diag(gamma) V`` with rows normalized,
+    ``W_ab = gamma_a v_ab / sqrt(|v_a|^2 + eps)`` (sums over 1..D): ``"jacobian"``, d y_a /
+    d x_b = W_ab for ``y = W x``; ``"frobenius"``, ``|W_a|^2 = gamma_a^2 |v_a|^2 / (|v_a|^2 +
+    eps)``, so ``|W|_F^2`` is their sum over the rows for any number of rows. ``factor``
+    scales the claimed right-hand sides (a test's false variant)."""
+    a, b, l = _ROW, _COLUMN, _L  # noqa: E741 - the summation index
+    inner = sp.Symbol("q", integer=True, positive=True)
+    v, gamma, x = (sp.IndexedBase(name, real=True) for name in ("v", "gamma", "x"))
+    norm2 = total(v[a, inner] ** 2, inner)
+
+    def weight(column):
+        return gamma[a] * v[a, column] / sp.sqrt(norm2 + eps)
+
+    output = total(weight(l) * x[l], l)
+    return {
+        "jacobian": sum_identity(sp.diff(output, x[b]), factor * weight(b))(),
+        "frobenius": sum_identity(
+            total(weight(l) ** 2, l), factor * gamma[a] ** 2 * norm2 / (norm2 + eps)
+        )(),
+    }
+
+
 def _frobenius_identity(size: int, outputs: int) -> bool:
     """|W|_F^2 = sum_i gamma_i^2 |v_i|^2 / (|v_i|^2 + eps)."""
     vs = sp.Matrix(outputs, size, lambda i, j: sp.Symbol(f"v{i + 1}_{j + 1}", real=True))
@@ -601,21 +670,27 @@ def weightnorm_bound_steps() -> list[Step]:
     return [
         Step(
             statement=(
-                r"$\partial y/\partial x = W$ (numerator layout; sympy.diff, D = 1..5, O = 1, 2):"
-                r" a linear map, $\mathrm{Lip} = \sigma_{\max}(W)$"
+                r"$\partial y/\partial x = W$ (numerator layout; sympy.diff, for every D "
+                r"row by row (symbolic D), and at D = 1..5, O = 1, 2): a linear map, "
+                r"$\mathrm{Lip} = \sigma_{\max}(W)$"
             ),
             method="symbolic identity",
-            check=lambda: all(
-                weightnorm_checks(s, o)["jacobian"] for s in PROOF_SIZES for o in (1, 2)
+            check=lambda: (
+                symbolic_weightnorm_rows()["jacobian"]
+                and all(weightnorm_checks(s, o)["jacobian"] for s in PROOF_SIZES for o in (1, 2))
             ),
         ),
         Step(
             statement=(
-                r"$\|W\|_F^2 = \sum_i \gamma_i^2 |v_i|^2/(|v_i|^2+\epsilon)$ (D = 1..5, O = 1, 2)"
+                r"$\|W\|_F^2 = \sum_i \gamma_i^2 |v_i|^2/(|v_i|^2+\epsilon)$ (row by row for "
+                r"every D, symbolic D, so for every O; and at D = 1..3, O = 1, 2)"
                 r" and $\sigma_{\max}(W)^2 \le \sum_k \sigma_k^2 = \|W\|_F^2$"
             ),
             method="symbolic identity",
-            check=lambda: all(_frobenius_identity(s, o) for s in (1, 2, 3) for o in (1, 2)),
+            check=lambda: (
+                symbolic_weightnorm_rows()["frobenius"]
+                and all(_frobenius_identity(s, o) for s in (1, 2, 3) for o in (1, 2))
+            ),
         ),
         Step(
             statement=(

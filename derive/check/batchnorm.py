@@ -120,9 +120,13 @@ def _table_jacobian(c):
         ),
         Step(
             statement="the closed form J = gamma r (I - 11^T/M - d d^T r^2/M) of one feature "
-            "equals sympy.diff, M = 1..5 (Eq. 16 on the diagonal, Eq. 17 off it)",
+            "equals sympy.diff for every batch size M (symbolic M) and at M = 1..5 (Eq. 16 on "
+            "the diagonal, Eq. 17 off it)",
             method="symbolic identity",
-            check=lambda: all(bn.batchnorm_checks(SQRT, s)["jacobian"] for s in PROOF_SIZES),
+            check=lambda: (
+                bn.symbolic_batchnorm_checks(SQRT)["jacobian"]
+                and all(bn.batchnorm_checks(SQRT, s)["jacobian"] for s in PROOF_SIZES)
+            ),
         ),
     ]
     return result(
@@ -336,10 +340,11 @@ def _definition_004(c):
         Step(
             statement=r"intended $\widehat Z_{ik} = G_i \overline Z_{ik} + B_i$ with "
             r"$\overline Z = (Z - \mu)/(\sigma + \varepsilon)$: the std + eps form, whose "
-            r"forward the kernels use (M = 1..5)",
+            r"forward the kernels use (every M, symbolic, and M = 1..5)",
             method="symbolic identity",
             check=lambda: (
                 is_zero(c.intended - derived)
+                and bn.symbolic_batchnorm_checks(STD)["output"]
                 and all(bn.output_matches(STD, s) for s in PROOF_SIZES)
             ),
         ),
@@ -391,9 +396,13 @@ def _b48(c):
     return _with_step(
         result,
         Step(
-            statement="d mu/dZ_ij = 1/K by sympy.diff of the mean, K = 1..5",
+            statement="d mu/dZ_ij = 1/K by sympy.diff of the mean, for every batch size K "
+            "(symbolic K, the mean a sum over the batch) and at K = 1..5",
             method="symbolic identity",
-            check=lambda: all(_statistic_partial("mu", s) for s in PROOF_SIZES),
+            check=lambda: (
+                bn.symbolic_statistic_partial("mu")
+                and all(_statistic_partial("mu", s) for s in PROOF_SIZES)
+            ),
         ),
     )
 
@@ -404,9 +413,13 @@ def _b49(c):
         result,
         Step(
             statement="d sigma/dZ_ij = (Z_ij - mu)/(K sigma) by sympy.diff of the biased "
-            "standard deviation, K = 2..5 (sigma > 0)",
+            "standard deviation, for every batch size K (symbolic K) and at K = 2..5 "
+            "(sigma > 0)",
             method="symbolic identity",
-            check=lambda: all(_statistic_partial("sigma", s) for s in PROOF_SIZES[1:]),
+            check=lambda: (
+                bn.symbolic_statistic_partial("sigma")
+                and all(_statistic_partial("sigma", s) for s in PROOF_SIZES[1:])
+            ),
         ),
     )
 

@@ -213,11 +213,15 @@ def _a2_bounds(c: Claim):
         Step(
             statement=(
                 r"$P = I - \mathbf{1}\mathbf{1}^\top/D$ is symmetric with $P^2 = P$ "
-                r"(an orthogonal projector, $\sigma_{\max} = 1$ for D >= 2), checked at D = 1..5"
+                r"(an orthogonal projector, $\sigma_{\max} = 1$ for D >= 2), for every D "
+                r"(entry (a, b), symbolic D) and at D = 1..5"
             ),
             method="symbolic identity",
-            check=lambda: all(
-                (pn.centering(s) ** 2 - pn.centering(s)).is_zero_matrix for s in range(1, 6)
+            check=lambda: (
+                pn.symbolic_projector_identity()
+                and all(
+                    (pn.centering(s) ** 2 - pn.centering(s)).is_zero_matrix for s in range(1, 6)
+                )
             ),
         ),
         pn.row_lipschitz_proof("layernorm").steps[1],

@@ -240,6 +240,7 @@ def symbolic_batchnorm_checks(denom: str, closed: BatchNormForm | None = None) -
 
     objective = total(g[c] * y(c), c)
     return {
+        "output": sum_identity(at(f.output), y(k))(),
         "jacobian": sum_identity(at(f.jacobian_entry), sp.diff(y(k), x[c]))(),
         "vjp": sum_identity(at(f.vjp), total(sp.diff(y(c), x[k]) * g[c], c))(),
         "dgamma": sum_identity(
@@ -371,6 +372,55 @@ def symbolic_derivation_matches(denom: str) -> bool:
         simultaneous=True,
     )
     return sum_identity(assembled, sp.diff((x[k] - mean) / denominator, x[j]))()
+
+
+@cache
+def symbolic_statistic_partial(which: str, factor: int = 1) -> bool:
+    """For a symbolic batch size M: d mu/dx_j = 1/M (``which`` = "mu"), or d sigma/dx_j =
+    (x_j - mu)/(M sigma) for the biased standard deviation ("sigma", sigma > 0). ``factor``
+    scales the claimed right-hand side (a test's false variant)."""
+    j = sp.Symbol("b", integer=True, positive=True)
+    x = sp.IndexedBase("x", real=True)
+    mean, var = sum_statistics(x)
+    if which == "mu":
+        return sum_identity(sp.diff(mean, x[j]), factor / SIZE)()
+    spread = sp.sqrt(var)
+    return sum_identity(sp.diff(spread, x[j]), factor * (x[j] - mean) / (SIZE * spread))()
+
+
+@cache
+def symbolic_gradient_matches(which: str) -> bool:
+    """:func:`proofs.batchnorm.gradient_matches` for a symbolic batch size M: with the loss
+    sum_c g_c y_c of the std + eps form, ``dbeta`` = sum_c g_c, ``dgamma`` = sum_c g_c
+    xhat_c, and ``dx`` = sum_c g_c gamma (the assembled chain rule at (c, j)) equal
+    sympy.diff of the loss (where the variance is positive)."""
+    c, j = sp.symbols("a b", integer=True, positive=True)
+    x, g = sp.IndexedBase("x", real=True), sp.IndexedBase("g", real=True)
+    gamma, beta = sp.Symbol("gamma", real=True), sp.Symbol("beta", real=True)
+    mean, var = sum_statistics(x)
+    spread = sp.sqrt(var)
+
+    def xhat(t):
+        return (x[t] - mean) / (spread + eps)
+
+    loss = total(g[c] * (gamma * xhat(c) + beta), c)
+    if which == "dbeta":
+        return sum_identity(sp.diff(loss, beta), total(g[c], c))()
+    if which == "dgamma":
+        return sum_identity(sp.diff(loss, gamma), total(g[c] * xhat(c), c))()
+    steps = derivation("std_plus_eps")
+    entry = steps.assembled.subs(
+        {
+            x_k: x[c],
+            x_j: x[j],
+            mu: mean,
+            sigma: spread,
+            delta_jk: sp.KroneckerDelta(c, j),
+            m: SIZE,
+        },
+        simultaneous=True,
+    )
+    return sum_identity(total(g[c] * gamma * entry, c), sp.diff(loss, x[j]))()
 
 
 @cache

@@ -217,3 +217,25 @@ def test_corrected_moments_hold_and_printed_ones_fail_at_their_witness():
     index = result.witness["component"]
     assert sp.nsimplify(printed.formal[index].subs(point)) == sp.sympify(result.witness["printed"])
     assert sp.nsimplify(corrected[index].subs(point)) == sp.sympify(result.witness["derived"])
+
+
+def test_the_symbolic_batch_statistics_and_gradients_hold_and_false_variants_do_not(monkeypatch):
+    """d mu/dx_j = 1/M and d sigma/dx_j = (x_j - mu)/(M sigma) for a symbolic M, not twice
+    them; 004's gradient sums (B.53, B.55, B.57) equal sympy.diff of the loss for a symbolic
+    M, and a chain rule without the spread's path does not give dx."""
+    for which in ("mu", "sigma"):
+        assert bn.symbolic_statistic_partial(which)
+        assert not bn.symbolic_statistic_partial(which, factor=2)
+    for which in ("dbeta", "dgamma", "dx"):
+        assert bn.symbolic_gradient_matches(which), which
+    steps = bn.derivation("std_plus_eps")
+    broken = dataclasses.replace(
+        steps, assembled=steps.assembled - steps.by_spread * steps.spread_by_x
+    )
+    monkeypatch.setattr(bn, "derivation", lambda d: broken)
+    bn.symbolic_gradient_matches.cache_clear()
+    try:
+        assert not bn.symbolic_gradient_matches("dx")
+    finally:
+        monkeypatch.undo()
+        bn.symbolic_gradient_matches.cache_clear()

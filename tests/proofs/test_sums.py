@@ -108,3 +108,18 @@ def test_renaming_cannot_capture_a_free_index():
     free = total(sp.exp(x[l] * y[k]), l)
     assert sum_identity(free, total(sp.exp(x[k] * y[k]).xreplace({x[k]: x[l]}), l))()
     assert not sum_identity(free, total(sp.exp(x[l] * y[l]), l))()
+
+
+def test_projector_eigenvector_and_weightnorm_rows_for_a_symbolic_d():
+    """P^2 = P, the repeated-max eigenvector of diag(gamma^2) - gamma gamma^T/D and WeightNorm's
+    row identities hold for a symbolic D; the same statements with the right-hand side
+    doubled do not (the checks can fail)."""
+    assert pn.symbolic_projector_identity()
+    assert pn.symbolic_repeated_max_eigenvector()
+    assert not pn.symbolic_repeated_max_eigenvector(factor=2)
+    assert pn.symbolic_weightnorm_rows() == {"jacobian": True, "frobenius": True}
+    assert pn.symbolic_weightnorm_rows(factor=2) == {"jacobian": False, "frobenius": False}
+    a, b, l = sp.symbols("a b l", integer=True, positive=True)  # noqa: E741
+    centering = pn.projector_entry
+    # P^2 = 2P is false: the sums machinery behind the projector check can fail
+    assert not sum_identity(total(centering(a, l) * centering(l, b), l), 2 * centering(a, b))()
