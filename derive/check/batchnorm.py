@@ -340,7 +340,7 @@ def _definition_004(c):
         Step(
             statement=r"intended $\widehat Z_{ik} = G_i \overline Z_{ik} + B_i$ with "
             r"$\overline Z = (Z - \mu)/(\sigma + \varepsilon)$: the std + eps form, whose "
-            r"forward the kernels use (every M, symbolic, and M = 1..5)",
+            r"forward the kernels use (for every M, symbolic M, and at M = 1..5)",
             method="symbolic identity",
             check=lambda: (
                 is_zero(c.intended - derived)

@@ -7,6 +7,7 @@ Verdicts are :class:`proofs.core.Verdict`; a proof step that does not check rais
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import sympy as sp
@@ -33,6 +34,12 @@ class Result:
     notes: tuple[str, ...] = field(default_factory=tuple)
     relative_error: str | None = None
 
+    @property
+    def proven_for(self) -> str:
+        """The sizes the proof covers: "every size", or the concrete sizes its steps were
+        checked at when no step covers every size (:func:`sizes_checked`)."""
+        return sizes_checked(self.verdict, [(s.method, s.statement) for s in self.proof.steps])
+
     def to_json(self) -> dict:
         c = self.claim
         return {
@@ -46,11 +53,58 @@ class Result:
             "value": self.value,
             "method": self.method,
             "rigorous": self.rigorous,
+            "proven_for": self.proven_for,
             "witness": self.witness,
             "relative_error": self.relative_error,
             "notes": " ".join(n for n in (c.notes, *self.notes) if n),
             "proof": [{"statement": s.statement, "method": s.method} for s in self.proof.steps],
         }
+
+
+#: A size named in a proof step: "D = 1..5", "M = 2..4", "N = 3", "K = 1..4", "D <= 5".
+_SIZE = re.compile(r"\b([DMNKH]) (?:= (\d+)(?:\.\.(\d+))?|<= (\d+))\b")
+#: A step that covers every size says so.
+_EVERY = re.compile(
+    r"symbolic [DMKN]\b|for every (?:D|M|K|N|size|batch)|every batch size|"
+    r"every D\b|for all D\b"
+)
+
+
+#: Methods whose steps name a size to say where a witness is, not how far a check reaches.
+WITNESS_METHODS = ("exact witness", "arb enclosure")
+
+
+def sizes_checked(verdict: str, steps: list[tuple[str, str]]) -> str:
+    """What a proof of ``(method, statement)`` steps covers, by one rule for every claim:
+    "every size" when a step says it is checked for a symbolic size (or for every D), when
+    no check names a size, or when the verdict rests on a counterexample (``fails``: one size
+    suffices); otherwise the sizes its checks name, e.g. "D = 1..5": the statement is then
+    machine-checked at those sizes only, and the report says so beside "rigorous". Sizes in
+    witness steps (:data:`WITNESS_METHODS`) say where a witness is and do not count.
+
+    >>> sizes_checked("holds", [("symbolic identity", "sympy.diff, D = 1..5")])
+    'D = 1..5'
+    >>> sizes_checked("holds", [("symbolic identity", "D = 2..5; for every D (symbolic D)")])
+    'every size'
+    >>> sizes_checked("holds", [("symbolic sign", "Lip <= 1"), ("exact witness", "at D = 2")])
+    'every size'
+    """
+    statements = [text for _, text in steps]
+    if verdict == Verdict.FAILS or any(_EVERY.search(text) for text in statements):
+        return "every size"
+    named = []
+    for method, text in steps:
+        if method in WITNESS_METHODS:
+            continue
+        for letter, low, high, upper in _SIZE.findall(text):
+            label = (
+                f"{letter} <= {upper}"
+                if upper
+                else f"{letter} = {low}" + (f"..{high}" if high else "")
+            )
+            if label not in named:
+                named.append(label)
+    return ", ".join(named) if named else "every size"
 
 
 def decimal(value: sp.Expr, digits: int = DIGITS) -> str:

@@ -76,7 +76,9 @@ CONVENTIONS = """\
   value; 2-norm for matrices), given with where it occurs; below 1/10 the verdict is
   `approx`, from 1/10 on `fails` with an exact witness. "rigorous" is true only
   for proofs (symbolic identities, ball-arithmetic enclosures, exact witnesses), never for
-  sampling.
+  sampling; a statement about every size that was machine-checked at some sizes only (no
+  step for a symbolic size) says which ("yes, at D = 1..5 only"; `proven_for` in
+  claims.json).
 """
 
 
@@ -99,8 +101,23 @@ def _summary_row(r: Result) -> str:
     decimal = f"{sp.N(number, 12)}" if numeric else ""
     return (
         f"| `{r.claim.id}` | ${statement}$ | **{r.verdict}** | "
-        f"`{value}` | {decimal} | {'yes' if r.rigorous else 'no (evidence)'} |"
+        f"`{value}` | {decimal} | {_rigor(r)} |"
     )
+
+
+def _rigor(r: Result) -> str:
+    """The summary's "rigorous" cell: yes, yes at the sizes checked, or no (evidence)."""
+    if not r.rigorous:
+        return "no (evidence)"
+    return "yes" if r.proven_for == "every size" else f"yes, at {r.proven_for} only"
+
+
+def _rigor_text(r: Result) -> str:
+    if not r.rigorous:
+        return "evidence, not proof"
+    if r.proven_for == "every size":
+        return "rigorous"
+    return f"rigorous at {r.proven_for}; not machine-checked for every size"
 
 
 def _correction(r: Result) -> str | None:
@@ -141,8 +158,7 @@ def _claim_section(r: Result) -> list[str]:
         "",
         f"Printed: ${c.statement_latex}$",
         "",
-        f"Derived: `{r.value}` ({'rigorous' if r.rigorous else 'evidence, not proof'}; "
-        f"method: {r.method}).",
+        f"Derived: `{r.value}` ({_rigor_text(r)}; method: {r.method}).",
         "",
     ]
     if r.witness:

@@ -126,6 +126,26 @@ def test_one_rule_for_every_approximation(files):
             assert float(sp.N(sp.sympify(record["witness"]["relative_error"]))) >= 0.1
 
 
+def test_sizes_checked_are_stated_beside_rigorous(files):
+    """No claim says "rigorous" for more than was machine-checked: a statement about every
+    size checked at some sizes only carries them in proven_for and in the summary's cell;
+    the BatchNorm chain rule, once checked at M = 1..4 only, now covers every M."""
+    records = {r["id"]: r for r in json.loads(files["claims.json"])}
+    summary = files["index.md"].split("## Summary", 1)[1].split("\n## ", 1)[0]
+    for record in records.values():
+        assert record["proven_for"], record["id"]
+        row = next(line for line in summary.splitlines() if f"`{record['id']}`" in line)
+        cell = row.rstrip(" |").rsplit("|", 1)[1].strip()
+        if not record["rigorous"]:
+            assert cell == "no (evidence)", (record["id"], cell)
+        elif record["proven_for"] == "every size":
+            assert cell == "yes", (record["id"], cell)
+        else:
+            assert cell == f"yes, at {record['proven_for']} only", (record["id"], cell)
+    for label in ("eq16", "eq17", "jacobian", "B48", "B49", "B53", "KE21"):
+        assert records[f"batchnorm.{label}"]["proven_for"] == "every size", label
+
+
 def test_index_has_every_section(files):
     index = files["index.md"]
     for heading in ("## Conventions", "## Summary", "## Corrections to Table 2"):
