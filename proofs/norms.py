@@ -251,8 +251,31 @@ def jacobian_decision(
     return Verdict.HOLDS, Proof(claim=statement, steps=steps), None
 
 
+@cache
+def symbolic_definition_matches(key: str, eps_factor: int = 1) -> bool:
+    """:func:`paper_definition_matches` for a symbolic D: entry b of the printed forward
+    (:func:`derive.definitions.norms.paper_forward_entry`) with ``epsilon_p = D eps`` equals
+    PyTorch's ``gamma_b (x_b - mean) / sqrt(second moment + eps) + beta_b``, the row sums as
+    sums over 1..D. ``eps_factor`` scales PyTorch's eps (a test's false variant)."""
+    b = _COLUMN
+    x, gamma, beta = (sp.IndexedBase(name, real=True) for name in ("x", "gamma", "beta"))
+    printed = paper_forward_entry(key, b).subs(EPS_PAPER, SIZE * eps)
+    center, second = sum_statistics(x, centered=key != "rmsnorm")
+    torch = gamma[b] * (x[b] - center) / sp.sqrt(second + eps_factor * eps) + beta[b]
+    return sum_identity(printed, torch)()
+
+
 def definition_proof(key: str, statement: str) -> Proof:
-    steps = tuple(
+    every = Step(
+        statement=(
+            "for every D (entry b, symbolic D): the printed forward with "
+            "$\\epsilon_p = D\\epsilon$ equals PyTorch's, the row's statistics as sums over "
+            "1..D"
+        ),
+        method="symbolic identity",
+        check=lambda: symbolic_definition_matches(key),
+    )
+    concrete = tuple(
         Step(
             statement=(
                 f"D = {size}: the printed forward with $\\epsilon_p = D\\epsilon$ equals "
@@ -265,7 +288,7 @@ def definition_proof(key: str, statement: str) -> Proof:
         )
         for size in PROOF_SIZES
     )
-    return Proof(claim=statement, steps=steps)
+    return Proof(claim=statement, steps=(every, *concrete))
 
 
 # --- the centered gamma norm |diag(gamma) P|_2 ----------------------------------------------

@@ -123,3 +123,11 @@ def test_projector_eigenvector_and_weightnorm_rows_for_a_symbolic_d():
     centering = pn.projector_entry
     # P^2 = 2P is false: the sums machinery behind the projector check can fail
     assert not sum_identity(total(centering(a, l) * centering(l, b), l), 2 * centering(a, b))()
+
+
+@pytest.mark.parametrize("key", ["layernorm", "rmsnorm"])
+def test_the_printed_row_norm_is_pytorchs_for_a_symbolic_d(key):
+    """Table 2's forward with eps_p = D eps is PyTorch's for every D; with PyTorch's eps
+    doubled it is not (so the check can fail)."""
+    assert pn.symbolic_definition_matches(key)
+    assert not pn.symbolic_definition_matches(key, eps_factor=2)
