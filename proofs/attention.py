@@ -366,14 +366,19 @@ def _scs_common(N, Wq, Wk, Wv, nu, tau, eps, prec):
         ("tau", _exact_scalar(tau, "tau", positive=True)),
         ("eps", _exact_scalar(eps, "eps", positive=True)),
     )
-    labels = ("W^Q", "W^K", "W^V")
+    # One orientation everywhere: Eq. 54 read in the kernel's layout (scs_attention.definition)
+    # is the kernel's map with the paper's W^K in the kernel's Wq and W^Q in its Wk.
+    labels = ("W^K", "W^Q", "W^V")
     norms = tuple((label, sigma_max(W, prec)) for label, W in zip(labels, arrays, strict=True))
     return n, dict(scalars), scalars, norms
 
 
 def printed_scs_bound(N: int, Wq, Wk, Wv, nu, tau, eps, prec: int = DEFAULT_PREC) -> Constant:
-    r"""The printed SCS constant, certified: ``2N(N-1) nu tau eps^{-1/2} |Wk|_2 +
-    2(N-1) nu tau eps^{-1/2} |Wq|_2 + 2N nu eps^{-1/2} |Wv|_2`` (nu, tau, eps > 0, exact).
+    r"""The printed SCS constant, certified: ``2N(N-1) nu tau eps^{-1/2} |W^K|_2 +
+    2(N-1) nu tau eps^{-1/2} |W^Q|_2 + 2N nu eps^{-1/2} |W^V|_2`` (nu, tau, eps > 0, exact),
+    in the kernel's arguments: the paper's W^K is the kernel's ``Wq`` and its W^Q the
+    kernel's ``Wk`` (the orientation of ``scs_attention.definition``), so the 2N(N-1)
+    coefficient goes with ``|Wq|_2``.
 
     >>> I = np.eye(2)
     >>> printed_scs_bound(2, I, I, I, 1.0, 1.0, 1.0).decimal(10)
@@ -653,6 +658,83 @@ def _coefficients_dominated() -> bool:
     )
 
 
+#: The weights-and-input construction that shows the printed SCS constant loose by at most a
+#: factor of about 2 (found with the weights searched as well as X): N = 2, D = 2, nu = tau =
+#: eps = 1, the kernel's Wk = [1, 0] (zero on both tokens: keys 0, uniform attention), Wq =
+#: Wv = [0, 1/1000], tokens (0, 10^6) and (0, -10^6) (normalized queries and values near
+#: +-1). Moving the tokens' first entries apart moves the keys at slope 1/sqrt(eps).
+SCS_WITNESS = {"t": 10**6, "delta": sp.Rational(1, 1000)}
+
+
+def _scs_witness_arrays() -> tuple[sp.Matrix, sp.Matrix, sp.Matrix, sp.Matrix]:
+    t, delta = SCS_WITNESS["t"], SCS_WITNESS["delta"]
+    X = sp.Matrix([[0, t], [0, -t]])
+    return X, sp.Matrix([[0, delta]]), sp.Matrix([[1, 0]]), sp.Matrix([[0, delta]])
+
+
+def scs_witness_gain(prec: int = DEFAULT_PREC) -> arb:
+    """A ball containing ``u^T J v`` at :data:`SCS_WITNESS`, ``u = (1, -1)/sqrt 2``, ``v =
+    (1, 0, -1, 0)/sqrt 2`` (unit vectors): a lower bound on ``|J|_2`` there, hence on the
+    map's Lipschitz constant. J is sympy's Jacobian of the definition (exact weights),
+    evaluated at the exact point and enclosed in arb."""
+    point_X, Wq, Wk, Wv = _scs_witness_arrays()
+    X = sp.Matrix(2, 2, lambda i, j: sp.Symbol(f"x{i}{j}", real=True))
+    Y = A.scs(X, Wq, Wk, Wv, 1, 1, 1)
+    J = sp.Matrix(list(Y)).jacobian(list(X))
+    at = {X[i, j]: point_X[i, j] for i in range(2) for j in range(2)}
+    value = (J[0, 0] - J[0, 2] - J[1, 0] + J[1, 2]).subs(at) / 2
+    return enclose(value, prec=prec)
+
+
+def scs_witness_weights() -> tuple:
+    """The weights of :data:`SCS_WITNESS` as the kernel takes them: Wq, Wk, Wv, nu, tau,
+    eps."""
+    _, Wq, Wk, Wv = _scs_witness_arrays()
+    arrays = [np.array(W.tolist(), dtype=np.float64) for W in (Wq, Wk, Wv)]
+    return (*arrays, 1.0, 1.0, 1.0)
+
+
+def scs_witness_ratio() -> tuple[Fraction, Constant]:
+    """``(lower, printed)``: an exact lower bound on sup |J|_2 at the witness's weights, and the
+    printed constant there (certified)."""
+    printed = printed_scs_bound(2, *scs_witness_weights())
+    lower, _ = endpoints(scs_witness_gain())
+    return lower, printed
+
+
+def scs_witness_step() -> Step:
+    lower, printed = scs_witness_ratio()
+    ratio = float(lower) / float(printed.hi)
+    return Step(
+        "weights searched too: N = 2, D = 2, $\\nu = \\tau = \\epsilon = 1$, the kernel's "
+        "$W_k = [1, 0]$ (the paper's $W^Q$), $W_q = W_v = [0, 10^{-3}]$, tokens $(0, 10^6)$ and "
+        f"$(0, -10^6)$: $u^\\top J v \\ge {float(lower):.9f}$ for unit $u, v$ (sympy's Jacobian, "
+        f"arb), against the printed {float(printed.hi):.6f}: the printed constant is at most "
+        f"{1 / ratio:.4f} times the supremum there (ratio {ratio:.4f})",
+        "arb enclosure",
+        lambda: scs_witness_ratio()[0] > Fraction(999998, 1000000),
+    )
+
+
+def scs_single_token_step() -> Step:
+    """N = 1: the softmax of one logit is 1, Y = nu g(W^V x) with g(u) = u/sqrt(|u|^2 + eps),
+    J = nu Dg W^V and |Dg|_2 = 1/sqrt(|u|^2 + eps) <= 1/sqrt(eps), equal at u = 0: the tight
+    constant is nu |W^V|_2/sqrt(eps), half the printed 2N nu |W^V|_2/sqrt(eps) at N = 1."""
+    n, nu, tau, eps, k, q, v = sp.symbols("N nu tau epsilon k q v", positive=True)
+    printed = (
+        2 * n * (n - 1) * nu * tau * k + 2 * (n - 1) * nu * tau * q + 2 * n * nu * v
+    ) / sp.sqrt(eps)
+    tight = nu * v / sp.sqrt(eps)
+    return Step(
+        "N = 1: the softmax of one logit is 1, so $Y = \\nu g(W^V x)$ with $g(u) = "
+        "u/\\sqrt{|u|^2+\\epsilon}$, $J = \\nu\\, Dg\\, W^V$ and $\\|Dg\\|_2 = 1/\\sqrt{|u|^2+"
+        "\\epsilon} \\le 1/\\sqrt\\epsilon$, equal at $u = 0$ (the step for Dg above): the tight "
+        "constant is $\\nu\\|W^V\\|_2/\\sqrt\\epsilon$, exactly half the printed one at N = 1",
+        "symbolic identity",
+        lambda: sp.simplify(printed.subs(n, 1) - 2 * tight) == 0,
+    )
+
+
 def scs_printed_holds() -> Proof:
     """The printed SCS constant is an upper bound, through :func:`derived_scs_bound`."""
     softmax = softmax_lipschitz("the row softmax has $\\|J\\|_2 \\le 1/2$")
@@ -747,7 +829,8 @@ def standard_settings(module: str, seed: int = 0) -> tuple[Setting, ...]:
     DP: random (D = 3, d = 2, dv = 3), identity (D = 2), weights 2 I. L2: random (D = 3,
     d = 2, dv = 3), identity (D = 2), ``W^Q = 4 I`` (degree 2 against the printed degree 1).
     SCS: random (nu = tau = 1, eps = 1e-2), identity (nu = tau = eps = 1), and tau = 10,
-    |W^K| three times |W^Q|, eps = 1e-4 (the printed Wk-term dominates).
+    the paper's |W^Q| (the kernel's Wk) three times |W^K|, eps = 1e-4 (the weight the printed
+    constant charges least, 2(N-1) against 2N(N-1), made largest).
     """
     _kernel(module)
     rng = np.random.default_rng(seed)
@@ -774,7 +857,7 @@ def standard_settings(module: str, seed: int = 0) -> tuple[Setting, ...]:
             "adversarial",
             module,
             (I2 / 3, I2, I2 / 3, 1.0, 10.0, 1e-4),
-            "tau = 10, W^K = I, W^Q = W^V = I/3, eps = 1e-4",
+            "tau = 10, W^Q = I (the kernel's Wk), W^K = W^V = I/3, eps = 1e-4",
         ),
     )
 
