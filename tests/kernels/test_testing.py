@@ -14,8 +14,10 @@ from hypothesis import given, settings
 
 from kernels import sigmoid
 from kernels.testing import (
+    BOUND_ENTRIES,
     VacuousTestWarning,
     assert_matches_reference,
+    compare,
     hard_input_strategy,
     hard_inputs,
 )
@@ -296,3 +298,61 @@ def test_torch_rmsnorm_bfloat16():
         assert_matches_reference(narrow, "rmsnorm", x, gamma, eps=1e-6)
     report = assert_matches_reference(wide, "rmsnorm", x, gamma, eps=1e-6)
     assert [c.name for c in report.comparisons] == ["forward", "dx", "dgamma"]
+
+
+def _float32_swish(x):
+    return (x / (np.float32(1) + np.exp(-x))).astype(np.float32)
+
+
+def _float32_swish_vjp(x, g):
+    s = (np.float32(1) / (np.float32(1) + np.exp(-x))).astype(np.float32)
+    return (g * (s * (np.float32(1) + x * (np.float32(1) - s)))).astype(np.float32)
+
+
+def test_bound_budget_follows_the_conditioning():
+    """'bound:K' allows each element 0.5 + K u (|y| + S)/spacing ULPs, S the componentwise
+    condition: a stable float32 Swish (forward and VJP, 1.9 and 4.9 ULPs at worst) passes
+    bound:4 though it fails ulp:1; GeLU through 1 + erf(x/sqrt 2) in float32 cancels in its
+    left tail (about 1.7e7 ULPs at x = -5.6, where the condition allows some 70) and fails;
+    so does LayerNorm's one-pass variance E[x^2] - mean^2 on rows with a large mean, where
+    the two-pass variance, whose error the conditioning of such rows explains, passes."""
+    x = np.linspace(-12, 6, 200).astype(np.float32)
+    assert not compare(_float32_swish, "swish", x, grad=False, budget="ulp:1").passed
+    swish = compare(_float32_swish, "swish", x, vjp=_float32_swish_vjp, budget="bound:4")
+    assert swish.passed, str(swish)
+    assert not compare(_float32_swish, "swish", x, grad=False, budget="bound:0").passed
+
+    def float32_gelu(v):
+        erf = np.vectorize(lambda t: np.float32(math.erf(float(t) / math.sqrt(2.0))))
+        return (v * np.float32(0.5) * (np.float32(1) + erf(v).astype(np.float32))).astype(
+            np.float32
+        )
+
+    gelu = compare(float32_gelu, "gelu", x, grad=False, budget="bound:4")
+    assert not gelu.passed and gelu.comparisons[0].max_ulp > 1e6, str(gelu)
+    assert 10 < gelu.comparisons[0].allowed_ulp < 1000, str(gelu)
+
+    rng = np.random.default_rng(0)
+    rows = (rng.standard_normal((4, 16)) * 1e-3 + 100).astype(np.float32)
+    gamma, beta = np.ones(16, np.float32), np.zeros(16, np.float32)
+
+    def layernorm(one_pass):
+        def run(v, g, b):
+            mean = v.mean(-1, keepdims=True, dtype=np.float32)
+            if one_pass:
+                var = np.maximum((v * v).mean(-1, keepdims=True, dtype=np.float32) - mean**2, 0)
+            else:
+                var = ((v - mean) ** 2).mean(-1, keepdims=True, dtype=np.float32)
+            return ((v - mean) / np.sqrt(var + np.float32(1e-5)) * g + b).astype(np.float32)
+
+        return run
+
+    two = compare(layernorm(False), "layernorm", rows, gamma, beta, grad=False, budget="bound:2")
+    one = compare(layernorm(True), "layernorm", rows, gamma, beta, grad=False, budget="bound:2")
+    assert two.passed and not one.passed, (str(two), str(one))
+
+
+def test_bound_budget_refuses_inputs_too_large_to_differentiate():
+    x = np.zeros(BOUND_ENTRIES + 1, np.float32)
+    with pytest.raises(ValueError, match="differentiates every input entry"):
+        compare(_float32_swish, "swish", x, grad=False, budget="bound:1")
