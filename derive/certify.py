@@ -4,13 +4,14 @@ The kernel's forward or derivative (mixed mode for float16 and bfloat16) is comp
 by input, with the correctly rounded reference of :mod:`derive.reference` (python-flint
 balls, mpmath where they cannot decide): for float16 and bfloat16 the exhaustive tables,
 for float32 the references computed shard by shard. The VJP ``g * f'(x)`` of float16 is
-compared at every pair of finite halves (x, g) with the correctly rounded product
+and of bfloat16 is compared at every pair of finite values (x, g) with the correctly rounded product
 (:func:`derive.reference.products.vjp_reference`). The inputs
 are the bit patterns of the format (of a pair: x's bits, then g's), cut into contiguous
 shards; every shard is one task on a Dask distributed cluster (a ``LocalCluster`` of one
 single-threaded worker process per core by default, or the scheduler at ``--scheduler``).
 Finished shards are kept as JSON files in a state folder (:func:`default_state`, or
-``--state``) under a name made of the kernel's and the references' source digests, so an
+``--state``) under a name made of the kernel's source digest (its module and the files of
+``kernels/`` it imports, :func:`derive.digests.kernel_digest`) and the references', so an
 interrupted run resumes where it stopped and a changed kernel starts afresh.
 
 A certificate records the module, quantity, format, source digests, the shards and inputs
