@@ -526,7 +526,7 @@ def _dp_point(fmt: Format, n: int, dim: int, dv: int, w: Fraction) -> Point | No
             continue
 
         def reaches(size: Fraction, spread: int = spread) -> bool:
-            return dp_column(n, dv, d, w, spread * size).times_reaches(Fraction(1), threshold)
+            return fmt.beyond(dp_column(n, dv, d, w, spread * size), Fraction(1), threshold)
 
         while t is not None and not reaches(t):
             t = fmt.next_up(t)
@@ -538,7 +538,8 @@ def _dp_point(fmt: Format, n: int, dim: int, dv: int, w: Fraction) -> Point | No
                 break
             t = lower
         sigma = spread * t
-        if w * sigma >= fmt.overflow:  # |Y| <= w sigma must stay finite
+        # |Y| <= w sigma must stay finite
+        if fmt.beyond(Real.rational(w * sigma), Fraction(1), fmt.overflow):
             return None
         where = "X[0, 0]" if spread == 1 else "every entry of token 0"
         gain = dp_column(n, dv, d, w, sigma)

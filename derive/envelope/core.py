@@ -29,25 +29,57 @@ class Format:
     """A binary floating-point format: ``precision`` significand bits (implicit one included),
     normal exponents ``emin..emax``, round to nearest even, IEEE overflow.
 
+    ``largest`` overrides the largest finite value where the format spends its top encodings
+    on NaN (FP8 E4M3: 448, not 480); such a format has no infinity: a magnitude beyond the
+    midpoint of ``largest`` and the next would-be value becomes NaN, and the midpoint itself
+    rounds to ``largest`` (ties to even), so its overflow is strict (``strict_overflow``).
+
     >>> f = FORMATS["float16"]
     >>> f.max_finite, f.overflow, f.smallest_normal
     (Fraction(65504, 1), Fraction(65520, 1), Fraction(1, 16384))
+    >>> e4m3 = FORMATS["float8_e4m3fn"]
+    >>> e4m3.max_finite, e4m3.overflow, e4m3.overflow_rule
+    (Fraction(448, 1), Fraction(464, 1), 'results of magnitude > 464 become NaN (no infinity)')
     """
 
     name: str
     precision: int
     emin: int
     emax: int
+    largest: Fraction | None = None
+    strict_overflow: bool = False
 
     @property
     def max_finite(self) -> Fraction:
-        """``(2 - 2^(1-p)) 2^emax``."""
+        """``(2 - 2^(1-p)) 2^emax``, or ``largest``."""
+        if self.largest is not None:
+            return Fraction(self.largest)
         return Fraction((1 << self.precision) - 1) * _pow2(self.emax - self.precision + 1)
 
     @property
     def overflow(self) -> Fraction:
-        """``(2 - 2^-p) 2^emax``: the least magnitude that rounds to infinity."""
-        return Fraction((1 << (self.precision + 1)) - 1) * _pow2(self.emax - self.precision)
+        """The largest finite value plus half its quantum (``(2 - 2^-p) 2^emax`` for IEEE
+        formats): the least magnitude that rounds to infinity, or for a strict overflow the
+        greatest one that does not."""
+        return self.max_finite + self.quantum(self.max_finite) / 2
+
+    @property
+    def overflow_rule(self) -> str:
+        """The overflow rule in words."""
+        if self.strict_overflow:
+            return f"results of magnitude > {_text(self.overflow)} become NaN (no infinity)"
+        return f"results of magnitude >= {_text(self.overflow)} round to inf"
+
+    def beyond(self, real: Real, g: Fraction, threshold: Fraction) -> bool:
+        """Whether ``g * real`` overflows against ``threshold`` by this format's rule:
+        ``>=``, or ``>`` for a strict overflow."""
+        if self.strict_overflow:
+            return real.times_exceeds(g, threshold)
+        return real.times_reaches(g, threshold)
+
+    def overflows(self, real: Real, g: Fraction) -> bool:
+        """Whether the exact ``g * real`` overflows this format."""
+        return self.beyond(real, g, self.overflow)
 
     @property
     def smallest_normal(self) -> Fraction:
@@ -124,6 +156,10 @@ class Format:
         return per_binade * (top - self.emin + 1) + int((value - _pow2(top)) / q)
 
 
+def _text(value: Fraction) -> str:
+    return f"{float(value):.8g}"
+
+
 def _pow2(exponent: int) -> Fraction:
     return Fraction(1 << exponent) if exponent >= 0 else Fraction(1, 1 << -exponent)
 
@@ -142,6 +178,10 @@ FORMATS: dict[str, Format] = {
     "float16": Format("float16", 11, -14, 15),
     "bfloat16": Format("bfloat16", 8, -126, 127),
     "float32": Format("float32", 24, -126, 127),
+    # FP8 (Micikevicius et al. 2022, "FP8 Formats for Deep Learning"; ml_dtypes' float8_e5m2
+    # and float8_e4m3fn): E5M2 is IEEE-like, max 57344; E4M3 has no infinity, max 448.
+    "float8_e5m2": Format("float8_e5m2", 3, -14, 15),
+    "float8_e4m3fn": Format("float8_e4m3fn", 4, -6, 8, Fraction(448), strict_overflow=True),
 }
 
 
@@ -190,6 +230,21 @@ class Real:
         with precision(PRECISIONS[-1]):
             return self.ball().mid().str(digits, radius=False)
 
+    def times_exceeds(self, g: Fraction, threshold: Fraction) -> bool:
+        """Whether ``g * self > threshold`` (``g >= 0``), decided exactly or rigorously."""
+        if self.exact is not None:
+            return g * self.exact > threshold
+        if self.square is not None:
+            return g * g * self.square > threshold * threshold
+        for prec in PRECISIONS:
+            with precision(prec):
+                difference = as_arb(g) * self.ball() - as_arb(threshold)
+                if difference > 0:
+                    return True
+                if difference <= 0:
+                    return False
+        raise ArithmeticError(f"cannot decide {float(g)} * ({self.formula}) > {threshold}")
+
     def times_reaches(self, g: Fraction, threshold: Fraction) -> bool:
         """Whether ``g * self >= threshold`` (``g >= 0``), decided exactly or rigorously."""
         if self.exact is not None:
@@ -231,24 +286,24 @@ def _fraction_text(value: Fraction) -> str:
 
 
 def safe_gradient(gain: Real, fmt: Format) -> Fraction | None:
-    """The largest format value ``g`` with ``g * gain`` below the overflow threshold, or None
-    when even the largest finite value is safe (``gain * max_finite < overflow``)."""
-    if not gain.times_reaches(fmt.max_finite, fmt.overflow):
+    """The largest format value ``g`` with ``g * gain`` below the overflow threshold (at most
+    at it, for a strict overflow), or None when even the largest finite value is safe."""
+    if not fmt.overflows(gain, fmt.max_finite):
         return None
     with precision(PRECISIONS[0]):
         guess = Fraction(float(gain.ball().mid()))
     g = fmt.round_down(fmt.overflow / guess) if guess > 0 else fmt.max_finite
-    while gain.times_reaches(g, fmt.overflow):
+    while fmt.overflows(gain, g):
         g = fmt.next_down(g)
     while True:
         up = fmt.next_up(g)
-        if up is None or gain.times_reaches(up, fmt.overflow):
+        if up is None or fmt.overflows(gain, up):
             return g
         g = up
 
 
 def overflowing_gradient(gain: Real, fmt: Format) -> Fraction | None:
-    """The smallest format value ``g`` with ``g * gain >= overflow``, or None if none is finite."""
+    """The smallest format value ``g`` whose ``g * gain`` overflows, or None if none is finite."""
     safe = safe_gradient(gain, fmt)
     return None if safe is None else fmt.next_up(safe)
 

@@ -94,7 +94,7 @@ class Envelope:
         fmt, m = self.format, self.model
         out = [
             f"{m.title} ({m.parameters}); {fmt.name}: largest finite {_num(fmt.max_finite)}, "
-            f"results of magnitude >= {_num(fmt.overflow)} round to inf.",
+            f"{fmt.overflow_rule}.",
             "forward: " + self._forward_text(),
             f"gain, 2-norm ({_what(m.gain_2, LIPSCHITZ)}): {_gain_text(m.gain_2)}.",
             f"gain, max-norm ({_what(m.gain_max, 'sup over x of max_j sum_i |J_ij|')}, what "
@@ -105,13 +105,13 @@ class Envelope:
         elif self.safe is None:
             out.append(
                 f"safe upstream gradient: every finite {fmt.name} g (the gain times "
-                f"{_num(fmt.max_finite)} stays below {_num(fmt.overflow)}): the backward "
+                f"{_num(fmt.max_finite)} {_stays(fmt)} {_num(fmt.overflow)}): the backward "
                 "pass never overflows."
             )
         else:
             out.append(
                 f"safe upstream gradient: max|g_i| <= {_num(self.safe)} (the largest {fmt.name} "
-                f"value with g * gain < {_num(fmt.overflow)}): no input overflows dx."
+                f"value with g * gain {_below(fmt)} {_num(fmt.overflow)}): no input overflows dx."
             )
         w = self.witness
         if w is not None:
@@ -135,8 +135,8 @@ class Envelope:
                 f"  at size {_num(w.inside)}: exact dx{list(w.point.index)} in "
                 f"[{_dec(w.inside_dx[0])}, {_dec(w.inside_dx[1])}], finite.",
                 f"  at size {_num(w.outside)} ({tight}): exact dx{list(w.point.index)} in "
-                f"[{_dec(w.outside_dx[0])}, {_dec(w.outside_dx[1])}] >= {_num(fmt.overflow)}: "
-                "rounds to inf.",
+                f"[{_dec(w.outside_dx[0])}, {_dec(w.outside_dx[1])}] {_past(fmt)} "
+                f"{_num(fmt.overflow)}: {_overflows_to(fmt)}.",
             ]
             if w.point.unbuilt:
                 out.append(f"  {w.point.unbuilt}: the sizes above come from its exact column gain.")
@@ -148,7 +148,7 @@ class Envelope:
         if f.sup is not None:
             verdict = (
                 "it never overflows"
-                if not f.sup.times_reaches(Fraction(1), fmt.overflow)
+                if not fmt.overflows(f.sup, Fraction(1))
                 else f"it can reach {_num(fmt.overflow)} and overflow"
             )
             return f"|y_i| <= {f.sup.formula} = {_short(f.sup)} ({f.reached}): {verdict}."
@@ -206,8 +206,9 @@ class Envelope:
 
 
 def overflowing_gradient_for(slope: Real, fmt: Format, need: Fraction) -> Fraction | None:
-    """The smallest format value ``m`` with ``m * slope >= need``, or None."""
-    if not slope.times_reaches(fmt.max_finite, need):
+    """The smallest format value ``m`` with ``m * slope >= need`` (``>`` for a strict
+    overflow), or None."""
+    if not fmt.beyond(slope, fmt.max_finite, need):
         return None
     scaled = Real(
         slope.formula,
@@ -231,6 +232,22 @@ def _gain_text(gain: Gain) -> str:
     if gain.value is None:
         return f"unbounded; {gain.reached}"
     return f"{gain.value.formula} = {_short(gain.value)}; {gain.reached}"
+
+
+def _stays(fmt: Format) -> str:
+    return "stays at most" if fmt.strict_overflow else "stays below"
+
+
+def _below(fmt: Format) -> str:
+    return "<=" if fmt.strict_overflow else "<"
+
+
+def _past(fmt: Format) -> str:
+    return ">" if fmt.strict_overflow else ">="
+
+
+def _overflows_to(fmt: Format) -> str:
+    return "becomes NaN" if fmt.strict_overflow else "rounds to inf"
 
 
 def _num(value: Fraction) -> str:
