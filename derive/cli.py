@@ -112,6 +112,16 @@ def _certify(args: argparse.Namespace) -> int:
     out.write_text(json.dumps(result.as_dict(), indent=1) + "\n")
     for line in result.lines():
         print(line)
+    if args.scaling:
+        from derive.envelope.scaling import Recipe, lines
+
+        try:
+            recipe = Recipe(args.scaling, args.history, args.margin)
+        except ValueError as error:
+            print(f"liptable envelope: {error}", file=sys.stderr)
+            return 2
+        for line in lines(result.format, recipe):
+            print(line)
     print(out)
     return 0 if not (result.not_correctly_rounded or result.zero_sign_mismatches) else 1
 
@@ -136,6 +146,16 @@ def _envelope(args: argparse.Namespace) -> int:
         return 0
     for line in result.lines():
         print(line)
+    if args.scaling:
+        from derive.envelope.scaling import Recipe, lines
+
+        try:
+            recipe = Recipe(args.scaling, args.history, args.margin)
+        except ValueError as error:
+            print(f"liptable envelope: {error}", file=sys.stderr)
+            return 2
+        for line in lines(result.format, recipe):
+            print(line)
     if args.dtype == "float16":
         from derive.envelope.strict import strict_thresholds
 
@@ -217,6 +237,13 @@ def main(argv: list[str] | None = None) -> int:
         choices=("float16", "bfloat16", "float32", "float8_e5m2", "float8_e4m3fn"),
         help="the format (FP8: E5M2 with inf, max 57344; E4M3 without, max 448)",
     )
+    env.add_argument(
+        "--scaling",
+        choices=("current", "delayed"),
+        help="also: the largest per-step amax growth a per-tensor scaling recipe survives",
+    )
+    env.add_argument("--history", type=int, default=16, help="delayed scaling's amax history")
+    env.add_argument("--margin", type=int, default=0, help="the scale is divided by 2^margin")
     env.add_argument("--json", action="store_true", help="print the envelope as JSON")
     env.add_argument(
         "--check", action="store_true", help="also run the kernel on the witness (compiles it)"

@@ -9,8 +9,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from derive.cli import main
 from derive.envelope.core import FORMATS, Real, safe_gradient
 from derive.envelope.modules import envelope
+from derive.envelope.scaling import Recipe, growth_limit, growth_witness, overflows
 
 FP8 = {"float8_e5m2": ml_dtypes.float8_e5m2, "float8_e4m3fn": ml_dtypes.float8_e4m3fn}
 
@@ -87,3 +89,44 @@ def test_fp8_envelope_is_tight_against_ml_dtypes(name, module):
     assert np.isfinite(np.array([inside]).astype(dtype).astype(float))[0], (inside, w)
     assert not np.isfinite(np.array([outside]).astype(dtype).astype(float))[0], (outside, w)
     assert w.steps == 1 and e.safe == w.inside
+
+
+@pytest.mark.parametrize(
+    ("name", "limit"), [("float8_e4m3fn", (29, 28)), ("float8_e5m2", (15, 14))]
+)
+@pytest.mark.parametrize("margin", [0, 1, 3])
+def test_delayed_scaling_growth_limit_is_exact(name, limit, margin):
+    """R = 2^margin T / M (29/28 for E4M3, 15/14 for E5M2, times 2^margin). Exactly R is
+    safe for E4M3 (the scaled amax lands on 464, which rounds to 448) and overflows E5M2
+    (61440 rounds to inf); just past R overflows both; and no sequence whose every step
+    grows by less than R (at most R for E4M3) overflows, whatever its dips and history."""
+    fmt = FORMATS[name]
+    R = Fraction(*limit) * 2**margin
+    for history in (1, 4, 16):
+        recipe = Recipe("delayed", history, margin)
+        assert growth_limit(fmt, recipe) == R
+        at = overflows(fmt, recipe, growth_witness(fmt, recipe, R))
+        assert (at is None) == fmt.strict_overflow
+        past = growth_witness(fmt, recipe, R * Fraction(1025, 1024))
+        assert overflows(fmt, recipe, past) == history
+        rng = np.random.default_rng(history + 10 * margin)
+        for _ in range(50):
+            steps = [Fraction(1)]
+            for _ in range(40):  # growths up to the limit, and dips of up to 1/8
+                u = Fraction(int(rng.integers(0, 1024)), 1024)
+                cap = R if fmt.strict_overflow else R * Fraction(1023, 1024)
+                steps.append(steps[-1] * (Fraction(1, 8) + u * (cap - Fraction(1, 8))))
+            assert overflows(fmt, recipe, steps) is None
+    current = Recipe("current", 1, margin)
+    assert growth_limit(fmt, current) is None
+    assert overflows(fmt, current, [Fraction(1), Fraction(10**6), Fraction(1, 10**6)]) is None
+
+
+def test_scaling_recipe_from_the_command_line(capsys):
+    args = ["envelope", "gelu", "--dtype", "float8_e4m3fn", "--scaling", "delayed"]
+    assert main([*args, "--margin", "1", "--history", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "at most 2^1 x 464/448 = 2.071428571 never overflows" in out
+    assert "then amax 2.071428571: no overflow" in out and "overflows at that step." in out
+    assert main([*args, "--history", "0"]) == 2
+    assert "history: expected a positive integer" in capsys.readouterr().err
