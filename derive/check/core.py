@@ -84,6 +84,8 @@ def sizes_checked(verdict: str, steps: list[tuple[str, str]]) -> str:
 
     >>> sizes_checked("holds", [("symbolic identity", "sympy.diff, D = 1..5")])
     'D = 1..5'
+    >>> sizes_checked("holds", [("symbolic identity", "O = 2, D = 3; D = 1; K = 2")])
+    'D = 1, D = 3, K = 2'
     >>> sizes_checked("holds", [("symbolic identity", "D = 2..5; for every D (symbolic D)")])
     'every size'
     >>> sizes_checked("holds", [("symbolic sign", "Lip <= 1"), ("exact witness", "at D = 2")])
@@ -104,6 +106,7 @@ def sizes_checked(verdict: str, steps: list[tuple[str, str]]) -> str:
             )
             if label not in named:
                 named.append(label)
+    named.sort(key=lambda label: (label[0], int(re.findall(r"\d+", label)[0])))
     return ", ".join(named) if named else "every size"
 
 
