@@ -592,6 +592,32 @@ def _row_hard(module: str, dtype: np.dtype, width: int) -> dict[str, np.ndarray]
     return {name: _rounded(np.asarray(v, np.float64), dtype)[None, :] for name, v in cases.items()}
 
 
+#: Tokens of the attention cases of :func:`hard_inputs`.
+_TOKENS = 4
+
+
+def _attention_hard(dtype: np.dtype, width: int) -> dict[str, np.ndarray]:
+    """Tokens (rows) of ``width`` entries that break naive attention with projections of
+    norm about 1 (identity-like), d = ``width``: logits q . k above the format's largest
+    value before the 1/sqrt(d) scaling and below it after, one dominant token (a softmax
+    without the max shift overflows exp), equal tokens (uniform weights), opposite tokens,
+    and subnormal tokens."""
+    biggest, _, tiny = _format_limits(dtype)
+    over = np.sqrt(1.4 * biggest / width)  # q . k = 1.4 x largest; / sqrt(d) fits for d >= 2
+    shape = (_TOKENS, width)
+    dominant = np.full(shape, -1.0)
+    dominant[0] = min(16.0, np.sqrt(biggest) / 4)
+    cases = {
+        "logits overflow before scaling": np.full(shape, over),
+        "one dominant token": dominant,
+        "equal tokens": np.full(shape, 0.5),
+        "opposite tokens": np.where(np.arange(_TOKENS)[:, None] % 2 == 0, 4.0, -4.0)
+        * np.ones(shape),
+        "subnormal tokens": tiny * (1 + np.arange(_TOKENS * width).reshape(shape)),
+    }
+    return {name: _rounded(np.asarray(v, np.float64), dtype) for name, v in cases.items()}
+
+
 def hard_inputs(module: str, dtype: Any, width: int = 8) -> dict[str, np.ndarray]:
     """Inputs ``x`` that break naive implementations of ``module`` in ``dtype``, by name.
 
@@ -601,12 +627,16 @@ def hard_inputs(module: str, dtype: Any, width: int = 8) -> dict[str, np.ndarray
     near-constant rows (zero variance), a huge mean with a small spread, entries whose
     squares overflow float16 (|x| = 256), entries near the largest value, subnormal rows,
     and for softmax large logits, a row masked with -inf but for one entry, equal logits.
+    Dot-product attention: token matrices (4 tokens of ``width`` entries), see
+    :func:`_attention_hard`.
     """
     dtype = np.dtype(dtype)
     if module not in MODULES:
         raise ValueError(f"module: expected one of {', '.join(MODULES)}, got {module!r}")
     if module in _ELEMENTWISE:
         return _elementwise_hard(dtype)
+    if module == "dp_attention":
+        return _attention_hard(dtype, width)
     return _row_hard(module, dtype, width)
 
 

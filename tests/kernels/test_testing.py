@@ -212,9 +212,18 @@ def attention_scaled_early(X, Wq, Wk, Wv):
 
 
 def test_attention_scaled_after_qk_is_caught():
-    """d = 4 and every entry 150: q . k = 90,000 overflows float16, q . k / 2 does not."""
+    """d = 4 and every entry 150: q . k = 90,000 overflows float16, q . k / 2 does not; and
+    hard_inputs' token matrix for it breaks the late scaling the same way."""
     X = np.full((3, 4), 150.0, dtype=F16)
     eye = np.eye(4, dtype=F16)
+    hard = hard_inputs("dp_attention", F16, width=4)["logits overflow before scaling"]
+    with pytest.raises(AssertionError, match="FAILED"), np.errstate(all="ignore"):
+        assert_matches_reference(
+            attention_scaled_late, "dp_attention", hard, eye, eye, eye, grad=False
+        )
+    assert_matches_reference(
+        attention_scaled_early, "dp_attention", hard, eye, eye, eye, grad=False
+    )
     with pytest.raises(AssertionError, match="FAILED"), np.errstate(all="ignore"):
         assert_matches_reference(
             attention_scaled_late, "dp_attention", X, eye, eye, eye, grad=False
