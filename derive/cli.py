@@ -112,16 +112,6 @@ def _certify(args: argparse.Namespace) -> int:
     out.write_text(json.dumps(result.as_dict(), indent=1) + "\n")
     for line in result.lines():
         print(line)
-    if args.scaling:
-        from derive.envelope.scaling import Recipe, lines
-
-        try:
-            recipe = Recipe(args.scaling, args.history, args.margin)
-        except ValueError as error:
-            print(f"liptable envelope: {error}", file=sys.stderr)
-            return 2
-        for line in lines(result.format, recipe):
-            print(line)
     print(out)
     return 0 if not (result.not_correctly_rounded or result.zero_sign_mismatches) else 1
 
