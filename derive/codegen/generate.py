@@ -159,25 +159,23 @@ _SETTLE = """\
     return {settled}(f, m, {offset})"""
 _UNARY_INTERVAL = "v, e"
 _PRODUCT_INTERVAL = "v, abs(dy) * d_e + U * abs(v) + TINY"
-BOUNDED_STORAGE = {
-    "f32": {
-        "x": "x",
-        "g": "g",
-        "read": "np.float64",
-        "decide": "decided_float32",
-        "settle": _SETTLE.format(
-            boundary="float32_boundary",
-            interval=_UNARY_INTERVAL,
-            settled="float32_settled",
-            offset="{q}_offset(w, m)",
-        ),
+
+
+def _settling(prefix: str) -> dict[str, str]:
+    """The ``settle`` fields of a format whose subnormal midpoints a float64 value can hit
+    (``prefix``: float32 or bfloat16, the names of its boundary and settling functions)."""
+    fields = {"boundary": f"{prefix}_boundary", "settled": f"{prefix}_settled"}
+    return {
+        "settle": _SETTLE.format(interval=_UNARY_INTERVAL, offset="{q}_offset(w, m)", **fields),
         "settle_product": _SETTLE.format(
-            boundary="float32_boundary",
-            interval=_PRODUCT_INTERVAL,
-            settled="float32_settled",
-            offset="vjp_offset(w, dy, m)",
+            interval=_PRODUCT_INTERVAL, offset="vjp_offset(w, dy, m)", **fields
         ),
-    },
+    }
+
+
+BOUNDED_STORAGE = {
+    "f32": {"x": "x", "g": "g", "read": "np.float64", "decide": "decided_float32"}
+    | _settling("float32"),
     "f16": {
         "x": "bits",
         "g": "g_bits",
@@ -191,20 +189,10 @@ BOUNDED_STORAGE = {
         "g": "g_bits",
         "read": "bfloat16_bits_to_float64",
         "decide": "decided_bfloat16",
-        "settle": _SETTLE.format(
-            boundary="bfloat16_boundary",
-            interval=_UNARY_INTERVAL,
-            settled="bfloat16_settled",
-            offset="{q}_offset(w, m)",
-        ),
-        "settle_product": _SETTLE.format(
-            boundary="bfloat16_boundary",
-            interval=_PRODUCT_INTERVAL,
-            settled="bfloat16_settled",
-            offset="vjp_offset(w, dy, m)",
-        ),
-    },
+    }
+    | _settling("bfloat16"),
 }
+
 
 UNARY_LOOPS = """\
 @njit(cache=True, parallel=True)
