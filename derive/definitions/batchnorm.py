@@ -91,11 +91,7 @@ class BatchNormForm:
         size = len(xs)
         mu = sum(xs) / size
         var = sum((v - mu) ** 2 for v in xs) / size
-        if self.denom == "sqrt_var_eps":
-            denominator = sp.sqrt(var + eps)
-        else:
-            denominator = sp.sqrt(var) + eps
-        return mu, var, (xs - sp.ones(size, 1) * mu) / denominator
+        return mu, var, (xs - sp.ones(size, 1) * mu) / denominator(self.denom, var)
 
     def forward(self, size: int) -> tuple[sp.Matrix, sp.Symbol, sp.Symbol, sp.Matrix]:
         """(x, gamma, beta, y) for one feature with a batch of ``size``."""
@@ -198,6 +194,12 @@ def output_matches(denom: str, size: int) -> bool:
     return _zero(f.closed_forms(size, vector("g", size))["output"] - y)
 
 
+def denominator(denom: str, var: sp.Expr) -> sp.Expr:
+    """The normalization's denominator for a variance ``var``: sqrt(var + eps), or
+    sqrt(var) + eps for "std_plus_eps"."""
+    return sp.sqrt(var + eps) if denom == "sqrt_var_eps" else sp.sqrt(var) + eps
+
+
 @cache
 def symbolic_batchnorm_checks(denom: str, closed: BatchNormForm | None = None) -> dict[str, bool]:
     """The closed forms of one denominator (``closed``, by default the kernel's) against
@@ -211,10 +213,9 @@ def symbolic_batchnorm_checks(denom: str, closed: BatchNormForm | None = None) -
     x, g = sp.IndexedBase("x", real=True), sp.IndexedBase("g", real=True)
     gamma, beta = sp.Symbol("gamma", real=True), sp.Symbol("beta", real=True)
     mean, var = sum_statistics(x)
-    denominator = sp.sqrt(var + eps) if denom == "sqrt_var_eps" else sp.sqrt(var) + eps
 
     def y(t):
-        return gamma * (x[t] - mean) / denominator + beta
+        return gamma * (x[t] - mean) / denominator(denom, var) + beta
 
     scale = f.scale.subs(s, var)
     weight = f.weight.subs({s: var, r: scale}, simultaneous=True)
@@ -314,6 +315,22 @@ class Derivation:
     spread_by_x: sp.Expr  # d spread / d x_j (its mu-path contributes sum(x - mu) = 0)
     assembled: sp.Expr  # d xhat_k / d x_j
 
+    def entry(self, x: sp.IndexedBase, k: sp.Symbol, j: sp.Symbol) -> sp.Expr:
+        """``assembled`` at entries k, j of a column ``x`` of symbolic size M
+        (``proofs.core.SIZE``), its mean and variance as sums over the batch."""
+        mean, var = sum_statistics(x)
+        return self.assembled.subs(
+            {
+                x_k: x[k],
+                x_j: x[j],
+                mu: mean,
+                self.spread: var if self.spread == sigma2 else sp.sqrt(var),
+                delta_jk: sp.KroneckerDelta(k, j),
+                m: SIZE,
+            },
+            simultaneous=True,
+        )
+
     def substitute(self, xs: sp.Matrix, k: int, j: int) -> sp.Expr:
         """``assembled`` at batch entries k, j of the column ``xs`` (statistics substituted)."""
         size = len(xs)
@@ -357,21 +374,8 @@ def symbolic_derivation_matches(denom: str) -> bool:
     k, j = sp.symbols("a b", integer=True, positive=True)
     x = sp.IndexedBase("x", real=True)
     mean, var = sum_statistics(x)
-    steps = derivation(denom)
-    spread = var if steps.spread == sigma2 else sp.sqrt(var)
-    denominator = sp.sqrt(var + eps) if denom == "sqrt_var_eps" else sp.sqrt(var) + eps
-    assembled = steps.assembled.subs(
-        {
-            x_k: x[k],
-            x_j: x[j],
-            mu: mean,
-            steps.spread: spread,
-            delta_jk: sp.KroneckerDelta(k, j),
-            m: SIZE,
-        },
-        simultaneous=True,
-    )
-    return sum_identity(assembled, sp.diff((x[k] - mean) / denominator, x[j]))()
+    xhat = (x[k] - mean) / denominator(denom, var)
+    return sum_identity(derivation(denom).entry(x, k, j), sp.diff(xhat, x[j]))()
 
 
 @cache
@@ -398,28 +402,16 @@ def symbolic_gradient_matches(which: str) -> bool:
     x, g = sp.IndexedBase("x", real=True), sp.IndexedBase("g", real=True)
     gamma, beta = sp.Symbol("gamma", real=True), sp.Symbol("beta", real=True)
     mean, var = sum_statistics(x)
-    spread = sp.sqrt(var)
 
     def xhat(t):
-        return (x[t] - mean) / (spread + eps)
+        return (x[t] - mean) / denominator("std_plus_eps", var)
 
     loss = total(g[c] * (gamma * xhat(c) + beta), c)
     if which == "dbeta":
         return sum_identity(sp.diff(loss, beta), total(g[c], c))()
     if which == "dgamma":
         return sum_identity(sp.diff(loss, gamma), total(g[c] * xhat(c), c))()
-    steps = derivation("std_plus_eps")
-    entry = steps.assembled.subs(
-        {
-            x_k: x[c],
-            x_j: x[j],
-            mu: mean,
-            sigma: spread,
-            delta_jk: sp.KroneckerDelta(c, j),
-            m: SIZE,
-        },
-        simultaneous=True,
-    )
+    entry = derivation("std_plus_eps").entry(x, c, j)
     return sum_identity(total(g[c] * gamma * entry, c), sp.diff(loss, x[j]))()
 
 
