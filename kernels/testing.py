@@ -429,15 +429,11 @@ def compare(
             g = _upstream(got.shape, dtype, rng)
             grads = _outputs(vjp(arrays[0], g, *arrays[1:]))
     wide = [_widened(a) for a in arrays]
-    reference = kernel.forward(*wide, **kwargs)
-    named = [("forward", got, reference)]
-    if grad:
-        exact_grads = kernel.vjp(wide[0], _widened(g), *wide[1:], **kwargs)
-        exact_grads = exact_grads if isinstance(exact_grads, tuple) else (exact_grads,)
-        names = _gradient_names(kernel, len(exact_grads))
-        for name, mine, theirs in zip(names, grads, exact_grads, strict=False):
-            if mine is not None and theirs is not None:
-                named.append((name, mine, theirs))
+    exact = _evaluate(kernel, kwargs, wide, _widened(g) if grad else None)
+    named = [("forward", got, exact.pop("forward"))]
+    for (name, theirs), mine in zip(exact.items(), grads or (), strict=False):
+        if mine is not None and theirs is not None:
+            named.append((name, mine, theirs))
     allowed = {name: amount for name, _, _ in named}
     if kind == "baseline":
         allowed = _baseline_allowance(module, kernel, kwargs, arrays, g, named, amount)
@@ -492,14 +488,18 @@ BOUND_ENTRIES = 4096
 _STEP = 2.0**-20
 
 
-def _evaluate(kernel, kwargs, wide, g) -> dict[str, np.ndarray]:
-    """The float64 kernel's forward and (with ``g``) gradients, by output name."""
+def _evaluate(kernel, kwargs, wide, g) -> dict[str, np.ndarray | None]:
+    """The float64 kernel's forward and (with ``g``) gradients, by output name, in the order
+    of its ``vjp`` (a gradient the kernel does not give is None)."""
     out = {"forward": np.asarray(kernel.forward(*wide, **kwargs), dtype=np.float64)}
     if g is not None:
         grads = kernel.vjp(wide[0], g, *wide[1:], **kwargs)
         grads = grads if isinstance(grads, tuple) else (grads,)
         names = _gradient_names(kernel, len(grads))
-        out |= {n: np.asarray(v, dtype=np.float64) for n, v in zip(names, grads, strict=True)}
+        out |= {
+            n: None if v is None else np.asarray(v, dtype=np.float64)
+            for n, v in zip(names, grads, strict=True)
+        }
     return out
 
 
@@ -507,16 +507,16 @@ def _bound_allowance(kernel, kwargs, wide, g, named, dtype, factor) -> dict[str,
     """Per output, per element: ``0.5 + K u (|y| + S) / spacing`` ULPs with ``S = sum_a
     |d y/d a| |a|`` over every input entry (central differences of the float64 kernels)."""
     g_wide = None if g is None else _widened(g)
-    arrays = [*wide, *([] if g_wide is None else [g_wide])]
-    entries = sum(a.size for a in arrays)
+    entries = sum(a.size for a in wide) + (0 if g_wide is None else g_wide.size)
     if entries > BOUND_ENTRIES:
         raise ValueError(
             f"budget: 'bound' differentiates every input entry; {entries} > "
             f"{BOUND_ENTRIES} entries, use smaller inputs (or an 'ulp' budget)"
         )
-    wanted = {name for name, _, _ in named}
+    inputs = [a.copy() for a in wide]  # perturbed in place, one entry at a time
+    upstream = None if g_wide is None else g_wide.copy()
     sums = {name: np.zeros(np.shape(exact)) for name, _, exact in named}
-    for which, array in enumerate(arrays):
+    for array in [*inputs, *([] if upstream is None else [upstream])]:
         for flat in range(array.size):
             value = array.flat[flat]
             if value == 0 or not np.isfinite(value):
@@ -524,11 +524,10 @@ def _bound_allowance(kernel, kwargs, wide, g, named, dtype, factor) -> dict[str,
             step = abs(value) * _STEP
             sides = []
             for sign in (1.0, -1.0):
-                moved = [a.copy() for a in arrays]
-                moved[which].flat[flat] = value + sign * step
-                inputs, upstream = (moved[:-1], moved[-1]) if g_wide is not None else (moved, None)
+                array.flat[flat] = value + sign * step
                 sides.append(_evaluate(kernel, kwargs, inputs, upstream))
-            for name in wanted:
+            array.flat[flat] = value
+            for name in sums:
                 slope = (sides[0][name] - sides[1][name]) / (2.0 * step)
                 sums[name] += np.abs(np.where(np.isfinite(slope), slope, 0.0)) * abs(value)
     unit = 2.0 ** -_PRECISION[np.dtype(dtype)]
