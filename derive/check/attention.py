@@ -235,7 +235,8 @@ def _scs(c: Claim):
             f"{float(printed.hi):.6f}, a ratio of {witness_ratio:.4f} (arb, at an exact point). "
             "So the printed constant overstates the supremum by a factor of at most about 2 "
             f"there, and the derived bound ({float(derived_there.hi):.6f} at those weights) is "
-            "within 0.25% of it; the tight constant for every N >= 2 and all weights is not "
+            f"within {float((derived_there.hi - lower) / lower):.2%} of it; the tight constant "
+            "for every N >= 2 and all weights is not "
             "known here.",
             "Orientation: Eq. 54 read in the kernel's layout puts the paper's W^K in the "
             "kernel's Wq and its W^Q in the kernel's Wk (scs_attention.definition); the "
