@@ -380,20 +380,22 @@ INDICES = sp.symbols("i j", integer=True, positive=True)
 _BOUND = sp.Dummy("k", integer=True, positive=True)
 
 
-def total(expr: sp.Expr, index: sp.Symbol) -> sp.Sum:
-    """``sum_{index = 1}^{D} expr``."""
-    return sp.Sum(expr, (index, 1, SIZE))
+def total(expr: sp.Expr, index: sp.Symbol, size: sp.Symbol = SIZE) -> sp.Sum:
+    """``sum_{index = 1}^{size} expr`` (``size``: D, or another symbolic size such as the
+    output count O of a Linear layer)."""
+    return sp.Sum(expr, (index, 1, size))
 
 
-def _single(term: sp.Expr, index: sp.Symbol) -> sp.Expr:
-    """``sum_index term`` for one product ``term``: the factors free of ``index`` taken out;
-    a Kronecker delta of ``index`` and another index ``t`` picks the term at ``t`` (``t`` is
-    an entry's index, in 1..D); the rest summed with its index renamed."""
+def _single(term: sp.Expr, index: sp.Symbol, size: sp.Symbol) -> sp.Expr:
+    """``sum_{index = 1}^{size} term`` for one product ``term``: the factors free of
+    ``index`` taken out; a Kronecker delta of ``index`` and another index ``t`` picks the
+    term at ``t`` (``t`` is an entry's index, in 1..size); the rest summed with its index
+    renamed."""
     free, bound = [], []
     for factor in sp.Mul.make_args(term):
         (bound if index in factor.free_symbols else free).append(factor)
     if not bound:
-        return sp.Mul(*free) * SIZE
+        return sp.Mul(*free) * size
     for factor in bound:
         if isinstance(factor, sp.KroneckerDelta) and factor.args[0] != factor.args[1]:
             (other,) = set(factor.args) - {index}
@@ -403,28 +405,38 @@ def _single(term: sp.Expr, index: sp.Symbol) -> sp.Expr:
         # renaming could capture the inner sum's index; such sums are not normalised
         raise ValueError(f"a sum over {index} of a sum that depends on it: {term}")
     inner = sp.Mul(*bound).xreplace({index: _BOUND})
-    return sp.Mul(*free) * sp.Sum(inner, (_BOUND, 1, SIZE))
+    return sp.Mul(*free) * sp.Sum(inner, (_BOUND, 1, size))
 
 
-def _sum_out(expr: sp.Expr, indices: tuple[sp.Symbol, ...]) -> sp.Expr:
-    """The sum of ``expr`` over every index of ``indices`` (innermost first), in normal
-    form: term by term, each product separated into one sum per index."""
+def _sum_out(expr: sp.Expr, limits: tuple[tuple[sp.Symbol, sp.Symbol], ...]) -> sp.Expr:
+    """The sum of ``expr`` over every ``(index, size)`` of ``limits`` (innermost first), in
+    normal form: term by term, each product separated into one sum per index."""
     result = sp.expand(expr)
-    for index in indices:
-        result = sp.Add(*(_single(term, index) for term in sp.Add.make_args(sp.expand(result))))
+    for index, size in limits:
+        result = sp.Add(
+            *(_single(term, index, size) for term in sp.Add.make_args(sp.expand(result)))
+        )
     return result
 
 
+def _is_size(bound: sp.Basic) -> bool:
+    """A symbolic size: a positive integer symbol (D, O, ...)."""
+    return isinstance(bound, sp.Symbol) and bool(bound.is_integer and bound.is_positive)
+
+
 def normal_form(expr: sp.Expr) -> sp.Expr:
-    """``expr`` with every ``Sum`` (over 1..D) replaced by its normal form, expanded."""
+    """``expr`` with every ``Sum`` (over 1..D, or 1..N for another symbolic size N)
+    replaced by its normal form, expanded."""
 
     def rewrite(e: sp.Expr) -> sp.Expr:
         if isinstance(e, sp.Sum):
             for _, low, high in e.limits:
-                if low != 1 or high != SIZE:
-                    raise ValueError(f"only sums over 1..D are normalised, got {e.limits}")
+                if low != 1 or not _is_size(high):
+                    raise ValueError(
+                        f"only sums over 1..N for a symbolic size N are normalised, got {e.limits}"
+                    )
             inner = rewrite(e.function)
-            return _sum_out(inner, tuple(limit[0] for limit in e.limits))
+            return _sum_out(inner, tuple((limit[0], limit[2]) for limit in e.limits))
         if e.args:
             return e.func(*(rewrite(arg) for arg in e.args))
         return e

@@ -103,21 +103,34 @@ def _witness_step(case: Case, found: dict) -> Step:
 @dataclass(frozen=True)
 class General:
     """Entry (a, b) of the printed and the derived matrix for every size D, written with
-    sums over 1..D (:func:`proofs.core.total`), compared by :func:`proofs.core.sum_identity`."""
+    sums over 1..D (:func:`proofs.core.total`), compared by :func:`proofs.core.sum_identity`.
+
+    ``sizes`` names the sizes the entries are written for (a Linear layer's sums also run
+    over its O outputs) and ``part`` which block of a stacked statement the entry is from.
+    """
 
     printed: sp.Expr
     derived: sp.Expr
+    sizes: str = "every D (symbolic D, entry (a, b))"
+    part: str = ""
 
     def step(self, what: str) -> Step:
         return Step(
-            statement=f"every D (symbolic D, entry (a, b)): {what}",
+            statement=f"{self.sizes}: {self.part + ': ' if self.part else ''}{what}",
             method="symbolic identity",
             check=sum_identity(self.printed, self.derived),
         )
 
 
-def _with_general(general: General | None, what: str) -> tuple[Step, ...]:
-    return () if general is None else (general.step(what),)
+Generals = General | Sequence[General] | None
+
+
+def _with_general(general: Generals, what: str) -> tuple[Step, ...]:
+    if general is None:
+        return ()
+    if isinstance(general, General):
+        return (general.step(what),)
+    return tuple(g.step(what) for g in general)
 
 
 def decide(
@@ -127,12 +140,13 @@ def decide(
     intended: Sequence[Case] = (),
     intended_what: str = "",
     *,
-    general: General | None = None,
-    intended_general: General | None = None,
+    general: Generals = None,
+    intended_general: Generals = None,
 ) -> tuple[str, Proof, dict | None]:
     """(verdict, proof, witness) of a printed matrix statement (module docstring). With
-    ``general`` (``intended_general``) the identity is also proven for a symbolic size D,
-    the first step of the proof; the cases stay as concrete checks."""
+    ``general`` (``intended_general``; one :class:`General` or one per part) the identity is
+    also proven for a symbolic size, the first steps of the proof; the cases stay as
+    concrete checks."""
     differing = next((c for c in cases if not same(c.printed(), c.derived())), None)
     if differing is None:
         steps = _with_general(general, what) + identity_steps(cases, what)

@@ -56,8 +56,15 @@ def printed_definition(statement: str, which: str) -> Decision:
         }[which]
         return Case(f"D = {d}", printed, derived, {})
 
+    general = None
+    if which == "avg":  # max and a generic branch f have no form for a symbolic D here
+        x, _, k = _mean_entries()
+        general = General(total(x[k], k) / SIZE, R.avg_pool_entry(x, k), _EVERY_D)
     return decide(
-        statement, [case(d) for d in VECTOR_SIZES], "the printed forward is the definition"
+        statement,
+        [case(d) for d in VECTOR_SIZES],
+        "the printed forward is the definition",
+        general=general,
     )
 
 
@@ -66,6 +73,19 @@ def printed_definition(statement: str, which: str) -> Decision:
 
 def _linear_symbols(o: int, d: int):
     return R.vector("x", d), R.matrix("W", o, d), R.vector("b", o)
+
+
+#: What the symbolic-size steps cover (:class:`proofs.matrices.General`).
+_EVERY_D = "every D (symbolic D)"
+_EVERY_OD = "every O and D (symbolic O, symbolic D; entry (r, c))"
+
+
+def linear_entries():
+    """W, x, b, g as IndexedBase; entry indices r (an output), c (an input); summation
+    indices i (over the O outputs) and j (over the D inputs); and y_r = (W x + b)_r."""
+    W, x, b, g = (sp.IndexedBase(name, real=True) for name in ("W", "x", "b", "g"))
+    r, c, i, j = sp.symbols("r c i j", integer=True, positive=True)
+    return W, x, b, g, (r, c, i, j), R.linear_entry(W, x, b, r, j)
 
 
 def linear_definition(statement: str) -> Decision:
@@ -78,10 +98,13 @@ def linear_definition(statement: str) -> Decision:
             point=_point(x, W, b),
         )
 
+    W, x, b, _, (r, _, _, j), y = linear_entries()
+    row_form = total(x[j] * W[r, j], j) + b[r]  # entry r of (x^T W^T + b^T)^T
     return decide(
         statement,
         [case(o, d) for o, d in LINEAR_SIZES],
         "W x + b equals PyTorch's x W^T + b, transposed",
+        general=General(y, row_form, "every O and D (symbolic O, symbolic D; entry r)"),
     )
 
 
@@ -95,10 +118,12 @@ def linear_jacobian(statement: str) -> Decision:
             point=_point(x, W, b),
         )
 
+    W, x, _, _, (r, c, _, _), y = linear_entries()
     return decide(
         statement,
         [case(o, d) for o, d in LINEAR_SIZES],
         "W^T equals the transpose of sympy's Jacobian of W x + b (denominator layout)",
+        general=General(W[r, c], sp.diff(y, x[c]), _EVERY_OD),
     )
 
 
@@ -117,9 +142,17 @@ def linear_lipschitz(statement: str) -> Proof:
     x, W, b = _linear_symbols(2, 3)
     x2 = R.vector("u", 3)
     sigma, v = _top_singular(EXAMPLE_W)
+    Wi, xi, _, _, (r, _, _, j), y = linear_entries()
+    u = sp.IndexedBase("u", real=True)
     return Proof(
         statement,
         (
+            Step(
+                "for every O and D (symbolic O, symbolic D; entry r): "
+                "$f(x)_r - f(x')_r = \\sum_j W_{rj} (x_j - x'_j)$, the entry r of $W(x - x')$",
+                "symbolic identity",
+                sum_identity(y - y.xreplace({xi: u}), total(Wi[r, j] * (xi[j] - u[j]), j)),
+            ),
             Step(
                 "$f(x) - f(x') = W(x - x')$ (O = 2, D = 3): the map's Lipschitz constant is "
                 "the operator 2-norm $\\sup_{v \\ne 0} \\|Wv\\|/\\|v\\| = "
@@ -208,10 +241,18 @@ def linear_backprop(statement: str) -> Decision:
 
         return Case(f"O = {o}, D = {d}", printed, derived, _point(x, W, b, g))
 
+    W, x, b, g, (r, c, i, _), y = linear_entries()
+    loss = total(g[i] * y.xreplace({r: i}), i, R.OUTPUTS)  # L = sum_i g_i y_i
+    general = (
+        General(total(W[i, c] * g[i], i, R.OUTPUTS), sp.diff(loss, x[c]), _EVERY_OD, "(W^T g)_c"),
+        General(g[r] * x[c], sp.diff(loss, W[r, c]), _EVERY_OD, "(g x^T)_rc"),
+        General(g[r], sp.diff(loss, b[r]), _EVERY_OD, "g_r"),
+    )
     return decide(
         statement,
         [case(o, d) for o, d in LINEAR_SIZES],
         "(W^T g, g x^T, g) equals sympy.diff of L = g^T (W x + b) by x, W, b",
+        general=general,
     )
 
 
@@ -419,14 +460,22 @@ def softmax_definition(statement: str) -> Decision:
 
         return Case(f"D = {d}", printed, lambda: R.softmax(x), _softmax_point(d))
 
-    return decide(statement, [case(d) for d in VECTOR_SIZES], "the printed y equals the definition")
+    _, x = _softmax_entries()
+    a, j = sp.symbols("a j", integer=True, positive=True)
+    printed = sp.exp(x[a]) / total(sp.exp(x[j]), j)  # j = 0..d-1 printed: the same D terms
+    return decide(
+        statement,
+        [case(d) for d in VECTOR_SIZES],
+        "the printed y equals the definition",
+        general=General(printed, R.softmax_entry(x, a, j), "every D (symbolic D, entry a)"),
+    )
 
 
 def _softmax_entries() -> tuple[Callable[[sp.Symbol], sp.Expr], sp.IndexedBase]:
     """y_t = exp(x_t) / sum_l exp(x_l) for every size D, and x."""
     x = sp.IndexedBase("x", real=True)
     l = sp.Symbol("l", integer=True, positive=True)  # noqa: E741 - the summation index
-    return (lambda t: sp.exp(x[t]) / total(sp.exp(x[l]), l)), x
+    return (lambda t: R.softmax_entry(x, t, l)), x
 
 
 def softmax_jacobian(statement: str) -> Decision:
@@ -615,7 +664,7 @@ def avgpool_jacobian(statement: str) -> Decision:
         statement,
         [case(d) for d in VECTOR_SIZES],
         "(1/D) 1 equals the transpose of sympy's Jacobian of sum(x)/D",
-        general=General(1 / SIZE, sp.diff(total(x[k], k) / SIZE, x[a])),
+        general=General(1 / SIZE, sp.diff(R.avg_pool_entry(x, k), x[a])),
     )
 
 
@@ -634,7 +683,7 @@ def avgpool_lipschitz(statement: str) -> Proof:
             "(sympy.diff of sum(x)/D), of 2-norm $\\sqrt{\\sum_a (1/D)^2} = 1/\\sqrt{D}$: "
             "$\\sum_a (\\partial y / \\partial x_a)^2 = 1/D$",
             "symbolic identity",
-            sum_identity(total(sp.diff(total(x[k], k) / SIZE, x[a]) ** 2, a), 1 / SIZE),
+            sum_identity(total(sp.diff(R.avg_pool_entry(x, k), x[a]) ** 2, a), 1 / SIZE),
         )
     ]
     steps += [

@@ -16,6 +16,12 @@ Each forward is written once here, at concrete sizes, for one sample as a column
 
 Jacobians are taken with ``sympy.Matrix.jacobian``, numerator layout
 (``J[i, j] = dy_i/dx_j``); the paper prints denominator layout, the transpose.
+
+Linear, Softmax and AveragePooling are also written for every size at once
+(:func:`linear_entry`, :func:`softmax_entry`, :func:`avg_pool_entry`): one entry, with sums
+over ``1..D`` (and ``1..O``, :data:`OUTPUTS`) of ``IndexedBase`` entries, for the proofs at
+a symbolic size (:func:`proofs.core.sum_identity`). Expanded at a concrete size they are
+the forwards above (``tests/check/test_rows.py``).
 """
 
 from __future__ import annotations
@@ -46,6 +52,31 @@ def matrix(name: str, rows: int, cols: int) -> sp.Matrix:
 def jacobian(y: sp.Matrix, x: sp.Matrix) -> sp.Matrix:
     """``dy/dx`` in numerator layout."""
     return y.jacobian(x)
+
+
+# --- Every size at once: one entry, sums over 1..D ---------------------------------------
+
+#: The symbolic sizes of the entry forms: the input length D and the output count O of a
+#: Linear layer.
+D = sp.Symbol("D", integer=True, positive=True)
+OUTPUTS = sp.Symbol("O", integer=True, positive=True)
+
+
+def linear_entry(
+    W: sp.IndexedBase, x: sp.IndexedBase, b: sp.IndexedBase, a: sp.Symbol, j: sp.Symbol
+) -> sp.Expr:
+    """Entry ``a`` of ``W x + b`` for every D: ``sum_{j=1}^{D} W[a, j] x[j] + b[a]``."""
+    return sp.Sum(W[a, j] * x[j], (j, 1, D)) + b[a]
+
+
+def softmax_entry(x: sp.IndexedBase, a: sp.Symbol, j: sp.Symbol) -> sp.Expr:
+    """Entry ``a`` of :func:`softmax` for every D: ``exp(x[a]) / sum_{j=1}^{D} exp(x[j])``."""
+    return sp.exp(x[a]) / sp.Sum(sp.exp(x[j]), (j, 1, D))
+
+
+def avg_pool_entry(x: sp.IndexedBase, j: sp.Symbol) -> sp.Expr:
+    """:func:`avg_pool` for every D: ``sum_{j=1}^{D} x[j] / D``."""
+    return sp.Sum(x[j], (j, 1, D)) / D
 
 
 # --- Linear --------------------------------------------------------------------------

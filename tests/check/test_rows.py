@@ -15,7 +15,7 @@ from derive.definitions import rows as R
 from kernels import avgpool, compose, conv2d, maxpool, residual, softmax
 from proofs import rows as pr
 from proofs import spectral
-from proofs.core import same
+from proofs.core import SIZE, same, sum_identity, total
 from proofs.matrices import Case, decide
 
 
@@ -233,3 +233,76 @@ def test_weighted_residual_is_proven_for_every_size_and_notes_the_literal_readin
     assert r.rigorous and all("D = 3" not in step.statement for step in r.proof.steps)
     assert any("every D" in step.statement for step in r.proof.steps)
     assert any("nu = -3" in note and "-2x" in note for note in r.notes)
+
+
+def _at_size(expr: sp.Expr, sizes: dict, names: dict[str, str]) -> sp.Expr:
+    """An entry form at concrete sizes: the sums written out, ``x[k]`` (``W[i, j]``) the
+    symbol of :func:`R.vector` (:func:`R.matrix`) of the same name."""
+    concrete = expr.subs(sizes).doit()
+
+    def symbol(entry: sp.Indexed) -> sp.Symbol:
+        name = names[str(entry.base)]
+        indices = "_".join(str(k) for k in entry.indices)
+        sep = "_" if len(entry.indices) > 1 or name[-1].isdigit() else ""
+        return sp.Symbol(f"{name}{sep}{indices}", real=True)
+
+    return concrete.replace(lambda e: isinstance(e, sp.Indexed), symbol)
+
+
+@pytest.mark.parametrize(("o", "d"), [(1, 1), (2, 3), (3, 2), (4, 4)])
+def test_entry_forms_are_the_forwards_at_every_checked_size(o, d):
+    """The symbolic-size forms the proofs use are the concrete definitions, entry by entry:
+    ``linear_entry`` is ``W x + b``, ``softmax_entry`` is ``softmax``, ``avg_pool_entry``
+    is ``avg_pool``."""
+    x, W, b = R.vector("x", d), R.matrix("W", o, d), R.vector("b", o)
+    Wi, xi, bi = (sp.IndexedBase(n, real=True) for n in ("W", "x", "b"))
+    j = sp.Symbol("j", integer=True, positive=True)
+    names = {"W": "W", "x": "x", "b": "b"}
+    sizes = {R.D: d, R.OUTPUTS: o}
+    linear = R.linear(x, W, b)
+    softmax_ = R.softmax(x)
+    for a in range(1, o + 1):
+        entry = _at_size(R.linear_entry(Wi, xi, bi, sp.Integer(a), j), sizes, names)
+        assert sp.expand(entry - linear[a - 1]) == 0, (o, d, a)
+    for a in range(1, d + 1):
+        entry = _at_size(R.softmax_entry(xi, sp.Integer(a), j), sizes, names)
+        assert sp.simplify(entry - softmax_[a - 1]) == 0, (d, a)
+    mean = _at_size(R.avg_pool_entry(xi, j), sizes, names)
+    assert sp.expand(mean - R.avg_pool(x)[0]) == 0, d
+
+
+def test_the_size_symbols_are_the_proofs():
+    """The entry forms' D is the symbolic size the sum identities normalise over."""
+    assert R.D == SIZE and R.OUTPUTS != SIZE and R.OUTPUTS.is_integer and R.OUTPUTS.is_positive
+
+
+@pytest.mark.parametrize(
+    "claim_id",
+    [
+        "linear.definition",
+        "linear.jacobian",
+        "linear.lipschitz",
+        "linear.backprop",
+        "softmax.definition",
+        "avgpool.definition",
+    ],
+)
+def test_claims_proven_for_every_size(results, claim_id):
+    """These hold for a symbolic size (no longer "at D = 1..4 only"): a step says so and
+    the report's rule reads it as every size."""
+    r = results[claim_id]
+    assert r.verdict == "holds" and r.rigorous, claim_id
+    assert r.proven_for == "every size", (claim_id, r.proven_for)
+    assert any("symbolic D" in step.statement for step in r.proof.steps), claim_id
+
+
+def test_a_backprop_summed_over_the_wrong_size_is_caught():
+    """The symbolic-size steps tell the two sizes apart: W^T g summed over the D inputs
+    instead of the O outputs is not the gradient (equal only where O = D), and g x^T read
+    as x g^T is not either."""
+    W, x, _, g, (r, c, i, _), y = pr.linear_entries()
+    loss = total(g[i] * y.xreplace({r: i}), i, R.OUTPUTS)
+    assert sum_identity(total(W[i, c] * g[i], i, R.OUTPUTS), sp.diff(loss, x[c]))()
+    assert not sum_identity(total(W[i, c] * g[i], i), sp.diff(loss, x[c]))()
+    assert sum_identity(g[r] * x[c], sp.diff(loss, W[r, c]))()
+    assert not sum_identity(g[c] * x[r], sp.diff(loss, W[r, c]))()

@@ -36,8 +36,19 @@ def test_nested_sums_that_would_capture_an_index_are_refused():
     inner = sp.Sum(sp.exp(a[i] * b[j]), (j, 1, SIZE))
     with pytest.raises(ValueError, match="depends on it"):
         normal_form(sp.Sum(inner, (i, 1, SIZE)))
-    with pytest.raises(ValueError, match=r"1\.\.D"):
+    with pytest.raises(ValueError, match=r"1\.\.N for a symbolic size"):
         normal_form(sp.Sum(a[i], (i, 0, SIZE)))
+    with pytest.raises(ValueError, match=r"1\.\.N for a symbolic size"):  # not a size
+        normal_form(sp.Sum(a[i], (i, 1, sp.Symbol("t", real=True))))
+
+
+def test_sums_over_two_sizes_stay_apart():
+    """Sums over 1..O and over 1..D are different sums: the same terms over the other
+    size are not identified (true only where O = D)."""
+    outputs = sp.Symbol("O", integer=True, positive=True)
+    assert sum_identity(total(a[i], i, outputs), total(a[j], j, outputs))()
+    assert not sum_identity(total(a[i], i, outputs), total(a[i], i))()
+    assert normal_form(total(1, i, outputs)) == outputs
 
 
 def test_printed_norm_jacobians_hold_for_a_symbolic_size():
