@@ -116,10 +116,42 @@ def _certify(args: argparse.Namespace) -> int:
     return 0 if not (result.not_correctly_rounded or result.zero_sign_mismatches) else 1
 
 
+def _block(args: argparse.Namespace) -> int:
+    import json
+
+    from derive.envelope.block import BlockConfig, block_envelope
+
+    if args.module is not None:
+        print("liptable envelope: give a MODULE or --block, not both", file=sys.stderr)
+        return 2
+    config = {
+        f.name: getattr(args, f.name)
+        for f in dataclasses.fields(BlockConfig)
+        if f.name != "weights" and getattr(args, f.name, None) is not None
+    }
+    try:
+        result = block_envelope(args.block, args.dtype, weights=args.weights, **config)
+    except (ValueError, OSError) as error:
+        print(f"liptable envelope: {error}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(result.as_dict(), indent=1))
+        return 0
+    for line in result.lines():
+        print(line)
+    return 0
+
+
 def _envelope(args: argparse.Namespace) -> int:
     import json
 
     from derive.envelope.modules import Config, envelope, kernel_dx
+
+    if args.block is not None:
+        return _block(args)
+    if args.module is None:
+        print("liptable envelope: give a MODULE or --block SPEC", file=sys.stderr)
+        return 2
 
     config = {
         f.name: getattr(args, f.name)
@@ -204,7 +236,26 @@ def main(argv: list[str] | None = None) -> int:
         "backward pass, and a witness just past it on which the exact result overflows.",
     )
     env.add_argument(
-        "module", choices=envelope_keys(), metavar="MODULE", help=", ".join(envelope_keys())
+        "module",
+        nargs="?",
+        choices=envelope_keys(),
+        metavar="MODULE",
+        help=", ".join(envelope_keys()) + " (or --block)",
+    )
+    env.add_argument(
+        "--block",
+        metavar="SPEC",
+        help="a whole block instead of one module, stage by stage: a preset (pre-ln-mlp, "
+        "post-ln-mlp, resnet-basic) or stages such as 'res(ln=layernorm, fc1=linear:3072, "
+        "act=gelu, fc2=linear:768)'",
+    )
+    env.add_argument("--hidden", type=int, help="--block: the presets' hidden width (4 D)")
+    env.add_argument("--batch", type=int, help="--block: BatchNorm's values per feature (32)")
+    env.add_argument("--input-max", type=float, help="--block: the bound on the input's max|x| (1)")
+    env.add_argument(
+        "--weights",
+        metavar="FILE",
+        help="--block: a .npz or .safetensors file of <stage>.weight / <stage>.bias arrays",
     )
     env.add_argument(
         "--dim", type=int, help="D: the normalized/reduced axis (BatchNorm: values per feature)"

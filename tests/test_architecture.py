@@ -28,6 +28,7 @@ LAZY = {
     ("derive.envelope.modules", "derive.definitions."): "SymPy only for elementwise models",
     ("derive.envelope.modules", "proofs."): "SymPy only for elementwise models",
     ("derive.envelope.modules", "kernels"): "Numba compiles only when a witness is checked",
+    ("derive.envelope.block", "kernels"): "Numba compiles only when a witness is built",
 }
 
 

@@ -1,0 +1,795 @@
+r"""Envelopes of whole blocks: catalog modules in sequence, with residual connections.
+
+Overflows are compositional: an activation that grows through a Linear feeds a residual add,
+and a gradient is amplified by every stage it passes on its way back. For a block given as a
+sequence of stages (a *spec*, below) and either bounds on its parameters or the parameters
+themselves (a ``.npz`` or ``.safetensors`` file), :func:`block_envelope` gives, stage by stage:
+
+* **forward**: a bound on ``max|y|`` at the stage's output for inputs with
+  ``max|x| <= input_max`` (the paper's Principle 1, 001_76ce3a8a4b6079c3.txt section 4.2),
+  and whether the format can overflow there;
+* **backward**: the max-norm gain from the block's output gradient to the gradient at the
+  stage's input, ``sup max_j |dx_j| / max_i |g_i|`` (Principle 2), hence the largest safe
+  output gradient (the loss scale at which nothing in the block can overflow) and the stage
+  that binds it;
+* the 2-norm product of Lemma 3 (the Lipschitz constant of a composition is at most the
+  product of its layers', ``1 + Lip(f)`` for ``x + f(x)``), beside the max-norm chain that
+  decides overflow.
+
+Proof of the composition (each step an inequality, so the bounds are proven whenever the
+per-module ones are; those come from :mod:`derive.envelope.modules`, machine-checked in
+``proofs/envelope.py``):
+
+* ``dx = J^T g`` gives ``max_j |dx_j| <= ||J||_1 max_i |g_i|`` with ``||J||_1`` the largest
+  column sum of ``|J|``, the per-module max-norm gain (a supremum over all inputs, so it holds
+  at whatever point the stage is evaluated); induced norms are submultiplicative:
+  ``||J_2 J_1||_1 <= ||J_2||_1 ||J_1||_1``;
+* a residual ``y = x + f(x)`` has ``J = I + J_f``, so ``||J||_1 <= 1 + ||J_f||_1``, and its
+  branch receives the block gradient unchanged;
+* the kernels run in mixed mode: each stage's result (forward value, input gradient, the
+  residual sum) is the exact value of its inputs rounded once to the format, which can grow
+  it by the factor ``1 + 2^-p`` (p: the format's significand bits); every bound carries one
+  such factor per rounding on its path (the stage's own result is compared exactly: it
+  overflows when its exact value reaches the threshold).
+
+Parameters: with bounds only, each stage uses its module's worst case over all parameters
+within them (``|W_ij| <= weight_max``, ``|gamma_i| <= gamma_max``, ...). From a file, a
+Linear's gains are the column and row sums of ``|W|`` (summed with ``math.fsum`` and
+rounded up: upper bounds within one float64 step), its 2-norm ``sqrt(||W||_1 ||W||_inf)``
+(Hoelder: an upper bound), a convolution's the per-channel sums of ``|W|`` (an upper bound
+for every stride and padding: each tap meets an input pixel at most once per output
+pixel), and a normalization's ``max|gamma|`` and ``max|beta|``.
+
+The witness (evidence, not proof) evaluates the block's exact chain of Jacobians in float64
+at searched inputs and parameters, for row-wise blocks (LayerNorm, RMSNorm, Linear and the
+activations): the largest column sum of ``|J|`` from each stage's input to the block's
+output, against the proven gain.
+
+Spec: stages separated by commas; ``res(...)`` is a residual connection around its stages;
+a stage is ``[name=]module[:width]`` with ``module`` one of :data:`STAGE_MODULES`, ``width``
+a Linear's output width (a convolution's output channels) and ``name`` the prefix of its
+parameters in a weights file (``name.weight``, ``name.bias``). Presets: :data:`PRESETS`.
+
+>>> e = block_envelope("pre-ln-mlp", "float16", dim=8, hidden=32, weight_max=0.25, eps=1.0)
+>>> [s.label for s in e.stages][2:4]
+['ln = layernorm (8)', 'fc1 = linear (8 -> 32)']
+>>> e.binding.label, float(e.safe)
+('block input', 2004.0)
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from derive.envelope.core import FORMATS, Config, Format, Real, safe_gradient
+from derive.envelope.modules import ELEMENTWISE_KEYS, models
+
+__all__ = [
+    "PRESETS",
+    "STAGE_MODULES",
+    "BlockEnvelope",
+    "Residual",
+    "Stage",
+    "StageBound",
+    "block_envelope",
+    "load_weights",
+    "parse",
+]
+
+#: The modules a block's stages may be.
+STAGE_MODULES = (
+    "layernorm",
+    "rmsnorm",
+    "batchnorm",
+    "linear",
+    "conv2d",
+    *ELEMENTWISE_KEYS,
+)
+
+#: Named blocks: ``{dim}`` and ``{hidden}`` are filled in from the configuration.
+PRESETS = {
+    "pre-ln-mlp": "res(ln=layernorm, fc1=linear:{hidden}, act=gelu, fc2=linear:{dim})",
+    "post-ln-mlp": "res(fc1=linear:{hidden}, act=gelu, fc2=linear:{dim}), ln=layernorm",
+    "resnet-basic": (
+        "res(conv1=conv2d, bn1=batchnorm, act1=relu, conv2=conv2d, bn2=batchnorm), act2=relu"
+    ),
+}
+
+#: The row-wise modules the witness can chain (one token's Jacobian each).
+_ROW_WISE = ("layernorm", "rmsnorm", "linear", *ELEMENTWISE_KEYS)
+
+#: The largest width the witness builds dense Jacobians for.
+WITNESS_WIDTH = 4096
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One module of a block: ``module`` (a key of :data:`STAGE_MODULES`), its ``name`` (the
+    prefix of its parameters in a weights file) and its output ``width`` (None: unchanged)."""
+
+    module: str
+    name: str
+    width: int | None = None
+
+
+@dataclass(frozen=True)
+class Residual:
+    """``x + branch(x)``."""
+
+    branch: tuple[Stage | Residual, ...]
+
+
+Node = Stage | Residual
+
+_TOKEN = re.compile(r"^(?:(?P<name>[A-Za-z_][\w.]*)=)?(?P<module>[a-z_0-9]+)(?::(?P<width>\d+))?$")
+
+
+def parse(spec: str, dim: int = 768, hidden: int | None = None) -> tuple[Node, ...]:
+    """The stages of ``spec`` (a preset's name or a spec, module docstring).
+
+    >>> residual, last = parse("res(layernorm, linear:16), relu", dim=8)
+    >>> [(s.module, s.name, s.width) for s in residual.branch], last
+    ([('layernorm', 's1', None), ('linear', 's2', 16)], Stage(module='relu', name='s3', width=None))
+    """
+    text = PRESETS.get(spec, spec).format(dim=dim, hidden=4 * dim if hidden is None else hidden)
+    counter = iter(range(1, 1 << 30))
+    nodes, rest = _sequence(text.replace(" ", ""), counter)
+    if rest:
+        raise ValueError(f"block: unexpected {rest!r} in {spec!r}")
+    if not nodes:
+        raise ValueError(f"block: no stages in {spec!r}")
+    return nodes
+
+
+def _sequence(text: str, counter) -> tuple[tuple[Node, ...], str]:
+    nodes: list[Node] = []
+    while text and not text.startswith(")"):
+        if text.startswith("res("):
+            branch, text = _sequence(text[4:], counter)
+            if not text.startswith(")"):
+                raise ValueError("block: res( without its closing parenthesis")
+            if not branch:
+                raise ValueError("block: an empty res()")
+            nodes.append(Residual(branch))
+            text = text[1:]
+        else:
+            end = min((i for i in (text.find(","), text.find(")")) if i >= 0), default=len(text))
+            token, text = text[:end], text[end:]
+            match = _TOKEN.match(token)
+            if not match or match["module"] not in STAGE_MODULES:
+                known = ", ".join(STAGE_MODULES)
+                raise ValueError(f"block: {token!r} is not [name=]module[:width] ({known})")
+            module = match["module"]
+            if match["width"] and module not in ("linear", "conv2d"):
+                raise ValueError(f"block: {token!r}: only linear and conv2d take a width")
+            width = int(match["width"]) if match["width"] else None
+            if width == 0:
+                raise ValueError(f"block: {token!r}: the width must be positive")
+            nodes.append(Stage(module, match["name"] or f"s{next(counter)}", width))
+        if text.startswith(","):
+            text = text[1:]
+    return tuple(nodes), text
+
+
+# --------------------------------------------------------------------------------------------
+# Weights
+# --------------------------------------------------------------------------------------------
+
+
+def load_weights(path: str | Path) -> dict[str, np.ndarray]:
+    """The arrays of a ``.npz`` or ``.safetensors`` file, by name, as float64."""
+    path = Path(path)
+    if path.suffix == ".safetensors":
+        from safetensors.numpy import load_file
+
+        arrays = load_file(str(path))
+    elif path.suffix == ".npz":
+        with np.load(path) as data:
+            arrays = {k: data[k] for k in data.files}
+    else:
+        raise ValueError(f"weights: expected a .npz or .safetensors file, got {path.name!r}")
+    return {k: np.asarray(v, dtype=np.float64) for k, v in arrays.items()}
+
+
+def _up(value: float) -> Fraction:
+    """A float64 upper bound of the exact value ``value`` approximates to within 1/2 ulp."""
+    return Fraction(float(np.nextafter(value, np.inf))) if value > 0 else Fraction(0)
+
+
+def _abs_sums(W: np.ndarray, axis: int) -> float:
+    """The largest sum of ``|W|`` over ``axis`` (every other axis kept), each by math.fsum."""
+    moved = np.moveaxis(np.abs(W), axis, -1)
+    flat = moved.reshape(-1, moved.shape[-1])
+    return max((math.fsum(row) for row in flat), default=0.0)
+
+
+# --------------------------------------------------------------------------------------------
+# Reals: products and sums of proven numbers
+# --------------------------------------------------------------------------------------------
+
+
+def _times(a: Real, b: Real) -> Real:
+    if a.exact is not None and b.exact is not None:
+        return Real.rational(a.exact * b.exact, f"{a.formula} * {b.formula}")
+    sa = a.square if a.square is not None else None if a.exact is None else a.exact**2
+    sb = b.square if b.square is not None else None if b.exact is None else b.exact**2
+    if sa is not None and sb is not None:
+        return Real.sqrt_of(sa * sb, f"{a.formula} * {b.formula}")
+    return Real(f"{a.formula} * {b.formula}", lambda: a.ball() * b.ball())
+
+
+def _plus(a: Real, b: Real) -> Real:
+    if a.exact is not None and b.exact is not None:
+        return Real.rational(a.exact + b.exact, f"{a.formula} + {b.formula}")
+    return Real(f"{a.formula} + {b.formula}", lambda: a.ball() + b.ball())
+
+
+def _rational(value: Fraction, formula: str | None = None) -> Real:
+    return Real.rational(Fraction(value), formula)
+
+
+# --------------------------------------------------------------------------------------------
+# The bounds of one stage
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Bounds:
+    """What the envelope needs of one stage: ``forward_sup`` (|y| bounded whatever the
+    input) or ``slope``/``offset``; the max-norm and 2-norm gains; whether the gains are
+    the supremum (``tight``) or upper bounds."""
+
+    forward_sup: Real | None
+    slope: Real | None
+    offset: Fraction
+    gain_max: Real | None
+    gain_2: Real | None
+    tight: bool
+    source: str
+
+
+@dataclass(frozen=True)
+class BlockConfig:
+    """The block's sizes and parameter bounds (one value for every stage), and the weights
+    (by name) that replace the bounds where given."""
+
+    dim: int = 768
+    hidden: int | None = None
+    eps: float | None = None
+    gamma_max: float = 1.0
+    beta_max: float = 0.0
+    weight_max: float = 1.0
+    bias_max: float = 0.0
+    batch: int = 32
+    kernel: int = 3
+    input_max: float = 1.0
+    weights: dict[str, np.ndarray] | None = field(default=None, repr=False)
+
+
+def _stage_bounds(stage: Stage, width_in: int, cfg: BlockConfig) -> tuple[_Bounds, int]:
+    """The stage's :class:`_Bounds` and its output width."""
+    width_out = stage.width or width_in
+    weights = cfg.weights or {}
+    weight, bias = weights.get(f"{stage.name}.weight"), weights.get(f"{stage.name}.bias")
+    base = Config(
+        dim=width_in,
+        eps=cfg.eps,
+        gamma_max=cfg.gamma_max,
+        beta_max=cfg.beta_max,
+        weight_max=cfg.weight_max,
+        bias_max=cfg.bias_max,
+    )
+    if stage.module in ("layernorm", "rmsnorm", "batchnorm"):
+        if stage.width not in (None, width_in):
+            raise ValueError(f"{stage.name}: a normalization keeps the width {width_in}")
+        source = "bounds"
+        if weight is not None:
+            _check_shape(stage, weight, (width_in,), "weight (gamma)")
+            base = replace(base, gamma_max=float(np.max(np.abs(weight))))
+            source = "weights"
+        if bias is not None:
+            _check_shape(stage, bias, (width_in,), "bias (beta)")
+            base = replace(base, beta_max=float(np.max(np.abs(bias))))
+        if stage.module == "batchnorm":  # per feature, over the batch: M values
+            base = replace(base, dim=cfg.batch)
+        return _from_model(stage.module, base, source), width_out
+    if stage.module == "linear":
+        if weight is None:
+            model_cfg = replace(base, out_dim=width_out)
+            return _from_model("linear", model_cfg, "bounds"), width_out
+        _check_shape(stage, weight, (width_out, width_in), "weight")
+        offset = Fraction(0)
+        if bias is not None:
+            _check_shape(stage, bias, (width_out,), "bias")
+            offset = Fraction(float(np.max(np.abs(bias))))
+        columns, rows = _up(_abs_sums(weight, 0)), _up(_abs_sums(weight, 1))
+        return _Bounds(
+            None,
+            _rational(rows, "max row sum |W|"),
+            offset,
+            _rational(columns, "max column sum |W|"),
+            Real.sqrt_of(columns * rows, "sqrt(|W|_1 |W|_inf)"),
+            False,
+            "weights",
+        ), width_out
+    if stage.module == "conv2d":
+        if weight is None:
+            model_cfg = replace(base, channels=width_in, out_dim=width_out, kernel=cfg.kernel)
+            return _from_model("conv2d", model_cfg, "bounds"), width_out
+        if weight.ndim != 4 or weight.shape[:2] != (width_out, width_in):
+            raise ValueError(
+                f"{stage.name}.weight: expected shape ({width_out}, {width_in}, k, k), got "
+                f"{weight.shape}"
+            )
+        offset = Fraction(float(np.max(np.abs(bias)))) if bias is not None else Fraction(0)
+        per_input = _up(_abs_sums(np.moveaxis(weight, 1, 0).reshape(width_in, -1), 1))
+        per_output = _up(_abs_sums(weight.reshape(width_out, -1), 1))
+        return _Bounds(
+            None,
+            _rational(per_output, "max_o sum |W[o]|"),
+            offset,
+            _rational(per_input, "max_c sum |W[:, c]|"),
+            Real.sqrt_of(per_input * per_output, "sqrt(max_c * max_o sums)"),
+            False,
+            "weights",
+        ), width_out
+    return _from_model(stage.module, base, "elementwise"), width_out
+
+
+def _check_shape(stage: Stage, array: np.ndarray, shape: tuple[int, ...], what: str) -> None:
+    if array.shape != shape:
+        raise ValueError(f"{stage.name}.{what}: expected shape {shape}, got {array.shape}")
+
+
+def _from_model(module: str, cfg: Config, source: str) -> _Bounds:
+    model = models()[module](cfg)
+    f = model.forward
+    return _Bounds(
+        f.sup,
+        f.slope,
+        Fraction(f.offset),
+        model.gain_max.value,
+        model.gain_2.value,
+        model.gain_max.tight,
+        source,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Composition
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StageBound:
+    """One row of the envelope: ``label``; ``forward`` bounds ``max|y|`` at its output (None:
+    unbounded); ``gain`` bounds the max-norm gain from the block's output gradient to the
+    gradient at its input (None: unbounded); ``lemma3`` is the 2-norm product over the same
+    path; ``safe`` the largest safe block output gradient for this stage alone."""
+
+    label: str
+    depth: int
+    forward: Real | None
+    forward_overflows: bool
+    gain: Real | None
+    lemma3: Real | None
+    safe: Fraction | None
+    source: str = ""
+    witness_gain: float | None = None
+
+
+@dataclass(frozen=True)
+class BlockEnvelope:
+    spec: str
+    nodes: tuple[Node, ...]
+    config: BlockConfig
+    format: Format
+    stages: tuple[StageBound, ...]
+    witness_note: str = ""
+
+    @property
+    def binding(self) -> StageBound:
+        """The stage with the smallest safe gradient (the first such, from the input)."""
+        return min(self.stages, key=lambda s: math.inf if s.safe is None else s.safe)
+
+    @property
+    def safe(self) -> Fraction | None:
+        return self.binding.safe
+
+    def lines(self) -> list[str]:
+        fmt, cfg = self.format, self.config
+        given = (
+            "parameters from the weights where named, within the bounds elsewhere"
+            if cfg.weights
+            else "parameters within the bounds"
+        )
+        out = [
+            f"block {self.spec!r}; {fmt.name}: largest finite {_num(fmt.max_finite)}, "
+            f"{fmt.overflow_rule}; inputs max|x| <= {cfg.input_max:g}; {given}.",
+            "stage | forward: max|y| at its output (bound) | backward: max-norm gain from the "
+            "block's output gradient to the gradient at its input (bound) | the same in the "
+            "2-norm, Lemma 3's product | safe max|g| | witness gain (evidence)",
+        ]
+        for s in self.stages:
+            witness = "" if s.witness_gain is None else f"{s.witness_gain:.6g}"
+            ratio = ""
+            if s.witness_gain and s.gain is not None:
+                ratio = f" (bound / witness {float(s.gain) / s.witness_gain:.3g})"
+            out.append(
+                f"{'  ' * s.depth}{s.label} | {_short(s.forward)}"
+                f"{' OVERFLOWS' if s.forward_overflows else ''} | {_short(s.gain)} | "
+                f"{_short(s.lemma3)} | {'any' if s.safe is None else _num(s.safe)} | "
+                f"{witness}{ratio}"
+            )
+        b = self.binding
+        if b.safe is None:
+            out.append(
+                f"safe block output gradient: every finite {fmt.name} g; no stage's gradient "
+                "can overflow."
+            )
+        else:
+            out.append(
+                f"safe block output gradient (loss scale): max|g| <= {_num(b.safe)}, bound by "
+                f"{b.label} (proven: the composition of the per-module envelopes)."
+            )
+        overflowing = [s.label for s in self.stages if s.forward_overflows]
+        out.append(
+            "forward: "
+            + (
+                f"can overflow at {', '.join(overflowing)} for inputs within the bound."
+                if overflowing
+                else "no stage can overflow for inputs within the bound."
+            )
+        )
+        if self.witness_note:
+            out.append(self.witness_note)
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        def real(r: Real | None) -> dict[str, Any] | None:
+            if r is None:
+                return None
+            lo, hi = r.enclosure()
+            return {"value": r.decimal(), "enclosure": [lo, hi]}
+
+        return {
+            "spec": self.spec,
+            "format": self.format.name,
+            "input_max": self.config.input_max,
+            "safe_output_gradient": None if self.safe is None else float(self.safe),
+            "binding_stage": self.binding.label,
+            "stages": [
+                {
+                    "label": s.label,
+                    "forward_bound": real(s.forward),
+                    "forward_overflows": s.forward_overflows,
+                    "gain_max_norm": real(s.gain),
+                    "lemma3_2_norm": real(s.lemma3),
+                    "safe_output_gradient": None if s.safe is None else float(s.safe),
+                    "witness_gain": s.witness_gain,
+                    "parameters": s.source,
+                }
+                for s in self.stages
+            ],
+        }
+
+
+def _num(value: Fraction) -> str:
+    return f"{float(value):.6g}"
+
+
+def _short(r: Real | None) -> str:
+    return "unbounded" if r is None else f"{float(r):.6g}"
+
+
+@dataclass
+class _Walk:
+    """The state of one pass over the nodes."""
+
+    cfg: BlockConfig
+    fmt: Format
+    growth: Real  # 1 + 2^-p: one rounding to the format
+    rows: list[tuple[str, int, Real | None, _Bounds | None]] = field(default_factory=list)
+
+
+def _label(stage: Stage, width_in: int, width_out: int) -> str:
+    size = f"{width_in} -> {width_out}" if width_out != width_in else f"{width_in}"
+    return f"{stage.name} = {stage.module} ({size})"
+
+
+def _forward(
+    nodes: Sequence[Node], bound: Real | None, width: int, walk: _Walk, depth: int
+) -> tuple[Real | None, int, list]:
+    """Forward bounds after each node; returns the output bound, width and rows
+    ``(label, depth, forward bound, stage bounds, node)`` in order."""
+    rows = []
+    for node in nodes:
+        if isinstance(node, Residual):
+            inner_bound, inner_width, inner = _forward(node.branch, bound, width, walk, depth + 1)
+            if inner_width != width:
+                raise ValueError(
+                    f"block: a residual branch must keep the width {width}, its output is "
+                    f"{inner_width} wide"
+                )
+            out = None if bound is None or inner_bound is None else _plus(bound, inner_bound)
+            out = None if out is None else _times(out, walk.growth)
+            rows.append(("res", depth, out, None, node))
+            rows.extend(inner)
+            bound = out
+            continue
+        b, width_out = _stage_bounds(node, width, walk.cfg)
+        if b.forward_sup is not None:
+            out = b.forward_sup
+        elif bound is None or b.slope is None:
+            out = None
+        else:
+            out = _plus(_times(b.slope, bound), _rational(b.offset))
+        out = None if out is None else _times(out, walk.growth)
+        rows.append((_label(node, width, width_out), depth, out, b, node))
+        bound, width = out, width_out
+    return bound, width, rows
+
+
+def _backward(
+    nodes: Sequence[Node], gain: Real | None, lemma: Real | None, walk: _Walk, out: dict
+) -> tuple[Real | None, Real | None]:
+    """Gains from the block output to the input of each node (``out[id(node)]``), walking
+    backwards; returns the gains at the input of ``nodes``."""
+    for node in reversed(nodes):
+        if isinstance(node, Residual):
+            # the branch's output gradient is the residual's: the walk continues into it
+            branch_gain, branch_lemma = _backward(node.branch, gain, lemma, walk, out)
+            gain = (
+                None
+                if gain is None or branch_gain is None
+                else _times(_plus(gain, branch_gain), walk.growth)
+            )
+            lemma = None if lemma is None or branch_lemma is None else _plus(lemma, branch_lemma)
+        else:
+            b = out[id(node)][1]
+            gain = None if gain is None or b.gain_max is None else _times(gain, b.gain_max)
+            gain = None if gain is None else _times(gain, walk.growth)
+            lemma = None if lemma is None or b.gain_2 is None else _times(lemma, b.gain_2)
+        out[id(node)] = (gain, out.get(id(node), (None, None))[1], lemma)
+    return gain, lemma
+
+
+_ONE = Real.rational(Fraction(1), "1")
+
+
+def block_envelope(
+    spec: str,
+    dtype: str = "float16",
+    *,
+    witness: bool = True,
+    weights: str | Path | dict[str, np.ndarray] | None = None,
+    **config: Any,
+) -> BlockEnvelope:
+    """The envelope of the block ``spec`` (a preset or a spec) in ``dtype`` for the
+    configuration ``config`` (the fields of :class:`BlockConfig`); ``weights``: a file or a
+    dict of arrays named ``<stage>.weight``/``<stage>.bias``."""
+    try:
+        fmt = FORMATS[dtype]
+    except KeyError:
+        raise ValueError(f"dtype: expected one of {', '.join(FORMATS)}, got {dtype!r}") from None
+    arrays = load_weights(weights) if isinstance(weights, str | Path) else weights
+    cfg = BlockConfig(**config, weights=arrays)
+    if cfg.dim < 1 or cfg.batch < 1 or not cfg.input_max >= 0:
+        raise ValueError("dim and batch must be positive, input_max >= 0")
+    nodes = parse(spec, cfg.dim, cfg.hidden)
+    growth = Real.rational(1 + Fraction(1, 2**fmt.precision), f"(1 + 2^-{fmt.precision})")
+    walk = _Walk(cfg, fmt, growth)
+    input_bound = Real.rational(Fraction(float(cfg.input_max)), f"{cfg.input_max:g}")
+    _, _, rows = _forward(nodes, input_bound, cfg.dim, walk, 0)
+    found: dict[int, tuple] = {id(node): (None, bounds) for *_, bounds, node in rows}
+    block_gain, block_lemma = _backward(nodes, _ONE, _ONE, walk, found)
+    stages = [
+        StageBound(
+            "block input",
+            0,
+            input_bound,
+            fmt.overflows(input_bound, Fraction(1)),
+            block_gain,
+            block_lemma,
+            _safe(block_gain, fmt),
+            "",
+        )
+    ]
+    for label, depth, forward, bounds, node in rows:
+        gain, _, lemma = found[id(node)]
+        stages.append(
+            StageBound(
+                label,
+                depth,
+                forward,
+                forward is not None and fmt.overflows(forward, Fraction(1)),
+                gain,
+                lemma,
+                _safe(gain, fmt),
+                "" if bounds is None else bounds.source,
+            )
+        )
+    envelope = BlockEnvelope(spec, nodes, cfg, fmt, tuple(stages))
+    if witness:
+        envelope = _with_witness(envelope)
+    return envelope
+
+
+def _safe(gain: Real | None, fmt: Format) -> Fraction | None:
+    return Fraction(0) if gain is None else safe_gradient(gain, fmt)
+
+
+# --------------------------------------------------------------------------------------------
+# Witness (evidence): the chain of exact Jacobians at searched points, in float64
+# --------------------------------------------------------------------------------------------
+
+
+def _flatten(nodes: Sequence[Node]) -> list[Stage]:
+    out: list[Stage] = []
+    for node in nodes:
+        out.extend(_flatten(node.branch) if isinstance(node, Residual) else [node])
+    return out
+
+
+def _with_witness(envelope: BlockEnvelope) -> BlockEnvelope:
+    stages = _flatten(envelope.nodes)
+    if any(s.module not in _ROW_WISE for s in stages):
+        note = (
+            "witness: not built (the witness chains row-wise stages only: "
+            + ", ".join(_ROW_WISE)
+            + ")."
+        )
+        return replace(envelope, witness_note=note)
+    widths = [envelope.config.dim] + [s.width for s in stages if s.width]
+    if max(widths) > WITNESS_WIDTH:
+        return replace(
+            envelope,
+            witness_note=f"witness: not built (a width above {WITNESS_WIDTH}).",
+        )
+    best, trials = _search(envelope)
+    labelled = [replace(s, witness_gain=g) for s, g in zip(envelope.stages, best, strict=True)]
+    note = (
+        f"witness (evidence, float64, {trials} points searched over inputs within max|x| <= "
+        f"{envelope.config.input_max:g} and over parameters within their bounds): the largest "
+        "column sum of |J| from each stage's input to the block output; the proven gain is at "
+        "least it."
+    )
+    return replace(envelope, stages=tuple(labelled), witness_note=note)
+
+
+def _search(envelope: BlockEnvelope) -> tuple[list[float], int]:
+    """The best realized gain per envelope row over a small search (evidence)."""
+    cfg = envelope.config
+    rng = np.random.default_rng(20261126)
+    best = [0.0] * len(envelope.stages)
+    trials = 0
+    spreads = (1e-6, 1e-3, 1e-1, 1.0)
+    for trial in range(12):
+        params = _parameters(envelope, rng, extremal=trial % 3 == 0)
+        for spread in spreads:
+            x = cfg.input_max * (
+                np.full(cfg.dim, 1.0 - spread) * (1 if trial % 2 else -1)
+                + spread * rng.uniform(-1, 1, cfg.dim)
+            )
+            x = np.clip(x, -cfg.input_max, cfg.input_max)
+            gains = _realized(envelope, params, x)
+            best = [max(a, b) for a, b in zip(best, gains, strict=True)]
+            trials += 1
+    return best, trials
+
+
+def _parameters(envelope: BlockEnvelope, rng, extremal: bool) -> dict[str, np.ndarray]:
+    """Parameters for every stage: the file's where it names them, else random within the
+    bounds (``extremal``: every entry at its bound, positive)."""
+    cfg = envelope.config
+    given = cfg.weights or {}
+    out: dict[str, np.ndarray] = {}
+    width = cfg.dim
+    for stage in _flatten(envelope.nodes):
+        width_out = stage.width or width
+        if stage.module == "linear":
+            shape = (width_out, width)
+            scale, bias_scale = cfg.weight_max, cfg.bias_max
+        elif stage.module in ("layernorm", "rmsnorm"):
+            shape = (width,)
+            scale, bias_scale = cfg.gamma_max, cfg.beta_max
+        else:
+            width = width_out
+            continue
+        for part, size, bias in (("weight", shape, False), ("bias", shape[:1], True)):
+            key = f"{stage.name}.{part}"
+            if key in given:
+                out[key] = given[key]
+                continue
+            bound = bias_scale if bias else scale
+            if extremal:  # every entry at its bound, one sign: Linear's column sums peak
+                out[key] = np.full(size, bound)
+            else:
+                out[key] = bound * rng.choice((-1.0, 1.0), size=size) * rng.uniform(0, 1, size)
+        width = width_out
+    return out
+
+
+def _realized(envelope: BlockEnvelope, params: dict, x: np.ndarray) -> list[float]:
+    """For each envelope row, the largest column sum of |J| from its input to the output."""
+    from kernels import gelu, layernorm, relu, rmsnorm, sigmoid, swish
+
+    cfg = envelope.config
+    norms = {"layernorm": (layernorm, 1e-5), "rmsnorm": (rmsnorm, 1e-6)}
+    activations = {
+        "relu": (relu, {}),
+        "sigmoid": (sigmoid, {}),
+        "swish": (swish, {}),
+        "gelu": (gelu, {}),
+        "gelu_tanh": (gelu, {"approximate": "tanh"}),
+        "gelu_sigmoid": (gelu, {"approximate": "sigmoid"}),
+    }
+    jacobians: dict[int, np.ndarray] = {}
+
+    def run(nodes: Sequence[Node], v: np.ndarray) -> np.ndarray:
+        """The output of ``nodes`` at ``v``; each node's Jacobian into ``jacobians``."""
+        for node in nodes:
+            if isinstance(node, Residual):
+                out = run(node.branch, v)
+                chain = np.eye(v.size)
+                for inner in node.branch:
+                    chain = jacobians[id(inner)] @ chain
+                jacobians[id(node)] = np.eye(v.size) + chain
+                v = v + out
+            elif node.module == "linear":
+                W, b = params[f"{node.name}.weight"], params[f"{node.name}.bias"]
+                jacobians[id(node)] = W
+                v = W @ v + b
+            elif node.module in norms:
+                kernel, default = norms[node.module]
+                g, b = params[f"{node.name}.weight"], params[f"{node.name}.bias"]
+                eps = default if cfg.eps is None else cfg.eps
+                jacobians[id(node)] = kernel.jacobian(v, g, b, eps)
+                v = kernel.forward(v[None, :], g, b, eps)[0]
+            else:
+                kernel, options = activations[node.module]
+                jacobians[id(node)] = np.diag(kernel.derivative(v, **options))
+                v = kernel.forward(v, **options)
+        return v
+
+    to_output: dict[int, np.ndarray] = {}
+
+    def back(nodes: Sequence[Node], after: np.ndarray) -> np.ndarray:
+        """``after``: the Jacobian from the output of ``nodes`` to the block's output."""
+        for node in reversed(nodes):
+            if isinstance(node, Residual):
+                back(node.branch, after)  # y = x + f(x): f's output meets y directly
+            after = after @ jacobians[id(node)]
+            to_output[id(node)] = after
+        return after
+
+    run(envelope.nodes, np.asarray(x, dtype=np.float64))
+    total = back(envelope.nodes, np.eye(_output_width(envelope)))
+    columns = [total] + [to_output[id(node)] for node in _row_nodes(envelope.nodes)]
+    return [float(np.max(np.sum(np.abs(J), axis=0))) for J in columns]
+
+
+def _row_nodes(nodes: Sequence[Node]) -> list[Node]:
+    """The nodes in the order of the envelope's rows (a residual before its branch)."""
+    out: list[Node] = []
+    for node in nodes:
+        out.append(node)
+        if isinstance(node, Residual):
+            out.extend(_row_nodes(node.branch))
+    return out
+
+
+def _output_width(envelope: BlockEnvelope) -> int:
+    width = envelope.config.dim
+    for node in envelope.nodes:
+        if isinstance(node, Stage) and node.width:
+            width = node.width
+    return width

@@ -1,0 +1,208 @@
+"""Block envelopes: the composition of the per-module envelopes, checked against the
+modules' own envelopes, against Jacobians computed here independently at random points and
+parameters (the proven gains must never be exceeded), against the kernels' forward values,
+and through weights files (.npz and .safetensors) and the command line."""
+
+from __future__ import annotations
+
+import json
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from safetensors.numpy import save_file
+
+from derive.cli import main
+from derive.envelope import envelope
+from derive.envelope.block import PRESETS, Residual, Stage, block_envelope, parse
+from derive.envelope.core import FORMATS
+from kernels import gelu, layernorm
+
+DIM, HIDDEN, EPS = 6, 10, 0.5
+
+
+def _layernorm_jacobian(x: np.ndarray, gamma: np.ndarray, eps: float) -> np.ndarray:
+    """diag(gamma) r (I - 11^T/D - z z^T/D), z = (x - mean) r, r = 1/sqrt(var + eps)."""
+    d = x.size
+    r = 1 / np.sqrt(np.var(x) + eps)
+    z = (x - x.mean()) * r
+    return gamma[:, None] * r * (np.eye(d) - np.ones((d, d)) / d - np.outer(z, z) / d)
+
+
+def _gelu_prime(h: np.ndarray) -> np.ndarray:
+    """Phi(h) + h phi(h) with libm's erf (not the kernels')."""
+    erf = np.vectorize(math.erf)(h / math.sqrt(2))
+    return 0.5 * (1 + erf) + h * np.exp(-h * h / 2) / math.sqrt(2 * math.pi)
+
+
+def test_presets_parse_into_their_stages():
+    (res,) = parse("pre-ln-mlp", dim=8, hidden=32)
+    assert isinstance(res, Residual)
+    assert [(s.module, s.name, s.width) for s in res.branch] == [
+        ("layernorm", "ln", None),
+        ("linear", "fc1", 32),
+        ("gelu", "act", None),
+        ("linear", "fc2", 8),
+    ]
+    res, ln = parse("post-ln-mlp", dim=8)
+    assert ln == Stage("layernorm", "ln") and res.branch[1].width is None
+    assert res.branch[0].width == 32  # hidden defaults to 4 D
+    assert set(PRESETS) == {"pre-ln-mlp", "post-ln-mlp", "resnet-basic"}
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("res(linear:4", "closing parenthesis"),
+        ("res()", "empty res"),
+        ("softmax", "not \\[name=\\]module"),
+        ("gelu:4", "only linear and conv2d take a width"),
+        ("linear:0", "positive"),
+        ("relu)", "unexpected"),
+    ],
+)
+def test_malformed_specs_are_refused(spec, message):
+    with pytest.raises(ValueError, match=message):
+        parse(spec, dim=4)
+
+
+def test_a_branch_that_changes_the_width_is_refused():
+    with pytest.raises(ValueError, match="must keep the width 4"):
+        block_envelope("res(linear:8)", dim=4, witness=False)
+
+
+def test_the_chain_is_the_product_of_the_module_envelopes():
+    """The block's gain at its input is (1 + fc2 * gelu * fc1 * LN) times one rounding per
+    stage and one for the residual sum, each factor the module's own envelope gain."""
+    e = block_envelope(
+        "pre-ln-mlp", "float16", dim=DIM, hidden=HIDDEN, weight_max=0.25, eps=EPS, witness=False
+    )
+    ln = envelope("layernorm", dim=DIM, eps=EPS, witness=False).model.gain_max.value
+    fc1 = envelope("linear", dim=DIM, out_dim=HIDDEN, weight_max=0.25, witness=False)
+    fc2 = envelope("linear", dim=HIDDEN, out_dim=DIM, weight_max=0.25, witness=False)
+    act = envelope("gelu", witness=False).model.gain_max.value
+    growth = 1 + 2.0**-11
+    branch = float(fc2.model.gain_max.value) * float(act) * float(fc1.model.gain_max.value)
+    branch *= float(ln) * growth**4
+    expected = (1 + branch) * growth
+    assert float(e.stages[0].gain) == pytest.approx(expected, rel=1e-12)
+    lemma = 1 + (
+        float(fc2.model.gain_2.value)
+        * float(act)
+        * float(fc1.model.gain_2.value)
+        * float(envelope("layernorm", dim=DIM, eps=EPS, witness=False).model.gain_2.value)
+    )
+    assert float(e.stages[0].lemma3) == pytest.approx(lemma, rel=1e-12)
+
+
+def test_the_safe_gradient_is_the_largest_that_cannot_overflow():
+    e = block_envelope("pre-ln-mlp", dim=64, weight_max=0.06, eps=1e-5, witness=False)
+    fmt, b = e.format, e.binding
+    assert b.gain is not None and b.safe is not None
+    assert not fmt.overflows(b.gain, b.safe)
+    assert fmt.overflows(b.gain, fmt.next_up(b.safe))
+    assert all(s.safe is None or s.safe >= b.safe for s in e.stages)
+
+
+def _random_block(rng) -> dict[str, np.ndarray]:
+    return {
+        "ln.weight": rng.uniform(-2, 2, DIM),
+        "ln.bias": rng.uniform(-1, 1, DIM),
+        "fc1.weight": rng.uniform(-0.7, 0.7, (HIDDEN, DIM)),
+        "fc1.bias": rng.uniform(-0.3, 0.3, HIDDEN),
+        "fc2.weight": rng.uniform(-0.7, 0.7, (DIM, HIDDEN)),
+        "fc2.bias": rng.uniform(-0.3, 0.3, DIM),
+    }
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_no_point_exceeds_the_proven_gains_or_forward_bounds(seed):
+    """Pre-LN MLP with parameters from a dict: at random inputs within the bound (nearly
+    constant ones included, where LayerNorm's gain peaks) the column sums of |J| from each
+    stage's input to the output, computed here in closed form, stay below the envelope's
+    gains, and the forward values below its bounds."""
+    rng = np.random.default_rng(seed)
+    w = _random_block(rng)
+    e = block_envelope(
+        "pre-ln-mlp", dim=DIM, hidden=HIDDEN, eps=EPS, input_max=3.0, weights=w, witness=False
+    )
+    rows = {s.label.split(" = ")[0]: s for s in e.stages}
+    for k in range(40):
+        spread = 10.0 ** rng.uniform(-6, 0)
+        x = np.clip(rng.uniform(-3, 3) + spread * rng.standard_normal(DIM), -3, 3)
+        J_ln = _layernorm_jacobian(x, w["ln.weight"], EPS)
+        z = layernorm.forward(x[None], w["ln.weight"], w["ln.bias"], EPS)[0]
+        h = w["fc1.weight"] @ z + w["fc1.bias"]
+        a = gelu.forward(h)
+        y = w["fc2.weight"] @ a + w["fc2.bias"]
+        fc2 = np.eye(DIM) @ w["fc2.weight"]
+        act = fc2 @ np.diag(_gelu_prime(h))
+        fc1 = act @ w["fc1.weight"]
+        ln = fc1 @ J_ln
+        block = np.eye(DIM) + ln
+        for name, J in (("fc2", fc2), ("act", act), ("fc1", fc1), ("ln", ln), ("res", block)):
+            realized = np.abs(J).sum(axis=0).max()
+            assert realized <= float(rows[name].gain), (name, k, realized)
+        for name, value in (("ln", z), ("fc1", h), ("act", a), ("fc2", y), ("res", x + y)):
+            assert np.abs(value).max() <= float(rows[name].forward), (name, k)
+
+
+def test_weights_files_npz_and_safetensors_agree(tmp_path):
+    rng = np.random.default_rng(7)
+    w = _random_block(rng)
+    np.savez(tmp_path / "block.npz", **w)
+    save_file({k: v.astype(np.float32) for k, v in w.items()}, str(tmp_path / "block.safetensors"))
+    w32 = {k: v.astype(np.float32).astype(np.float64) for k, v in w.items()}
+    np.savez(tmp_path / "block32.npz", **w32)
+    kwargs = dict(dim=DIM, hidden=HIDDEN, eps=EPS, witness=False)
+    from_npz = block_envelope("pre-ln-mlp", weights=tmp_path / "block32.npz", **kwargs)
+    from_st = block_envelope("pre-ln-mlp", weights=tmp_path / "block.safetensors", **kwargs)
+    assert [s.safe for s in from_npz.stages] == [s.safe for s in from_st.stages]
+    assert all(s.source == "weights" for s in from_st.stages if s.label.startswith("fc"))
+    columns = np.abs(w32["fc2.weight"]).sum(axis=0).max()  # fc2's gain: its column sums
+    fc2 = next(s for s in from_st.stages if s.label.startswith("fc2"))
+    assert float(fc2.gain) == pytest.approx(columns * (1 + 2.0**-11), rel=1e-15)
+    assert float(fc2.gain) >= columns * (1 + 2.0**-11)  # rounded up, never down
+    with pytest.raises(ValueError, match=r"fc1.weight: expected shape \(10, 6\)"):
+        bad = dict(w, **{"fc1.weight": np.zeros((6, 10))})
+        block_envelope("pre-ln-mlp", weights=bad, **kwargs)
+    with pytest.raises(ValueError, match=r"\.npz or \.safetensors"):
+        block_envelope("pre-ln-mlp", weights=tmp_path / "block.txt", **kwargs)
+
+
+def test_the_witness_never_exceeds_the_bounds_and_names_its_limits():
+    e = block_envelope("pre-ln-mlp", dim=16, hidden=32, weight_max=0.1, eps=1e-3)
+    assert "evidence" in e.witness_note
+    for s in e.stages:
+        assert s.witness_gain is not None and 0 < s.witness_gain <= float(s.gain), s.label
+    last = e.stages[-1]  # fc2 alone: all-positive weights reach its column sum O w
+    assert last.witness_gain == pytest.approx(16 * 0.1, rel=1e-12)
+    resnet = block_envelope("resnet-basic", dim=4, weight_max=0.1, batch=8)
+    assert resnet.stages[0].witness_gain is None and "not built" in resnet.witness_note
+
+
+def test_forward_overflow_is_reported_where_the_bound_reaches_the_format():
+    e = block_envelope("res(fc=linear:64, relu, out=linear:8)", dim=8, input_max=200.0)
+    assert [s.label.split(" = ")[0] for s in e.stages if s.forward_overflows] == [
+        "res",
+        "out",
+    ]
+    fmt = FORMATS["float16"]
+    out = next(s for s in e.stages if s.label.startswith("out"))
+    assert out.forward.times_reaches(Fraction(1), fmt.overflow)  # 64 * 8 * 200 > 65520
+    small = block_envelope("res(fc=linear:64, relu, out=linear:8)", dim=8, input_max=1.0)
+    assert not any(s.forward_overflows for s in small.stages)
+
+
+def test_cli_prints_the_stages_and_json(capsys):
+    assert main(["envelope", "--block", "pre-ln-mlp", "--dim", "8", "--eps", "0.5"]) == 0
+    text = capsys.readouterr().out
+    assert "safe block output gradient (loss scale)" in text and "fc2 = linear (32 -> 8)" in text
+    args = ["envelope", "--block", "post-ln-mlp", "--dim", "8", "--json", "--weight-max", "0.1"]
+    assert main(args) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["binding_stage"] and record["stages"][0]["label"] == "block input"
+    assert main(["envelope", "layernorm", "--block", "pre-ln-mlp"]) == 2
+    assert main(["envelope", "--block", "res(linear:4"]) == 2
+    assert main(["envelope"]) == 2
