@@ -117,8 +117,6 @@ def _certify(args: argparse.Namespace) -> int:
 
 
 def _block(args: argparse.Namespace) -> int:
-    import json
-
     from derive.envelope.block import BlockConfig, block_envelope
 
     if args.module is not None:
@@ -134,17 +132,22 @@ def _block(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as error:
         print(f"liptable envelope: {error}", file=sys.stderr)
         return 2
-    if args.json:
-        print(json.dumps(result.as_dict(), indent=1))
-        return 0
-    for line in result.lines():
-        print(line)
+    _print(result, args.json)
     return 0
 
 
-def _envelope(args: argparse.Namespace) -> int:
+def _print(result, as_json: bool) -> None:
+    """An envelope (of a module or a block) as its lines, or as JSON."""
     import json
 
+    if as_json:
+        print(json.dumps(result.as_dict(), indent=1))
+    else:
+        for line in result.lines():
+            print(line)
+
+
+def _envelope(args: argparse.Namespace) -> int:
     from derive.envelope.modules import Config, envelope, kernel_dx
 
     if args.block is not None:
@@ -163,11 +166,9 @@ def _envelope(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"liptable envelope: {error}", file=sys.stderr)
         return 2
+    _print(result, args.json)
     if args.json:
-        print(json.dumps(result.as_dict(), indent=1))
         return 0
-    for line in result.lines():
-        print(line)
     if args.scaling:
         from derive.envelope.scaling import Recipe, lines
 

@@ -310,16 +310,8 @@ def _stage_bounds(stage: Stage, width_in: int, cfg: BlockConfig) -> tuple[_Bound
         if bias is not None:
             _check_shape(stage, bias, (width_out,), "bias")
             offset = Fraction(float(np.max(np.abs(bias))))
-        columns, rows = _up(_abs_sums(weight, 0)), _up(_abs_sums(weight, 1))
-        return _Bounds(
-            None,
-            _rational(rows, "max row sum |W|"),
-            offset,
-            _rational(columns, "max column sum |W|"),
-            Real.sqrt_of(columns * rows, "sqrt(|W|_1 |W|_inf)"),
-            False,
-            "weights",
-        ), width_out
+        rows, columns = _abs_sums(weight, 1), _abs_sums(weight, 0)
+        return _from_sums(rows, columns, offset, "row", "column"), width_out
     if stage.module == "conv2d":
         if weight is None:
             model_cfg = replace(base, channels=width_in, out_dim=width_out, kernel=cfg.kernel)
@@ -330,18 +322,26 @@ def _stage_bounds(stage: Stage, width_in: int, cfg: BlockConfig) -> tuple[_Bound
                 f"{weight.shape}"
             )
         offset = Fraction(float(np.max(np.abs(bias)))) if bias is not None else Fraction(0)
-        per_input = _up(_abs_sums(np.moveaxis(weight, 1, 0).reshape(width_in, -1), 1))
-        per_output = _up(_abs_sums(weight.reshape(width_out, -1), 1))
-        return _Bounds(
-            None,
-            _rational(per_output, "max_o sum |W[o]|"),
-            offset,
-            _rational(per_input, "max_c sum |W[:, c]|"),
-            Real.sqrt_of(per_input * per_output, "sqrt(max_c * max_o sums)"),
-            False,
-            "weights",
-        ), width_out
+        per_output = _abs_sums(weight.reshape(width_out, -1), 1)
+        per_input = _abs_sums(np.moveaxis(weight, 1, 0).reshape(width_in, -1), 1)
+        return _from_sums(per_output, per_input, offset, "output", "input"), width_out
     return _from_model(stage.module, base, "elementwise"), width_out
+
+
+def _from_sums(forward: float, backward: float, offset: Fraction, out: str, into: str) -> _Bounds:
+    """The bounds of a linear map from the largest sums of ``|W|`` per output (``forward``:
+    ``max|y| <= forward max|x| + offset``) and per input (``backward``: the max-norm gain),
+    both rounded up; the 2-norm by Hoelder, ``sqrt(|W|_1 |W|_inf)``."""
+    forward_up, backward_up = _up(forward), _up(backward)
+    return _Bounds(
+        None,
+        _rational(forward_up, f"max {out} sum |W|"),
+        offset,
+        _rational(backward_up, f"max {into} sum |W|"),
+        Real.sqrt_of(forward_up * backward_up, "sqrt(|W|_1 |W|_inf)"),
+        False,
+        "weights",
+    )
 
 
 def _check_shape(stage: Stage, array: np.ndarray, shape: tuple[int, ...], what: str) -> None:
