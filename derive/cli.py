@@ -246,17 +246,19 @@ def main(argv: list[str] | None = None) -> int:
     env.add_argument(
         "--block",
         metavar="SPEC",
-        help="a whole block instead of one module, stage by stage: a preset (pre-ln-mlp, "
-        "post-ln-mlp, resnet-basic) or stages such as 'res(ln=layernorm, fc1=linear:3072, "
-        "act=gelu, fc2=linear:768)'",
+        help="a whole block instead of one module, stage by stage: a preset "
+        "(pre-ln-transformer, post-ln-transformer, pre-ln-mlp, post-ln-mlp, resnet-basic) or "
+        "stages such as 'res(ln=layernorm, fc1=linear:3072, act=gelu, fc2=linear:768)'",
     )
     env.add_argument("--hidden", type=int, help="--block: the presets' hidden width (4 D)")
     env.add_argument("--batch", type=int, help="--block: BatchNorm's values per feature (32)")
+    env.add_argument("--head", type=int, help="--block: the attention's head width d (D)")
     env.add_argument("--input-max", type=float, help="--block: the bound on the input's max|x| (1)")
     env.add_argument(
         "--weights",
         metavar="FILE",
-        help="--block: a .npz or .safetensors file of <stage>.weight / <stage>.bias arrays",
+        help="--block: a .npz or .safetensors file of <stage>.weight / <stage>.bias arrays "
+        "(an attention's: <stage>.wq, .wk, .wv)",
     )
     env.add_argument(
         "--dim", type=int, help="D: the normalized/reduced axis (BatchNorm: values per feature)"

@@ -40,9 +40,16 @@ rounded up: upper bounds within one float64 step), its 2-norm ``sqrt(||W||_1 ||W
 for every stride and padding: each tap meets an input pixel at most once per output
 pixel), and a normalization's ``max|gamma|`` and ``max|beta|``.
 
+DP attention (``dp_attention``, N tokens of ``tokens``, head width ``head``) is not
+Lipschitz, but its gains are bounded for bounded inputs: the walk carries a bound on the
+entries and one on the 2-norm of each token's row (a LayerNorm output row has 2-norm at most
+``sqrt(D) (max|gamma| + max|beta|)``, far below ``sqrt(D)`` times its largest entry), and
+:func:`_attention_bounds` derives the attention's gains from both.
+
 The witness (evidence, not proof) evaluates the block's exact chain of Jacobians in float64
-at searched inputs and parameters, for row-wise blocks (LayerNorm, RMSNorm, Linear and the
-activations): the largest column sum of ``|J|`` from each stage's input to the block's
+(the kernels' Jacobians, on token matrices) at searched inputs and parameters, for blocks of
+LayerNorm, RMSNorm, Linear, the activations and DP attention up to 4096 values per
+activation: the largest column sum of ``|J|`` from each stage's input to the block's
 output, against the proven gain.
 
 Spec: stages separated by commas; ``res(...)`` is a residual connection around its stages;
@@ -69,7 +76,15 @@ from typing import Any
 
 import numpy as np
 
-from derive.envelope.core import FORMATS, Config, Format, Real, safe_gradient
+from derive.envelope.core import (
+    FORMATS,
+    PRECISIONS,
+    Config,
+    Format,
+    Real,
+    precision,
+    safe_gradient,
+)
 from derive.envelope.modules import ELEMENTWISE_KEYS, models
 
 __all__ = [
@@ -86,6 +101,7 @@ __all__ = [
 
 #: The modules a block's stages may be.
 STAGE_MODULES = (
+    "dp_attention",
     "layernorm",
     "rmsnorm",
     "batchnorm",
@@ -96,6 +112,14 @@ STAGE_MODULES = (
 
 #: Named blocks: ``{dim}`` and ``{hidden}`` are filled in from the configuration.
 PRESETS = {
+    "pre-ln-transformer": (
+        "res(ln1=layernorm, attn=dp_attention), "
+        "res(ln2=layernorm, fc1=linear:{hidden}, act=gelu, fc2=linear:{dim})"
+    ),
+    "post-ln-transformer": (
+        "res(attn=dp_attention), ln1=layernorm, "
+        "res(fc1=linear:{hidden}, act=gelu, fc2=linear:{dim}), ln2=layernorm"
+    ),
     "pre-ln-mlp": "res(ln=layernorm, fc1=linear:{hidden}, act=gelu, fc2=linear:{dim})",
     "post-ln-mlp": "res(fc1=linear:{hidden}, act=gelu, fc2=linear:{dim}), ln=layernorm",
     "resnet-basic": (
@@ -105,8 +129,10 @@ PRESETS = {
 
 #: The row-wise modules the witness can chain (one token's Jacobian each).
 _ROW_WISE = ("layernorm", "rmsnorm", "linear", *ELEMENTWISE_KEYS)
+#: What the witness chains: the row-wise modules and the attention (over token matrices).
+_WITNESS_MODULES = (*_ROW_WISE, "dp_attention")
 
-#: The largest width the witness builds dense Jacobians for.
+#: The largest tokens x width the witness builds dense Jacobians for.
 WITNESS_WIDTH = 4096
 
 
@@ -254,6 +280,13 @@ class _Bounds:
     gain_2: Real | None
     tight: bool
     source: str
+    #: A bound on the 2-norm of one output row (token), whatever the input (``row2_sup``),
+    #: or ``row2_slope`` times the input row's bound plus ``row2_offset``: the attention's
+    #: gains need it (a LayerNorm output row has 2-norm at most sqrt(D) max|gamma| + ...,
+    #: far below sqrt(D) times the bound on its largest entry).
+    row2_sup: Fraction | None = None
+    row2_slope: Fraction | None = None
+    row2_offset: Fraction = Fraction(0)
 
 
 @dataclass(frozen=True)
@@ -270,12 +303,17 @@ class BlockConfig:
     bias_max: float = 0.0
     batch: int = 32
     kernel: int = 3
+    tokens: int = 8
+    head: int | None = None
     input_max: float = 1.0
     weights: dict[str, np.ndarray] | None = field(default=None, repr=False)
 
 
-def _stage_bounds(stage: Stage, width_in: int, cfg: BlockConfig) -> tuple[_Bounds, int]:
-    """The stage's :class:`_Bounds` and its output width."""
+def _stage_bounds(
+    stage: Stage, width_in: int, cfg: BlockConfig, bound_in: Real | None, row2_in: Fraction | None
+) -> tuple[_Bounds, int]:
+    """The stage's :class:`_Bounds` and its output width (``bound_in``, ``row2_in``: the
+    bounds on the input's entries and rows, which the attention's gains depend on)."""
     width_out = stage.width or width_in
     weights = cfg.weights or {}
     weight, bias = weights.get(f"{stage.name}.weight"), weights.get(f"{stage.name}.bias")
@@ -299,19 +337,28 @@ def _stage_bounds(stage: Stage, width_in: int, cfg: BlockConfig) -> tuple[_Bound
             _check_shape(stage, bias, (width_in,), "bias (beta)")
             base = replace(base, beta_max=float(np.max(np.abs(bias))))
         if stage.module == "batchnorm":  # per feature, over the batch: M values
-            base = replace(base, dim=cfg.batch)
-        return _from_model(stage.module, base, source), width_out
+            return _from_model(stage.module, replace(base, dim=cfg.batch), source), width_out
+        # |gamma * z + beta|_2 <= max|gamma| |z|_2 + |beta|_2 with |z|_2 <= sqrt(D)
+        row2 = (_frac(base.gamma_max) + _frac(base.beta_max)) * _sqrt_up(width_in)
+        return replace(_from_model(stage.module, base, source), row2_sup=row2), width_out
+    if stage.module == "dp_attention":
+        return _attention_bounds(stage, width_in, cfg, bound_in, row2_in), width_out
     if stage.module == "linear":
         if weight is None:
-            model_cfg = replace(base, out_dim=width_out)
-            return _from_model("linear", model_cfg, "bounds"), width_out
+            model = _from_model("linear", replace(base, out_dim=width_out), "bounds")
+            slope = _fraction_up(model.gain_2)  # the 2-norm of W
+            offset = _frac(cfg.bias_max) * _sqrt_up(width_out)
+            return replace(model, row2_slope=slope, row2_offset=offset), width_out
         _check_shape(stage, weight, (width_out, width_in), "weight")
-        offset = Fraction(0)
+        offset, offset2 = Fraction(0), Fraction(0)
         if bias is not None:
             _check_shape(stage, bias, (width_out,), "bias")
             offset = Fraction(float(np.max(np.abs(bias))))
+            offset2 = _up(math.sqrt(math.fsum(bias * bias)) * (1 + 2.0**-50))
         rows, columns = _abs_sums(weight, 1), _abs_sums(weight, 0)
-        return _from_sums(rows, columns, offset, "row", "column"), width_out
+        bounds = _from_sums(rows, columns, offset, "row", "column")
+        slope = _fraction_up(bounds.gain_2)
+        return replace(bounds, row2_slope=slope, row2_offset=offset2), width_out
     if stage.module == "conv2d":
         if weight is None:
             model_cfg = replace(base, channels=width_in, out_dim=width_out, kernel=cfg.kernel)
@@ -325,7 +372,95 @@ def _stage_bounds(stage: Stage, width_in: int, cfg: BlockConfig) -> tuple[_Bound
         per_output = _abs_sums(weight.reshape(width_out, -1), 1)
         per_input = _abs_sums(np.moveaxis(weight, 1, 0).reshape(width_in, -1), 1)
         return _from_sums(per_output, per_input, offset, "output", "input"), width_out
-    return _from_model(stage.module, base, "elementwise"), width_out
+    model = _from_model(stage.module, base, "elementwise")
+    if model.forward_sup is not None:  # sigmoid: every entry below 1
+        return replace(model, row2_sup=_sqrt_up(width_in)), width_out
+    return replace(model, row2_slope=Fraction(1)), width_out  # |f(x)| <= |x| entrywise
+
+
+def _frac(value: float) -> Fraction:
+    return Fraction(float(value))
+
+
+def _sqrt_up(n: int) -> Fraction:
+    """A rational upper bound of sqrt(n)."""
+    return Fraction(float(np.nextafter(math.sqrt(n), np.inf)))
+
+
+def _attention_bounds(
+    stage: Stage, width: int, cfg: BlockConfig, bound_in: Real | None, row2_in: Fraction | None
+) -> _Bounds:
+    """DP attention ``Y = softmax(Q K^T / sqrt(d)) V`` over N tokens, ``Q = X Wq^T`` (d x D
+    weights, likewise K, and V with Wv of D x D so that the width is kept), for inputs whose
+    entries are at most R and whose rows have 2-norm at most rho. Per weight matrix: ``r``
+    its largest row sum of ``|W|``, ``c`` its largest column sum, ``r2`` its largest row
+    2-norm, ``s2`` the sum of its row 2-norms; then ``|Q_ic| <= min(r_q R, r2_q rho) =: Q``
+    (likewise K), ``|V_kc| <= min(r_v R, r2_v rho)`` and ``|V_k|_1 <= min(A_v R, s2_v rho)
+    =: M`` (``A_v`` the sum of all ``|Wv|``).
+
+    Forward: each row of Y is a convex combination of rows of V, so ``max|Y| <= max|V|``, and
+    its 2-norm is at most ``sigma(Wv) rho``. Backward, per unit of ``max|G|``:
+
+    * ``dV = P^T G``: ``|dV| <= N`` (a column of P sums to at most N);
+    * ``dP = G V^T``: ``|dP_ik| <= |V_k|_1 <= M``; ``dS = P (dP - rowsum(dP P))``:
+      ``sum_k |dS_ik| <= 2 M`` and ``sum_i |dS_ik| <= 2 M N``;
+    * ``dQ = dS K / sqrt(d)``: ``|dQ| <= 2 M K / sqrt(d)``; ``dK = dS^T Q / sqrt(d)``:
+      ``|dK| <= 2 M N Q / sqrt(d)``;
+    * ``dX = dQ Wq + dK Wk + dV Wv``: ``max|dX| <= |dQ| c_q + |dK| c_k + |dV| c_v``.
+
+    The 2-norm: ``||J||_2 <= sqrt(N D) ||J||_1`` (J has N D rows), an upper bound. Unbounded
+    inputs (``R`` unknown) leave the gains unbounded: DP attention is not Lipschitz."""
+    weights = cfg.weights or {}
+    head = cfg.head or width
+    shapes = {"wq": (head, width), "wk": (head, width), "wv": (width, width)}
+    norms: dict[str, tuple[Fraction, ...]] = {}
+    source = "bounds"
+    for key, (rows, cols) in shapes.items():
+        W = weights.get(f"{stage.name}.{key}")
+        if W is None:
+            w = _frac(cfg.weight_max)
+            row2 = w * _sqrt_up(cols)
+            norms[key] = (cols * w, rows * w, rows * cols * w, row2, rows * row2)
+            continue
+        _check_shape(stage, W, (rows, cols), key)
+        source = "weights"
+        lengths = [math.sqrt(math.fsum(r * r)) * (1 + 2.0**-50) for r in W]
+        norms[key] = (
+            _up(_abs_sums(W, 1)),
+            _up(_abs_sums(W, 0)),
+            _up(math.fsum(np.abs(W).ravel())),
+            _up(max(lengths)),
+            _up(math.fsum(lengths) * (1 + 2.0**-50)),
+        )
+    (rq, cq, _, rq2, _), (rk, ck, _, rk2, _) = norms["wq"], norms["wk"]
+    rv, cv, av, rv2, sv2 = norms["wv"]
+    n = cfg.tokens
+    if bound_in is None:
+        return _Bounds(None, None, Fraction(0), None, None, False, source)
+    R = bound_in.exact if bound_in.exact is not None else _fraction_up(bound_in)
+    rho = row2_in if row2_in is not None else R * _sqrt_up(width)
+
+    q, k = min(rq * R, rq2 * rho), min(rk * R, rk2 * rho)
+    m, v = min(av * R, sv2 * rho), min(rv * R, rv2 * rho)
+    inv_root = 1 / Fraction(float(np.nextafter(math.sqrt(head), 0)))  # >= 1/sqrt(d)
+    gain = n * cv + 2 * m * inv_root * (k * cq + n * q * ck)
+    return _Bounds(
+        _rational(v, "max|V|"),
+        None,
+        Fraction(0),
+        _rational(gain, "N c_v + 2 M (K c_q + N Q c_k)/sqrt(d)"),
+        Real.sqrt_of(gain * gain * n * width, "sqrt(N D) * gain"),
+        False,
+        source,
+        row2_slope=_fraction_up(Real.sqrt_of(rv * cv, "sigma(Wv)")),
+    )
+
+
+def _fraction_up(r: Real) -> Fraction:
+    """A rational upper bound of ``r`` (from its ball)."""
+    with precision(PRECISIONS[0]):
+        upper = r.ball().upper()
+    return Fraction(float(np.nextafter(float(upper), np.inf)))
 
 
 def _from_sums(forward: float, backward: float, offset: Fraction, out: str, into: str) -> _Bounds:
@@ -506,14 +641,23 @@ def _label(stage: Stage, width_in: int, width_out: int) -> str:
 
 
 def _forward(
-    nodes: Sequence[Node], bound: Real | None, width: int, walk: _Walk, depth: int
-) -> tuple[Real | None, int, list]:
-    """Forward bounds after each node; returns the output bound, width and rows
+    nodes: Sequence[Node],
+    bound: Real | None,
+    row2: Fraction | None,
+    width: int,
+    walk: _Walk,
+    depth: int,
+) -> tuple[Real | None, Fraction | None, int, list]:
+    """Forward bounds after each node: on the entries (``bound``) and on the 2-norm of a
+    row (``row2``); returns those at the output, the width, and the rows
     ``(label, depth, forward bound, stage bounds, node)`` in order."""
     rows = []
+    growth = walk.growth.exact
     for node in nodes:
         if isinstance(node, Residual):
-            inner_bound, inner_width, inner = _forward(node.branch, bound, width, walk, depth + 1)
+            inner_bound, inner_row2, inner_width, inner = _forward(
+                node.branch, bound, row2, width, walk, depth + 1
+            )
             if inner_width != width:
                 raise ValueError(
                     f"block: a residual branch must keep the width {width}, its output is "
@@ -521,11 +665,12 @@ def _forward(
                 )
             out = None if bound is None or inner_bound is None else _plus(bound, inner_bound)
             out = None if out is None else _times(out, walk.growth)
+            both = None if row2 is None or inner_row2 is None else (row2 + inner_row2) * growth
             rows.append(("res", depth, out, None, node))
             rows.extend(inner)
-            bound = out
+            bound, row2 = out, _row2(both, out, width)
             continue
-        b, width_out = _stage_bounds(node, width, walk.cfg)
+        b, width_out = _stage_bounds(node, width, walk.cfg, bound, row2)
         if b.forward_sup is not None:
             out = b.forward_sup
         elif bound is None or b.slope is None:
@@ -533,9 +678,23 @@ def _forward(
         else:
             out = _plus(_times(b.slope, bound), _rational(b.offset))
         out = None if out is None else _times(out, walk.growth)
+        if b.row2_sup is not None:
+            row2 = b.row2_sup * growth
+        elif row2 is not None and b.row2_slope is not None:
+            row2 = (b.row2_slope * row2 + b.row2_offset) * growth
+        else:
+            row2 = None
         rows.append((_label(node, width, width_out), depth, out, b, node))
-        bound, width = out, width_out
-    return bound, width, rows
+        bound, row2, width = out, _row2(row2, out, width_out), width_out
+    return bound, row2, width, rows
+
+
+def _row2(row2: Fraction | None, bound: Real | None, width: int) -> Fraction | None:
+    """The tighter of a row 2-norm bound and sqrt(width) times the entry bound."""
+    from_entries = None if bound is None else _fraction_up(bound) * _sqrt_up(width)
+    if row2 is None or from_entries is None:
+        return row2 if from_entries is None else from_entries
+    return min(row2, from_entries)
 
 
 def _backward(
@@ -588,7 +747,8 @@ def block_envelope(
     growth = Real.rational(1 + Fraction(1, 2**fmt.precision), f"(1 + 2^-{fmt.precision})")
     walk = _Walk(cfg, fmt, growth)
     input_bound = Real.rational(Fraction(float(cfg.input_max)), f"{cfg.input_max:g}")
-    _, _, rows = _forward(nodes, input_bound, cfg.dim, walk, 0)
+    row2 = _frac(cfg.input_max) * _sqrt_up(cfg.dim)
+    *_, rows = _forward(nodes, input_bound, row2, cfg.dim, walk, 0)
     found: dict[int, tuple] = {id(node): (None, bounds) for *_, bounds, node in rows}
     block_gain, block_lemma = _backward(nodes, _ONE, _ONE, walk, found)
     stages = [
@@ -639,20 +799,26 @@ def _flatten(nodes: Sequence[Node]) -> list[Stage]:
     return out
 
 
+def _tokens(envelope: BlockEnvelope) -> int:
+    """The witness's token count: the configuration's with an attention, else 1."""
+    stages = _flatten(envelope.nodes)
+    return envelope.config.tokens if any(s.module == "dp_attention" for s in stages) else 1
+
+
 def _with_witness(envelope: BlockEnvelope) -> BlockEnvelope:
     stages = _flatten(envelope.nodes)
-    if any(s.module not in _ROW_WISE for s in stages):
+    if any(s.module not in _WITNESS_MODULES for s in stages):
         note = (
-            "witness: not built (the witness chains row-wise stages only: "
-            + ", ".join(_ROW_WISE)
+            "witness: not built (the witness chains these stages only: "
+            + ", ".join(_WITNESS_MODULES)
             + ")."
         )
         return replace(envelope, witness_note=note)
     widths = [envelope.config.dim] + [s.width for s in stages if s.width]
-    if max(widths) > WITNESS_WIDTH:
+    if _tokens(envelope) * max(widths) > WITNESS_WIDTH:
         return replace(
             envelope,
-            witness_note=f"witness: not built (a width above {WITNESS_WIDTH}).",
+            witness_note=f"witness: not built (tokens x width above {WITNESS_WIDTH}).",
         )
     best, trials = _search(envelope)
     labelled = [replace(s, witness_gain=g) for s, g in zip(envelope.stages, best, strict=True)]
@@ -671,15 +837,12 @@ def _search(envelope: BlockEnvelope) -> tuple[list[float], int]:
     rng = np.random.default_rng(20261126)
     best = [0.0] * len(envelope.stages)
     trials = 0
-    spreads = (1e-6, 1e-3, 1e-1, 1.0)
+    shape = (_tokens(envelope), cfg.dim)
     for trial in range(12):
         params = _parameters(envelope, rng, extremal=trial % 3 == 0)
-        for spread in spreads:
-            x = cfg.input_max * (
-                np.full(cfg.dim, 1.0 - spread) * (1 if trial % 2 else -1)
-                + spread * rng.uniform(-1, 1, cfg.dim)
-            )
-            x = np.clip(x, -cfg.input_max, cfg.input_max)
+        for spread in (1e-6, 1e-3, 1e-1, 1.0):
+            centre = rng.uniform(-1, 1, (shape[0], 1)) * (1 - spread)
+            x = cfg.input_max * np.clip(centre + spread * rng.uniform(-1, 1, shape), -1, 1)
             gains = _realized(envelope, params, x)
             best = [max(a, b) for a, b in zip(best, gains, strict=True)]
             trials += 1
@@ -696,21 +859,24 @@ def _parameters(envelope: BlockEnvelope, rng, extremal: bool) -> dict[str, np.nd
     for stage in _flatten(envelope.nodes):
         width_out = stage.width or width
         if stage.module == "linear":
-            shape = (width_out, width)
-            scale, bias_scale = cfg.weight_max, cfg.bias_max
+            parts = {"weight": ((width_out, width), cfg.weight_max)}
+            parts["bias"] = ((width_out,), cfg.bias_max)
         elif stage.module in ("layernorm", "rmsnorm"):
-            shape = (width,)
-            scale, bias_scale = cfg.gamma_max, cfg.beta_max
+            parts = {"weight": ((width,), cfg.gamma_max), "bias": ((width,), cfg.beta_max)}
+        elif stage.module == "dp_attention":
+            head = cfg.head or width
+            parts = {
+                "wq": ((head, width), cfg.weight_max),
+                "wk": ((head, width), cfg.weight_max),
+                "wv": ((width, width), cfg.weight_max),
+            }
         else:
-            width = width_out
-            continue
-        for part, size, bias in (("weight", shape, False), ("bias", shape[:1], True)):
+            parts = {}
+        for part, (size, bound) in parts.items():
             key = f"{stage.name}.{part}"
             if key in given:
                 out[key] = given[key]
-                continue
-            bound = bias_scale if bias else scale
-            if extremal:  # every entry at its bound, one sign: Linear's column sums peak
+            elif extremal:  # every entry at its bound, one sign: Linear's column sums peak
                 out[key] = np.full(size, bound)
             else:
                 out[key] = bound * rng.choice((-1.0, 1.0), size=size) * rng.uniform(0, 1, size)
@@ -718,9 +884,20 @@ def _parameters(envelope: BlockEnvelope, rng, extremal: bool) -> dict[str, np.nd
     return out
 
 
+def _block_diagonal(blocks: Sequence[np.ndarray]) -> np.ndarray:
+    rows, cols = sum(b.shape[0] for b in blocks), sum(b.shape[1] for b in blocks)
+    out = np.zeros((rows, cols))
+    r = c = 0
+    for b in blocks:
+        out[r : r + b.shape[0], c : c + b.shape[1]] = b
+        r, c = r + b.shape[0], c + b.shape[1]
+    return out
+
+
 def _realized(envelope: BlockEnvelope, params: dict, x: np.ndarray) -> list[float]:
-    """For each envelope row, the largest column sum of |J| from its input to the output."""
-    from kernels import gelu, layernorm, relu, rmsnorm, sigmoid, swish
+    """For each envelope row, the largest column sum of |J| from its input to the output;
+    activations are (tokens, width) matrices, Jacobians act on them flattened in C order."""
+    from kernels import dp_attention, gelu, layernorm, relu, rmsnorm, sigmoid, swish
 
     cfg = envelope.config
     norms = {"layernorm": (layernorm, 1e-5), "rmsnorm": (rmsnorm, 1e-6)}
@@ -746,17 +923,21 @@ def _realized(envelope: BlockEnvelope, params: dict, x: np.ndarray) -> list[floa
                 v = v + out
             elif node.module == "linear":
                 W, b = params[f"{node.name}.weight"], params[f"{node.name}.bias"]
-                jacobians[id(node)] = W
-                v = W @ v + b
+                jacobians[id(node)] = np.kron(np.eye(v.shape[0]), W)
+                v = v @ W.T + b
+            elif node.module == "dp_attention":
+                Wq, Wk, Wv = (params[f"{node.name}.{k}"] for k in ("wq", "wk", "wv"))
+                jacobians[id(node)] = dp_attention.jacobian(v, Wq, Wk, Wv)
+                v = dp_attention.forward(v, Wq, Wk, Wv)
             elif node.module in norms:
                 kernel, default = norms[node.module]
                 g, b = params[f"{node.name}.weight"], params[f"{node.name}.bias"]
                 eps = default if cfg.eps is None else cfg.eps
-                jacobians[id(node)] = kernel.jacobian(v, g, b, eps)
-                v = kernel.forward(v[None, :], g, b, eps)[0]
+                jacobians[id(node)] = _block_diagonal([kernel.jacobian(r, g, b, eps) for r in v])
+                v = kernel.forward(v, g, b, eps)
             else:
                 kernel, options = activations[node.module]
-                jacobians[id(node)] = np.diag(kernel.derivative(v, **options))
+                jacobians[id(node)] = np.diag(kernel.derivative(v, **options).ravel())
                 v = kernel.forward(v, **options)
         return v
 
@@ -771,8 +952,8 @@ def _realized(envelope: BlockEnvelope, params: dict, x: np.ndarray) -> list[floa
             to_output[id(node)] = after
         return after
 
-    run(envelope.nodes, np.asarray(x, dtype=np.float64))
-    total = back(envelope.nodes, np.eye(_output_width(envelope)))
+    out = run(envelope.nodes, np.asarray(x, dtype=np.float64))
+    total = back(envelope.nodes, np.eye(out.size))
     columns = [total] + [to_output[id(node)] for node in _row_nodes(envelope.nodes)]
     return [float(np.max(np.sum(np.abs(J), axis=0))) for J in columns]
 
@@ -785,11 +966,3 @@ def _row_nodes(nodes: Sequence[Node]) -> list[Node]:
         if isinstance(node, Residual):
             out.extend(_row_nodes(node.branch))
     return out
-
-
-def _output_width(envelope: BlockEnvelope) -> int:
-    width = envelope.config.dim
-    for node in envelope.nodes:
-        if isinstance(node, Stage) and node.width:
-            width = node.width
-    return width

@@ -48,7 +48,16 @@ def test_presets_parse_into_their_stages():
     res, ln = parse("post-ln-mlp", dim=8)
     assert ln == Stage("layernorm", "ln") and res.branch[1].width is None
     assert res.branch[0].width == 32  # hidden defaults to 4 D
-    assert set(PRESETS) == {"pre-ln-mlp", "post-ln-mlp", "resnet-basic"}
+    assert set(PRESETS) == {
+        "pre-ln-transformer",
+        "post-ln-transformer",
+        "pre-ln-mlp",
+        "post-ln-mlp",
+        "resnet-basic",
+    }
+    attention, mlp = parse("pre-ln-transformer", dim=8, hidden=16)
+    assert [s.module for s in attention.branch] == ["layernorm", "dp_attention"]
+    assert [s.width for s in mlp.branch] == [None, 16, None, 8]
 
 
 @pytest.mark.parametrize(
@@ -203,6 +212,50 @@ def test_cli_prints_the_stages_and_json(capsys):
     assert main(args) == 0
     record = json.loads(capsys.readouterr().out)
     assert record["binding_stage"] and record["stages"][0]["label"] == "block input"
+    args = ["envelope", "--block", "pre-ln-transformer", "--dim", "8", "--tokens", "3"]
+    assert main([*args, "--head", "4", "--hidden", "16"]) == 0
+    assert "attn = dp_attention (8)" in capsys.readouterr().out
     assert main(["envelope", "layernorm", "--block", "pre-ln-mlp"]) == 2
     assert main(["envelope", "--block", "res(linear:4"]) == 2
     assert main(["envelope"]) == 2
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_attention_gain_bounds_the_kernels_jacobian(seed):
+    """DP attention inside a block, with inputs bounded by R: at random token matrices
+    within R (logits from small to saturating) and random weights, the largest column sum of
+    |J| (the kernel's Jacobian, d vec(Y)/d vec(X)) stays below the stage's proven gain, and
+    max|Y| below its forward bound."""
+    from kernels import dp_attention
+
+    rng = np.random.default_rng(100 + seed)
+    n, d, head, R = 5, 4, 3, 2.0
+    scale = 10.0 ** rng.uniform(-1, 0.7)
+    w = {
+        "attn.wq": rng.uniform(-scale, scale, (head, d)),
+        "attn.wk": rng.uniform(-scale, scale, (head, d)),
+        "attn.wv": rng.uniform(-1, 1, (d, d)),
+    }
+    e = block_envelope(
+        "attn=dp_attention", dim=d, tokens=n, head=head, input_max=R, weights=w, witness=False
+    )
+    stage = e.stages[1]
+    assert stage.source == "weights"
+    for _ in range(20):
+        X = R * rng.uniform(-1, 1, (n, d))
+        X[rng.random((n, d)) < 0.3] = R * rng.choice((-1.0, 1.0))
+        J = dp_attention.jacobian(X, w["attn.wq"], w["attn.wk"], w["attn.wv"])
+        assert np.abs(J).sum(axis=0).max() <= float(stage.gain)
+        Y = dp_attention.forward(X, w["attn.wq"], w["attn.wk"], w["attn.wv"])
+        assert np.abs(Y).max() <= float(stage.forward)
+    by_bounds = block_envelope("attn=dp_attention", dim=d, tokens=n, witness=False)
+    assert by_bounds.stages[1].gain is not None  # bounded inputs: a finite gain
+    assert by_bounds.stages[1].source == "bounds"
+
+
+def test_transformer_blocks_have_witnesses_below_their_bounds():
+    for spec in ("pre-ln-transformer", "post-ln-transformer"):
+        e = block_envelope(spec, dim=8, hidden=16, tokens=3, weight_max=0.2, eps=1e-3)
+        assert "evidence" in e.witness_note, spec
+        for s in e.stages:
+            assert s.witness_gain is not None and s.witness_gain <= float(s.gain), (spec, s)
