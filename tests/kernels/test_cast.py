@@ -1,0 +1,168 @@
+"""The glue kernels (``kernels.cast``): the cast to float16, bfloat16 and the FP8 formats and
+the add, against an exact reference written here with fractions (every finite value of the
+format listed, the nearest taken, ties to the even significand), at every value, every
+midpoint and its float64 neighbours, random float64 inputs of every magnitude, and every
+pair of FP8 values for the add."""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from fractions import Fraction
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from kernels.cast import FORMATS, add, cast
+
+NAMES = tuple(FORMATS)
+
+
+def _all(fmt: str) -> tuple[np.ndarray, np.ndarray]:
+    """Every bit pattern of the format and its value as float64 (NaNs quiet)."""
+    dtype = FORMATS[fmt][0]
+    bits = np.arange(1 << (8 * dtype.itemsize), dtype=f"u{dtype.itemsize}")
+    with np.errstate(invalid="ignore"):  # signaling NaN patterns become quiet NaNs
+        return bits, bits.view(dtype).astype(np.float32).astype(np.float64)
+
+
+def _values(fmt: str) -> list[tuple[Fraction, int]]:
+    """(value, bit pattern) of every finite nonnegative value of the format, ascending."""
+    bits, values = _all(fmt)
+    finite = np.isfinite(values) & (values >= 0) & ~np.signbit(values)
+    pairs = zip(values[finite], bits[finite], strict=True)
+    return sorted((Fraction(float(v)), int(b)) for v, b in pairs)
+
+
+_TABLES = {name: _values(name) for name in NAMES}
+
+
+def _reference(fmt: str, x: float) -> float:
+    """x rounded to nearest, ties to even, with the format's overflow rule."""
+    _, _, _, _, threshold, no_infinity = FORMATS[fmt]
+    if x != x:
+        return float("nan")
+    a = Fraction(abs(x)) if abs(x) != float("inf") else None
+    if a is None or a > threshold or (a == threshold and not no_infinity):
+        return float("nan") if no_infinity else float(np.copysign(np.inf, x))
+    table = _TABLES[fmt]
+    values = [v for v, _ in table]
+    k = bisect.bisect_left(values, a)
+    if k < len(values) and values[k] == a:
+        chosen = values[k]
+    elif k == len(values):  # above the largest value, below the overflow threshold
+        chosen = values[-1]
+    else:
+        (low, low_bits), (high, _) = table[k - 1], table[k]
+        if a - low != high - a:
+            chosen = low if a - low < high - a else high
+        else:  # the tie goes to the even significand: the even bit pattern
+            chosen = low if low_bits % 2 == 0 else high
+    return float(np.copysign(float(chosen), x))
+
+
+def _same(got: np.ndarray, expected: list[float]) -> None:
+    want = np.array(expected)
+    got64 = got.astype(np.float64)
+    both_nan = np.isnan(got64) & np.isnan(want)
+    equal = (got64 == want) & (np.signbit(got64) == np.signbit(want))
+    bad = np.flatnonzero(~(both_nan | equal))
+    assert bad.size == 0, [(i, got64[i], want[i]) for i in bad[:5]]
+
+
+def _midpoints(fmt: str) -> np.ndarray:
+    """Every midpoint between neighbouring values, the midpoint above the largest, and the
+    float64 numbers on either side of each, with both signs."""
+    values = [float(v) for v, _ in _TABLES[fmt]]
+    mids = [(a + b) / 2 for a, b in itertools.pairwise(values)]
+    mids.append(FORMATS[fmt][4])
+    points = np.array(mids)
+    around = np.concatenate([points, np.nextafter(points, 0), np.nextafter(points, np.inf)])
+    return np.concatenate([around, -around])
+
+
+@pytest.mark.parametrize("fmt", NAMES)
+def test_every_value_is_kept(fmt):
+    bits, wide = _all(fmt)
+    got = cast(wide, fmt)
+    finite = np.isfinite(wide)
+    assert np.array_equal(got.view(bits.dtype)[finite], bits[finite])
+    assert np.isnan(got.astype(np.float64)[np.isnan(wide)]).all()
+
+
+@pytest.mark.parametrize("fmt", NAMES)
+def test_midpoints_and_their_neighbours_round_to_nearest_even(fmt):
+    points = _midpoints(fmt)
+    if points.size > 20000:  # the 16-bit formats: every 7th midpoint with its neighbours
+        points = points.reshape(6, -1)[:, ::7].ravel()
+    _same(cast(points, fmt), [_reference(fmt, float(p)) for p in points])
+
+
+@pytest.mark.parametrize("fmt", NAMES)
+def test_random_float64_of_every_magnitude(fmt):
+    rng = np.random.default_rng(17)
+    x = rng.uniform(1, 2, 4000) * 2.0 ** rng.integers(-150, 140, 4000)
+    x *= rng.choice((-1.0, 1.0), 4000)
+    x = np.concatenate([x, [0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324]])
+    _same(cast(x, fmt), [_reference(fmt, float(v)) for v in x])
+
+
+@pytest.mark.parametrize("fmt", ["bfloat16", "float8_e5m2", "float8_e4m3fn"])
+def test_the_double_rounding_of_astype_is_avoided(fmt):
+    """Through float32 (what ml_dtypes' astype does), a float64 just below a midpoint can
+    become the midpoint and then go to even, away from the nearest value; cast does not.
+    (NumPy's own float64 -> float16 cast rounds once: the two agree there.)"""
+    dtype, precision = FORMATS[fmt][0], FORMATS[fmt][1]
+    values = [float(v) for v, _ in _TABLES[fmt]]
+    k = next(i for i in range(1, len(values) - 1) if (_TABLES[fmt][i][1] % 2) == 1)
+    low, high = values[k], values[k + 1]  # low odd: the midpoint ties to high
+    x = np.nextafter((low + high) / 2, 0)  # below the midpoint: nearest is low
+    assert float(np.float32(x)) == (low + high) / 2  # float32 lands on the midpoint
+    assert float(np.array([x]).astype(dtype).astype(np.float64)[0]) == high
+    assert float(cast(np.array([x]), fmt).astype(np.float64)[0]) == low
+    assert precision < 24
+    halves = np.linspace(-70000, 70000, 100001)
+    with np.errstate(over="ignore"):  # beyond 65520 both give inf
+        numpy_halves = halves.astype(np.float16)
+    assert np.array_equal(cast(halves, "float16"), numpy_halves)
+
+
+@pytest.mark.parametrize("fmt", ["float8_e5m2", "float8_e4m3fn"])
+def test_add_of_every_fp8_pair_is_the_rounded_exact_sum(fmt):
+    dtype = FORMATS[fmt][0]
+    bits = np.arange(256, dtype=np.uint8)
+    a, b = np.meshgrid(bits, bits)
+    a, b = a.ravel().view(dtype), b.ravel().view(dtype)
+    got = add(a, b)
+    wa, wb = a.astype(np.float64), b.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        exact = wa + wb  # exact in float64 for FP8 values
+    _same(got, [_reference(fmt, float(v)) for v in exact])
+
+
+def test_add_of_far_apart_bfloat16_values():
+    """bfloat16 sums are not always exact in float64 (exponents 2^-133..2^127), yet the
+    float64 sum rounds to the correctly rounded one (module docstring)."""
+    rng = np.random.default_rng(3)
+    big = (rng.uniform(1, 2, 2000) * 2.0 ** rng.integers(-20, 120, 2000)).astype(np.float32)
+    small = (rng.uniform(-2, 2, 2000) * 2.0 ** rng.integers(-133, -60, 2000)).astype(np.float32)
+    a = cast(big, "bfloat16")
+    b = cast(small, "bfloat16")
+    got = add(a, b)
+    expected = [
+        _reference("bfloat16", float(Fraction(float(x)) + Fraction(float(y))))
+        for x, y in zip(a.astype(np.float64), b.astype(np.float64), strict=True)
+    ]
+    _same(got, expected)
+    assert np.array_equal(got.view(np.uint16), a.view(np.uint16))  # the small one vanishes
+
+
+def test_argument_checks():
+    with pytest.raises(ValueError, match="fmt: expected one of"):
+        cast(np.ones(2), "float8_e4m3")
+    with pytest.raises(TypeError, match="two arrays of one of"):
+        add(np.ones(2, np.float16), np.ones(2, np.float32))
+    with pytest.raises(TypeError, match="float array"):
+        cast(np.ones(2, np.int64), "float16")
+    assert ml_dtypes.finfo(FORMATS["float8_e4m3fn"][0]).max == 448
