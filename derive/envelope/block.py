@@ -741,8 +741,16 @@ def block_envelope(
         raise ValueError(f"dtype: expected one of {', '.join(FORMATS)}, got {dtype!r}") from None
     arrays = load_weights(weights) if isinstance(weights, str | Path) else weights
     cfg = BlockConfig(**config, weights=arrays)
-    if cfg.dim < 1 or cfg.batch < 1 or not cfg.input_max >= 0:
-        raise ValueError("dim and batch must be positive, input_max >= 0")
+    sizes = {"dim": cfg.dim, "batch": cfg.batch, "tokens": cfg.tokens, "kernel": cfg.kernel}
+    sizes |= {k: v for k, v in (("hidden", cfg.hidden), ("head", cfg.head)) if v is not None}
+    for name, value in sizes.items():
+        if int(value) != value or value < 1:
+            raise ValueError(f"{name}: expected a positive integer, got {value!r}")
+    bounds = ("input_max", "weight_max", "bias_max", "gamma_max", "beta_max")
+    for name in bounds:
+        value = getattr(cfg, name)
+        if not (math.isfinite(value) and value >= 0):
+            raise ValueError(f"{name}: expected a finite number >= 0, got {value!r}")
     nodes = parse(spec, cfg.dim, cfg.hidden)
     growth = Real.rational(1 + Fraction(1, 2**fmt.precision), f"(1 + 2^-{fmt.precision})")
     walk = _Walk(cfg, fmt, growth)

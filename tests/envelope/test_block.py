@@ -76,6 +76,15 @@ def test_malformed_specs_are_refused(spec, message):
         parse(spec, dim=4)
 
 
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("tokens", 0), ("hidden", -1), ("head", 0), ("input_max", float("nan")), ("weight_max", -1.0)],
+)
+def test_bad_sizes_and_bounds_are_refused(option, value):
+    with pytest.raises(ValueError, match=option):
+        block_envelope("pre-ln-transformer", dim=4, witness=False, **{option: value})
+
+
 def test_a_branch_that_changes_the_width_is_refused():
     with pytest.raises(ValueError, match="must keep the width 4"):
         block_envelope("res(linear:8)", dim=4, witness=False)
