@@ -117,7 +117,7 @@ def _certify(args: argparse.Namespace) -> int:
 
 
 def _block(args: argparse.Namespace) -> int:
-    from derive.envelope.block import BlockConfig, block_envelope
+    from derive.envelope.block import BlockConfig, block_envelope, kernel_check
 
     if args.module is not None:
         print("liptable envelope: give a MODULE or --block, not both", file=sys.stderr)
@@ -133,6 +133,20 @@ def _block(args: argparse.Namespace) -> int:
         print(f"liptable envelope: {error}", file=sys.stderr)
         return 2
     _print(result, args.json)
+    if args.check and not args.json:
+        safe = result.safe
+        sizes = [] if safe is None else [s for s in (safe, result.format.next_up(safe)) if s]
+        try:
+            runs = [kernel_check(result, size) for size in sizes]
+        except ValueError as error:
+            print(f"liptable envelope: --check: {error}", file=sys.stderr)
+            return 2
+        for run in runs:
+            print(
+                f"kernels ({result.format.name}, mixed mode) at the witness, output gradient "
+                f"{run['size']:.8g} x its sign pattern: max|dx| = {run['max_abs_dx']:.8g} at "
+                f"the block input, every gradient finite: {run['finite']}."
+            )
     return 0
 
 
@@ -247,7 +261,8 @@ def main(argv: list[str] | None = None) -> int:
         "--block",
         metavar="SPEC",
         help="a whole block instead of one module, stage by stage: a preset "
-        "(pre-ln-transformer, post-ln-transformer, pre-ln-mlp, post-ln-mlp, resnet-basic) or "
+        "(pre-ln or pre-ln-transformer, post-ln or post-ln-transformer, pre-ln-mlp, "
+        "post-ln-mlp, resnet-basic) or "
         "stages such as 'res(ln=layernorm, fc1=linear:3072, act=gelu, fc2=linear:768)'",
     )
     env.add_argument("--hidden", type=int, help="--block: the presets' hidden width (4 D)")

@@ -126,6 +126,9 @@ PRESETS = {
         "res(conv1=conv2d, bn1=batchnorm, act1=relu, conv2=conv2d, bn2=batchnorm), act2=relu"
     ),
 }
+#: Short names of the presets.
+PRESETS["pre-ln"] = PRESETS["pre-ln-transformer"]
+PRESETS["post-ln"] = PRESETS["post-ln-transformer"]
 
 #: The row-wise modules the witness can chain (one token's Jacobian each).
 _ROW_WISE = ("layernorm", "rmsnorm", "linear", *ELEMENTWISE_KEYS)
@@ -529,6 +532,9 @@ class BlockEnvelope:
     format: Format
     stages: tuple[StageBound, ...]
     witness_note: str = ""
+    #: The witness point of the block input's row: input, parameters, and the sign pattern
+    #: of the output gradient that realizes its gain (None without a witness).
+    witness_point: tuple[np.ndarray, dict, np.ndarray] | None = field(default=None, repr=False)
 
     @property
     def binding(self) -> StageBound:
@@ -565,7 +571,13 @@ class BlockEnvelope:
                 f"{witness}{ratio}"
             )
         b = self.binding
-        if b.safe is None:
+        if b.safe == 0:
+            out.append(
+                f"safe block output gradient: none proven; the bound on the gain at {b.label} "
+                f"times the smallest positive {fmt.name} value already reaches the threshold "
+                "(the composition is an upper bound: see the witness for how far it is off)."
+            )
+        elif b.safe is None:
             out.append(
                 f"safe block output gradient: every finite {fmt.name} g; no stage's gradient "
                 "can overflow."
@@ -828,7 +840,7 @@ def _with_witness(envelope: BlockEnvelope) -> BlockEnvelope:
             envelope,
             witness_note=f"witness: not built (tokens x width above {WITNESS_WIDTH}).",
         )
-    best, trials = _search(envelope)
+    best, trials, point = _search(envelope)
     labelled = [replace(s, witness_gain=g) for s, g in zip(envelope.stages, best, strict=True)]
     note = (
         f"witness (evidence, float64, {trials} points searched over inputs within max|x| <= "
@@ -836,25 +848,29 @@ def _with_witness(envelope: BlockEnvelope) -> BlockEnvelope:
         "column sum of |J| from each stage's input to the block output; the proven gain is at "
         "least it."
     )
-    return replace(envelope, stages=tuple(labelled), witness_note=note)
+    return replace(envelope, stages=tuple(labelled), witness_note=note, witness_point=point)
 
 
-def _search(envelope: BlockEnvelope) -> tuple[list[float], int]:
-    """The best realized gain per envelope row over a small search (evidence)."""
+def _search(envelope: BlockEnvelope) -> tuple[list[float], int, tuple]:
+    """The best realized gain per envelope row over a small search (evidence), the number
+    of points tried, and the point of the best gain at the block input."""
     cfg = envelope.config
     rng = np.random.default_rng(20261126)
     best = [0.0] * len(envelope.stages)
     trials = 0
+    point: tuple = ()
     shape = (_tokens(envelope), cfg.dim)
     for trial in range(12):
         params = _parameters(envelope, rng, extremal=trial % 3 == 0)
         for spread in (1e-6, 1e-3, 1e-1, 1.0):
             centre = rng.uniform(-1, 1, (shape[0], 1)) * (1 - spread)
             x = cfg.input_max * np.clip(centre + spread * rng.uniform(-1, 1, shape), -1, 1)
-            gains = _realized(envelope, params, x)
+            gains, signs = _realized(envelope, params, x)
+            if gains[0] > best[0]:
+                point = (x, params, signs)
             best = [max(a, b) for a, b in zip(best, gains, strict=True)]
             trials += 1
-    return best, trials
+    return best, trials, point
 
 
 def _parameters(envelope: BlockEnvelope, rng, extremal: bool) -> dict[str, np.ndarray]:
@@ -902,9 +918,13 @@ def _block_diagonal(blocks: Sequence[np.ndarray]) -> np.ndarray:
     return out
 
 
-def _realized(envelope: BlockEnvelope, params: dict, x: np.ndarray) -> list[float]:
-    """For each envelope row, the largest column sum of |J| from its input to the output;
-    activations are (tokens, width) matrices, Jacobians act on them flattened in C order."""
+def _realized(
+    envelope: BlockEnvelope, params: dict, x: np.ndarray
+) -> tuple[list[float], np.ndarray]:
+    """For each envelope row, the largest column sum of |J| from its input to the output
+    (activations are (tokens, width) matrices, Jacobians act on them flattened in C order),
+    and the signs of the block Jacobian's largest column: the output gradient that gives
+    it."""
     from kernels import dp_attention, gelu, layernorm, relu, rmsnorm, sigmoid, swish
 
     cfg = envelope.config
@@ -963,7 +983,9 @@ def _realized(envelope: BlockEnvelope, params: dict, x: np.ndarray) -> list[floa
     out = run(envelope.nodes, np.asarray(x, dtype=np.float64))
     total = back(envelope.nodes, np.eye(out.size))
     columns = [total] + [to_output[id(node)] for node in _row_nodes(envelope.nodes)]
-    return [float(np.max(np.sum(np.abs(J), axis=0))) for J in columns]
+    column = int(np.argmax(np.sum(np.abs(total), axis=0)))
+    signs = np.where(total[:, column] < 0, -1.0, 1.0).reshape(out.shape)
+    return [float(np.max(np.sum(np.abs(J), axis=0))) for J in columns], signs
 
 
 def _row_nodes(nodes: Sequence[Node]) -> list[Node]:
@@ -974,3 +996,88 @@ def _row_nodes(nodes: Sequence[Node]) -> list[Node]:
         if isinstance(node, Residual):
             out.extend(_row_nodes(node.branch))
     return out
+
+
+def kernel_check(envelope: BlockEnvelope, size: Fraction | float) -> dict[str, Any]:
+    """The block's forward and backward pass through the kernels in the envelope's format
+    (mixed mode; the residual adds by :func:`kernels.cast.add`), at the witness point with
+    the output gradient ``size`` times its sign pattern: the largest ``|dx|`` at the block
+    input and whether every gradient on the way stayed finite. float16, bfloat16 and
+    float32 only (the module kernels take no FP8)."""
+    from kernels import cast as glue
+    from kernels import dp_attention, gelu, layernorm, linear, relu, rmsnorm, sigmoid, swish
+
+    if envelope.witness_point is None:
+        raise ValueError(f"no witness to run: {envelope.witness_note}")
+    name = envelope.format.name
+    if name not in ("float16", "bfloat16", "float32"):
+        raise ValueError(f"the kernels take no {name} input")
+    x, params, signs = envelope.witness_point
+
+    def narrow(a: np.ndarray) -> np.ndarray:
+        return a.astype(np.float32) if name == "float32" else glue.cast(a, name)
+
+    def plus(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return a + b if name == "float32" else glue.add(a, b)
+
+    p = {k: narrow(np.asarray(v, dtype=np.float64)) for k, v in params.items()}
+    cfg = envelope.config
+    activations = {
+        "relu": (relu, {}),
+        "sigmoid": (sigmoid, {}),
+        "swish": (swish, {}),
+        "gelu": (gelu, {}),
+        "gelu_tanh": (gelu, {"approximate": "tanh"}),
+        "gelu_sigmoid": (gelu, {"approximate": "sigmoid"}),
+    }
+    norms = {"layernorm": (layernorm, 1e-5), "rmsnorm": (rmsnorm, 1e-6)}
+    inputs: dict[int, np.ndarray] = {}
+    finite = True
+
+    def forward(nodes: Sequence[Node], v: np.ndarray) -> np.ndarray:
+        for node in nodes:
+            inputs[id(node)] = v
+            if isinstance(node, Residual):
+                v = plus(v, forward(node.branch, v))
+            elif node.module == "linear":
+                v = linear.forward(v, p[f"{node.name}.weight"], p[f"{node.name}.bias"])
+            elif node.module == "dp_attention":
+                v = dp_attention.forward(v, *(p[f"{node.name}.{k}"] for k in ("wq", "wk", "wv")))
+            elif node.module in norms:
+                kernel, default = norms[node.module]
+                eps = default if cfg.eps is None else cfg.eps
+                v = kernel.forward(v, p[f"{node.name}.weight"], p[f"{node.name}.bias"], eps)
+            else:
+                kernel, options = activations[node.module]
+                v = kernel.forward(v, **options)
+        return v
+
+    def backward(nodes: Sequence[Node], g: np.ndarray) -> np.ndarray:
+        nonlocal finite
+        for node in reversed(nodes):
+            v = inputs[id(node)]
+            if isinstance(node, Residual):
+                g = plus(g, backward(node.branch, g))
+            elif node.module == "linear":
+                g = linear.vjp(v, g, p[f"{node.name}.weight"], p[f"{node.name}.bias"])[0]
+            elif node.module == "dp_attention":
+                weights = (p[f"{node.name}.{k}"] for k in ("wq", "wk", "wv"))
+                g = dp_attention.vjp(v, g, *weights)[0]
+            elif node.module in norms:
+                kernel, default = norms[node.module]
+                eps = default if cfg.eps is None else cfg.eps
+                g = kernel.vjp(v, g, p[f"{node.name}.weight"], p[f"{node.name}.bias"], eps)[0]
+            else:
+                kernel, options = activations[node.module]
+                g = kernel.vjp(v, g, **options)
+            finite = finite and bool(np.isfinite(g.astype(np.float64)).all())
+        return g
+
+    with np.errstate(over="ignore", invalid="ignore"):
+        forward(envelope.nodes, narrow(np.asarray(x, dtype=np.float64)))
+        dx = backward(envelope.nodes, narrow(float(size) * signs)).astype(np.float64)
+    return {
+        "size": float(size),
+        "max_abs_dx": float(np.max(np.abs(dx))),
+        "finite": finite and bool(np.isfinite(dx).all()),
+    }

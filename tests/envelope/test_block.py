@@ -15,7 +15,7 @@ from safetensors.numpy import save_file
 
 from derive.cli import main
 from derive.envelope import envelope
-from derive.envelope.block import PRESETS, Residual, Stage, block_envelope, parse
+from derive.envelope.block import PRESETS, Residual, Stage, block_envelope, kernel_check, parse
 from derive.envelope.core import FORMATS
 from kernels import gelu, layernorm
 
@@ -49,12 +49,15 @@ def test_presets_parse_into_their_stages():
     assert ln == Stage("layernorm", "ln") and res.branch[1].width is None
     assert res.branch[0].width == 32  # hidden defaults to 4 D
     assert set(PRESETS) == {
+        "pre-ln",
+        "post-ln",
         "pre-ln-transformer",
         "post-ln-transformer",
         "pre-ln-mlp",
         "post-ln-mlp",
         "resnet-basic",
     }
+    assert parse("pre-ln", dim=8) == parse("pre-ln-transformer", dim=8)
     attention, mlp = parse("pre-ln-transformer", dim=8, hidden=16)
     assert [s.module for s in attention.branch] == ["layernorm", "dp_attention"]
     assert [s.width for s in mlp.branch] == [None, 16, None, 8]
@@ -112,6 +115,12 @@ def test_the_chain_is_the_product_of_the_module_envelopes():
         * float(envelope("layernorm", dim=DIM, eps=EPS, witness=False).model.gain_2.value)
     )
     assert float(e.stages[0].lemma3) == pytest.approx(lemma, rel=1e-12)
+
+
+def test_a_gain_beyond_the_format_proves_no_gradient_safe():
+    e = block_envelope("pre-ln", "float8_e4m3fn", dim=64, eps=1e-12, witness=False)
+    assert e.safe == 0
+    assert any("none proven" in line for line in e.lines())
 
 
 def test_the_safe_gradient_is_the_largest_that_cannot_overflow():
@@ -268,3 +277,21 @@ def test_transformer_blocks_have_witnesses_below_their_bounds():
         assert "evidence" in e.witness_note, spec
         for s in e.stages:
             assert s.witness_gain is not None and s.witness_gain <= float(s.gain), (spec, s)
+
+
+def test_check_runs_the_witness_through_the_kernels(capsys):
+    """At the safe size the kernels' backward pass stays finite (and, the bound being
+    loose, far below the threshold); at a size past the threshold it overflows. FP8 and
+    blocks without a witness are refused."""
+    e = block_envelope("pre-ln", "float16", dim=16, hidden=32, tokens=4, weight_max=0.1, eps=1e-3)
+    safe = kernel_check(e, e.safe)
+    assert safe["finite"] and 0 < safe["max_abs_dx"] <= float(e.safe) * float(e.stages[0].gain)
+    assert safe["max_abs_dx"] == pytest.approx(float(e.safe) * e.stages[0].witness_gain, rel=0.02)
+    assert not kernel_check(e, 60000)["finite"]
+    with pytest.raises(ValueError, match="no float8_e5m2 input"):
+        kernel_check(block_envelope("pre-ln", "float8_e5m2", dim=8, tokens=2), 1)
+    with pytest.raises(ValueError, match="no witness"):
+        kernel_check(block_envelope("resnet-basic", dim=4, batch=4), 1)
+    args = ["envelope", "--block", "pre-ln-mlp", "--dim", "8", "--eps", "0.5", "--check"]
+    assert main(args) == 0
+    assert capsys.readouterr().out.count("every gradient finite: True") == 2
