@@ -50,7 +50,8 @@ The witness (evidence, not proof) evaluates the block's exact chain of Jacobians
 (the kernels' Jacobians, on token matrices) at searched inputs and parameters, for blocks of
 LayerNorm, RMSNorm, Linear, the activations and DP attention up to 4096 values per
 activation: the largest column sum of ``|J|`` from each stage's input to the block's
-output, against the proven gain.
+output, against the proven gain. :func:`kernel_check` runs the block at the witness point
+through the kernels in the format (``liptable envelope --block ... --check``).
 
 Spec: stages separated by commas; ``res(...)`` is a residual connection around its stages;
 a stage is ``[name=]module[:width]`` with ``module`` one of :data:`STAGE_MODULES`, ``width``
@@ -90,11 +91,13 @@ from derive.envelope.modules import ELEMENTWISE_KEYS, models
 __all__ = [
     "PRESETS",
     "STAGE_MODULES",
+    "BlockConfig",
     "BlockEnvelope",
     "Residual",
     "Stage",
     "StageBound",
     "block_envelope",
+    "kernel_check",
     "load_weights",
     "parse",
 ]
