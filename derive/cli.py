@@ -266,7 +266,11 @@ def main(argv: list[str] | None = None) -> int:
         "stages such as 'res(ln=layernorm, fc1=linear:3072, act=gelu, fc2=linear:768)'",
     )
     env.add_argument("--hidden", type=int, help="--block: the presets' hidden width (4 D)")
-    env.add_argument("--batch", type=int, help="--block: BatchNorm's values per feature (32)")
+    env.add_argument(
+        "--batch",
+        type=int,
+        help="--block: BatchNorm's values per feature, N H W for a BatchNorm2d (32)",
+    )
     env.add_argument("--head", type=int, help="--block: the attention's head width d (D)")
     env.add_argument("--input-max", type=float, help="--block: the bound on the input's max|x| (1)")
     env.add_argument(

@@ -342,7 +342,7 @@ def _stage_bounds(
         if bias is not None:
             _check_shape(stage, bias, (width_in,), "bias (beta)")
             base = replace(base, beta_max=float(np.max(np.abs(bias))))
-        if stage.module == "batchnorm":  # per feature, over the batch: M values
+        if stage.module == "batchnorm":  # per feature, over M = batch values (N H W in 2d)
             return _from_model(stage.module, replace(base, dim=cfg.batch), source), width_out
         # |gamma * z + beta|_2 <= max|gamma| |z|_2 + |beta|_2 with |z|_2 <= sqrt(D)
         row2 = (_frac(base.gamma_max) + _frac(base.beta_max)) * _sqrt_up(width_in)
