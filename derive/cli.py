@@ -122,6 +122,11 @@ def _block(args: argparse.Namespace) -> int:
     if args.module is not None:
         print("liptable envelope: give a MODULE or --block, not both", file=sys.stderr)
         return 2
+    ignored = ("out_dim", "nu_max", "tau_max", "channels", "stride", "scaling")
+    given = [f"--{n.replace('_', '-')}" for n in ignored if getattr(args, n, None) is not None]
+    if given:
+        print(f"liptable envelope: {', '.join(given)}: not options of --block", file=sys.stderr)
+        return 2
     config = {
         f.name: getattr(args, f.name)
         for f in dataclasses.fields(BlockConfig)

@@ -235,6 +235,7 @@ def test_cli_prints_the_stages_and_json(capsys):
     assert "attn = dp_attention (8)" in capsys.readouterr().out
     assert main(["envelope", "layernorm", "--block", "pre-ln-mlp"]) == 2
     assert main(["envelope", "--block", "res(linear:4"]) == 2
+    assert main(["envelope", "--block", "pre-ln", "--out-dim", "4"]) == 2  # a module option
     assert main(["envelope"]) == 2
 
 
