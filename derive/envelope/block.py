@@ -928,18 +928,10 @@ def _realized(
     (activations are (tokens, width) matrices, Jacobians act on them flattened in C order),
     and the signs of the block Jacobian's largest column: the output gradient that gives
     it."""
-    from kernels import dp_attention, gelu, layernorm, relu, rmsnorm, sigmoid, swish
+    from kernels import dp_attention
 
     cfg = envelope.config
-    norms = {"layernorm": (layernorm, 1e-5), "rmsnorm": (rmsnorm, 1e-6)}
-    activations = {
-        "relu": (relu, {}),
-        "sigmoid": (sigmoid, {}),
-        "swish": (swish, {}),
-        "gelu": (gelu, {}),
-        "gelu_tanh": (gelu, {"approximate": "tanh"}),
-        "gelu_sigmoid": (gelu, {"approximate": "sigmoid"}),
-    }
+    norms, activations = _kernel_tables()
     jacobians: dict[int, np.ndarray] = {}
 
     def run(nodes: Sequence[Node], v: np.ndarray) -> np.ndarray:
@@ -991,6 +983,23 @@ def _realized(
     return [float(np.max(np.sum(np.abs(J), axis=0))) for J in columns], signs
 
 
+def _kernel_tables() -> tuple[dict[str, tuple], dict[str, tuple]]:
+    """The kernels of the row-wise stages: the normalizations with their default eps, and
+    the activations with their keyword arguments."""
+    from kernels import gelu, layernorm, relu, rmsnorm, sigmoid, swish
+
+    norms = {"layernorm": (layernorm, 1e-5), "rmsnorm": (rmsnorm, 1e-6)}
+    activations = {
+        "relu": (relu, {}),
+        "sigmoid": (sigmoid, {}),
+        "swish": (swish, {}),
+        "gelu": (gelu, {}),
+        "gelu_tanh": (gelu, {"approximate": "tanh"}),
+        "gelu_sigmoid": (gelu, {"approximate": "sigmoid"}),
+    }
+    return norms, activations
+
+
 def _row_nodes(nodes: Sequence[Node]) -> list[Node]:
     """The nodes in the order of the envelope's rows (a residual before its branch)."""
     out: list[Node] = []
@@ -1008,7 +1017,7 @@ def kernel_check(envelope: BlockEnvelope, size: Fraction | float) -> dict[str, A
     input and whether every gradient on the way stayed finite. float16, bfloat16 and
     float32 only (the module kernels take no FP8)."""
     from kernels import cast as glue
-    from kernels import dp_attention, gelu, layernorm, linear, relu, rmsnorm, sigmoid, swish
+    from kernels import dp_attention, linear
 
     if envelope.witness_point is None:
         raise ValueError(f"no witness to run: {envelope.witness_note}")
@@ -1025,15 +1034,7 @@ def kernel_check(envelope: BlockEnvelope, size: Fraction | float) -> dict[str, A
 
     p = {k: narrow(np.asarray(v, dtype=np.float64)) for k, v in params.items()}
     cfg = envelope.config
-    activations = {
-        "relu": (relu, {}),
-        "sigmoid": (sigmoid, {}),
-        "swish": (swish, {}),
-        "gelu": (gelu, {}),
-        "gelu_tanh": (gelu, {"approximate": "tanh"}),
-        "gelu_sigmoid": (gelu, {"approximate": "sigmoid"}),
-    }
-    norms = {"layernorm": (layernorm, 1e-5), "rmsnorm": (rmsnorm, 1e-6)}
+    norms, activations = _kernel_tables()
     inputs: dict[int, np.ndarray] = {}
     finite = True
 
