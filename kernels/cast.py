@@ -88,10 +88,10 @@ def _wide(x: ArrayLike, name: str) -> np.ndarray:
     arr = np.asarray(x)
     if arr.dtype.kind != "f" and arr.dtype not in [f[0] for f in FORMATS.values()]:
         raise TypeError(f"{name}: expected a float array, got dtype {arr.dtype}")
-    if arr.dtype.itemsize < 4:
-        with np.errstate(invalid="ignore"):  # a signaling NaN becomes a quiet one
+    with np.errstate(invalid="ignore"):  # a signaling NaN becomes a quiet one
+        if arr.dtype.itemsize < 4:
             arr = arr.astype(np.float32)
-    return np.ascontiguousarray(arr, dtype=np.float64)
+        return np.ascontiguousarray(arr, dtype=np.float64)
 
 
 def cast(x: ArrayLike, fmt: str) -> np.ndarray:

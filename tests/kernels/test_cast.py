@@ -164,3 +164,24 @@ def test_argument_checks():
     with pytest.raises(TypeError, match="float array"):
         cast(np.ones(2, np.int64), "float16")
     assert ml_dtypes.finfo(FORMATS["float8_e4m3fn"][0]).max == 448
+
+
+@pytest.mark.parametrize("fmt", ["bfloat16", "float8_e5m2", "float8_e4m3fn"])
+def test_from_float32_it_agrees_with_ml_dtypes(fmt):
+    """From float32 ml_dtypes rounds once, so there the two must agree bit for bit: on
+    every float32 midpoint of the format and its float32 neighbours, and on 200,000
+    random float32 of every magnitude (NaNs compared as NaNs)."""
+    dtype = FORMATS[fmt][0]
+    points = _midpoints(fmt).astype(np.float32)  # midpoints are float32 numbers
+    around = np.concatenate([points, np.nextafter(points, 0), np.nextafter(points, np.inf)])
+    rng = np.random.default_rng(11)
+    bits = rng.integers(0, 1 << 32, 200_000, dtype=np.uint64).astype(np.uint32)
+    x = np.concatenate([around, bits.view(np.float32)])
+    with np.errstate(over="ignore", invalid="ignore"):
+        theirs = x.astype(dtype)
+    ours = cast(x, fmt)
+    with np.errstate(invalid="ignore"):
+        nan = np.isnan(theirs.astype(np.float32)) & np.isnan(ours.astype(np.float32))
+    same = ours.view(f"u{dtype.itemsize}") == theirs.view(f"u{dtype.itemsize}")
+    bad = np.flatnonzero(~(same | nan))
+    assert bad.size == 0, [(float(x[i]), ours[i], theirs[i]) for i in bad[:5]]
