@@ -222,11 +222,64 @@ def envelope_section() -> tuple[list[str], dict[str, str]]:
         lines += [f"No envelope yet for: {', '.join(missing)}.", ""]
     lines += _blocks_lines()
     lines += _strict_lines()
-    return lines, {FIGURE: figure()}
+    return lines, {FIGURE: figure(), BLOCKS_FIGURE: blocks_figure()}
 
 
-#: The formats of the blocks table.
+#: The formats of the blocks table and figure.
 BLOCK_FORMATS = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
+#: The blocks figure: a pre-LN MLP with |W_ij| <= 0.06 (three standard deviations of GPT-2's
+#: initialization), gamma = 1, beta = 0, at these widths and eps.
+BLOCKS_FIGURE = "figures/blocks_safe_loss_scale.svg"
+BLOCKS_FIGURE_DIMS = (768, 4096)
+BLOCKS_FIGURE_WEIGHT = 0.06
+
+
+def _none_proven() -> str:
+    """The figure's formats with no proven loss scale at any of its eps and widths (the
+    safe size grows with eps, so the largest eps decides)."""
+    empty = [
+        fmt
+        for fmt in BLOCK_FORMATS
+        if all(
+            block_envelope(
+                "pre-ln-mlp",
+                fmt,
+                witness=False,
+                dim=dim,
+                eps=max(FIGURE_EPS),
+                weight_max=BLOCKS_FIGURE_WEIGHT,
+            ).safe
+            == 0
+            for dim in BLOCKS_FIGURE_DIMS
+        )
+    ]
+    return f"; {', '.join(empty)} proves none at any eps shown" if empty else ""
+
+
+def blocks_figure() -> str:
+    """The proven safe loss scale of a pre-LN MLP block against eps, per format and D."""
+    series = {}
+    for fmt in BLOCK_FORMATS:
+        for dim in BLOCKS_FIGURE_DIMS:
+            points = []
+            for eps in FIGURE_EPS:
+                e = block_envelope(
+                    "pre-ln-mlp",
+                    fmt,
+                    witness=False,
+                    dim=dim,
+                    eps=eps,
+                    weight_max=BLOCKS_FIGURE_WEIGHT,
+                )
+                safe = e.format.max_finite if e.safe is None else e.safe
+                points.append((eps, float(safe)))  # 0 (none proven) is left off the log axes
+            series[f"{fmt}, D = {dim}"] = points
+    return loglog_figure(
+        "largest proven safe loss scale of a pre-LN MLP block against eps",
+        series,
+        "eps (PyTorch convention)",
+        "largest safe max|g| at the block output",
+    )
 
 
 def _block_weights() -> dict[str, dict[str, np.ndarray]]:
@@ -309,5 +362,12 @@ def _blocks_lines() -> list[str]:
         "backward pass, and LayerNorm's 1/sqrt(eps) multiplies that.",
         "",
         *rows,
+        "",
+        "The figure: a pre-LN MLP block (LayerNorm, Linear D -> 4D, GeLU, Linear 4D -> D, "
+        f"residual) with |W_ij| <= {BLOCKS_FIGURE_WEIGHT} (three standard deviations of "
+        "GPT-2's initialization), gamma = 1 and beta = 0; eps follows PyTorch. Where no loss "
+        "scale is proven the curve stops" + _none_proven() + ".",
+        "",
+        f"![safe loss scale of a pre-LN MLP block against eps]({BLOCKS_FIGURE})",
         "",
     ]
