@@ -276,15 +276,14 @@ def _rational(value: Fraction, formula: str | None = None) -> Real:
 @dataclass(frozen=True)
 class _Bounds:
     """What the envelope needs of one stage: ``forward_sup`` (|y| bounded whatever the
-    input) or ``slope``/``offset``; the max-norm and 2-norm gains; whether the gains are
-    the supremum (``tight``) or upper bounds."""
+    input) or ``slope``/``offset``; the max-norm and 2-norm gains; where the parameters
+    came from (``source``)."""
 
     forward_sup: Real | None
     slope: Real | None
     offset: Fraction
     gain_max: Real | None
     gain_2: Real | None
-    tight: bool
     source: str
     #: A bound on the 2-norm of one output row (token), whatever the input (``row2_sup``),
     #: or ``row2_slope`` times the input row's bound plus ``row2_offset``: the attention's
@@ -442,7 +441,7 @@ def _attention_bounds(
     rv, cv, av, rv2, sv2 = norms["wv"]
     n = cfg.tokens
     if bound_in is None:
-        return _Bounds(None, None, Fraction(0), None, None, False, source)
+        return _Bounds(None, None, Fraction(0), None, None, source)
     R = bound_in.exact if bound_in.exact is not None else _fraction_up(bound_in)
     rho = row2_in if row2_in is not None else R * _sqrt_up(width)
 
@@ -456,7 +455,6 @@ def _attention_bounds(
         Fraction(0),
         _rational(gain, "N c_v + 2 M (K c_q + N Q c_k)/sqrt(d)"),
         Real.sqrt_of(gain * gain * n * width, "sqrt(N D) * gain"),
-        False,
         source,
         row2_slope=_fraction_up(Real.sqrt_of(rv * cv, "sigma(Wv)")),
     )
@@ -480,7 +478,6 @@ def _from_sums(forward: float, backward: float, offset: Fraction, out: str, into
         offset,
         _rational(backward_up, f"max {into} sum |W|"),
         Real.sqrt_of(forward_up * backward_up, "sqrt(|W|_1 |W|_inf)"),
-        False,
         "weights",
     )
 
@@ -499,7 +496,6 @@ def _from_model(module: str, cfg: Config, source: str) -> _Bounds:
         Fraction(f.offset),
         model.gain_max.value,
         model.gain_2.value,
-        model.gain_max.tight,
         source,
     )
 
@@ -645,9 +641,7 @@ class _Walk:
     """The state of one pass over the nodes."""
 
     cfg: BlockConfig
-    fmt: Format
     growth: Real  # 1 + 2^-p: one rounding to the format
-    rows: list[tuple[str, int, Real | None, _Bounds | None]] = field(default_factory=list)
 
 
 def _label(stage: Stage, width_in: int, width_out: int) -> str:
@@ -768,7 +762,7 @@ def block_envelope(
             raise ValueError(f"{name}: expected a finite number >= 0, got {value!r}")
     nodes = parse(spec, cfg.dim, cfg.hidden)
     growth = Real.rational(1 + Fraction(1, 2**fmt.precision), f"(1 + 2^-{fmt.precision})")
-    walk = _Walk(cfg, fmt, growth)
+    walk = _Walk(cfg, growth)
     input_bound = Real.rational(Fraction(float(cfg.input_max)), f"{cfg.input_max:g}")
     row2 = _frac(cfg.input_max) * _sqrt_up(cfg.dim)
     *_, rows = _forward(nodes, input_bound, row2, cfg.dim, walk, 0)
