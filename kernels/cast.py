@@ -14,9 +14,9 @@ Just below a midpoint of the narrow format, the first rounding can land on the m
 the second then goes to even, away from the nearest value:
 ``np.array([np.nextafter(61440.0, 0)]).astype(float8_e5m2)`` is inf where the value rounds
 to 57344 (``tests/kernels/test_cast.py`` shows such inputs for each of those formats).
-Here the quantum of the value's binade is computed from the float64 exponent and the value
-is rounded in one step (``rint`` of an exact quotient by a power of two, which rounds half
-to even), then stored, exactly, into the narrow type.
+Here float16 and bfloat16 use the kernels' own narrowing from float64 (``_f16``,
+``_bf16``), and the FP8 formats a branch-free loop that rounds the exact quotient by the
+binade's quantum once and writes the bits directly (:func:`_round`).
 
 Overflow follows each format: float16, bfloat16 and E5M2 give inf from the midpoint above
 their largest value (65520, 2^128 - 2^119, 61440) on; E4M3 (``float8_e4m3fn``) has no
@@ -37,14 +37,13 @@ the float64 sum once, and that is the correctly rounded exact sum.
 
 from __future__ import annotations
 
-import math
-
 import ml_dtypes
 import numpy as np
 from numba import njit, prange
 from numpy.typing import ArrayLike
 
-from kernels._bf16 import BFLOAT16
+from kernels._bf16 import BFLOAT16, to_bfloat16
+from kernels._f16 import narrow_to_half_array, reinterpret
 from kernels._threads import thread_safe
 
 __all__ = ["FORMATS", "add", "cast"]
@@ -59,21 +58,35 @@ FORMATS: dict[str, tuple[np.dtype, int, int, int, float, bool]] = {
 }
 
 
+#: Adding and subtracting it rounds a float below 2^51 to an integer, ties to even.
+_ROUND_SHIFT = 6755399441055744.0  # 1.5 2^52
+
+
 @thread_safe
 @njit(cache=True, parallel=True, error_model="numpy")
-def _round(x, precision, emin, threshold, no_infinity, out):
-    """out[i] = x[i] rounded to nearest (ties to even) to the format, as a float64."""
+def _round(x, precision, emin, threshold, no_infinity, beyond, nan, out):
+    """out[i] = the FP8 bits of x[i] rounded to nearest, ties to even.
+
+    Branch-free, so the loop vectorizes. ``E = max(floor(log2 |x|), emin)`` (from the
+    float64 exponent field) is the binade and ``2^(E - p + 1)`` its quantum; the quotient
+    by it is exact (a power of two) and below 2^p + 1, and adding and subtracting 1.5 2^52
+    rounds it to an integer ``n``, half to even. The bits are then ``(E - emin) 2^(p-1) +
+    n``: the exponent field ``E + bias`` (``bias = 1 - emin``) above the fraction
+    ``n - 2^(p-1)``; in the subnormal binade the field is 0 and the bits are ``n``; a carry
+    of ``n`` to ``2^p`` moves to the next binade by itself. ``beyond`` and ``nan`` are the
+    bits of an overflow (inf, or NaN for E4M3) and of NaN; the sign bit is x's."""
     for i in prange(x.size):
         v = x[i]
         a = abs(v)
-        if v != v:
-            out[i] = v
-        elif a > threshold or (a == threshold and not no_infinity):
-            out[i] = math.nan if no_infinity else math.copysign(math.inf, v)
-        else:
-            _, exponent = math.frexp(a)  # a = m 2^exponent, m in [1/2, 1)
-            quantum = math.ldexp(1.0, max(exponent - 1, emin) - (precision - 1))
-            out[i] = math.copysign(np.rint(a / quantum) * quantum, v)
+        exponent = (reinterpret(a, np.int64) >> 52) - 1023  # floor(log2 a) for normal a
+        binade = max(exponent, emin)
+        inverse = reinterpret((1023 - binade + precision - 1) << 52, np.float64)
+        count = np.int64((a * inverse + _ROUND_SHIFT) - _ROUND_SHIFT)
+        bits = ((binade - emin) << (precision - 1)) + count
+        over = a > threshold or (a == threshold and not no_infinity)
+        magnitude = nan if v != v else (beyond if over else bits)
+        sign = (reinterpret(v, np.int64) >> 56) & 0x80
+        out[i] = np.uint8(magnitude | sign)
 
 
 def _format(fmt: str) -> tuple[np.dtype, int, int, int, float, bool]:
@@ -95,12 +108,21 @@ def _wide(x: ArrayLike, name: str) -> np.ndarray:
 
 
 def cast(x: ArrayLike, fmt: str) -> np.ndarray:
-    """``x`` correctly rounded to ``fmt`` (module docstring); same shape."""
+    """``x`` correctly rounded to ``fmt`` (module docstring); same shape.
+
+    float16 and bfloat16 go through the kernels' own narrowing (``_f16``, ``_bf16``: from
+    float64 directly, verified bit for bit); the FP8 formats through :func:`_round`."""
     dtype, precision, emin, _, threshold, no_infinity = _format(fmt)
     wide = _wide(x, "x")
-    out = np.empty_like(wide)
-    _round(wide.ravel(), precision, emin, threshold, no_infinity, out.ravel())
-    return out.astype(dtype)  # exact: every value is one of the format's
+    if fmt == "float16":
+        return narrow_to_half_array(wide.ravel()).view(np.float16).reshape(wide.shape)
+    if fmt == "bfloat16":
+        return to_bfloat16(wide)
+    special = np.array([np.inf, np.nan]).astype(dtype).view(np.uint8)  # exact for both
+    out = np.empty(wide.shape, dtype=np.uint8)
+    flat = out.reshape(-1)
+    _round(wide.ravel(), precision, emin, threshold, no_infinity, *special, flat)
+    return out.view(dtype)
 
 
 def add(a: ArrayLike, b: ArrayLike) -> np.ndarray:
