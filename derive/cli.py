@@ -1,9 +1,11 @@
-"""The ``liptable`` command line: ``report``, ``envelope``, ``generate``, ``bench``, ``certify``."""
+"""The ``liptable`` command line: ``report``, ``envelope``, ``generate``, ``prove-bounds``,
+``bench``, ``certify``."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 import signal
 import sys
@@ -58,6 +60,37 @@ def _generate(args: argparse.Namespace) -> int:
         for path in stale:
             print(f"stale: {path}")
         return 1 if stale else 0
+    for path in generate.write_all():
+        print(path)
+    return 0
+
+
+def _prove_bounds(args: argparse.Namespace) -> int:
+    from derive.codegen import generate, static
+    from derive.definitions.activations import ELEMENTWISE
+    from proofs import static_bounds
+
+    if any(p.read_text() != text for p, text in generate.generated_files().items()):
+        print("liptable prove-bounds: generated files are stale; run `liptable generate`")
+        return 2
+    keys = [m.key for m in ELEMENTWISE if generate.bounded(m)]
+    unknown = sorted(set(args.modules) - set(keys))
+    if unknown:
+        print(f"liptable prove-bounds: no bounded form for {', '.join(unknown)}", file=sys.stderr)
+        return 2
+    chosen = [k for k in keys if not args.modules or k in args.modules]
+    records = {(r.module, r.quantity): r for r in static.load()}
+    for key in chosen:
+        for quantity in ("forward", "derivative"):
+            record = static_bounds.prove(key, quantity)
+            records[key, quantity] = record
+            static.save(list(records.values()))
+            used = "used" if static.usable(record) else "not used"
+            print(
+                f"{key}.{quantity}: e <= 2^{math.log2(record.relative):.0f} |v| + 2^-200 "
+                f"for |x| <= {record.limit:.9g} ({used}); largest ratio "
+                f"{record.largest_ratio:.3g}; {record.inputs:,} inputs, {record.seconds} s"
+            )
     for path in generate.write_all():
         print(path)
     return 0
@@ -320,6 +353,16 @@ def main(argv: list[str] | None = None) -> int:
     generate = commands.add_parser("generate", help="regenerate kernels/_generated/")
     generate.add_argument("--check", action="store_true", help="only report stale files")
     generate.set_defaults(run=_generate)
+    prove = commands.add_parser(
+        "prove-bounds",
+        help="prove the fast loops' static error bounds on every float32, then regenerate",
+        description="For each bounded elementwise form, find and prove (by enumerating every "
+        "finite float32) a bound e <= 2^-k |v| + 2^-200 on its running error bound; the fast "
+        "loops decide with it where it is tight enough. Writes "
+        "derive/codegen/static_bounds.json and regenerates kernels/_generated/.",
+    )
+    prove.add_argument("modules", nargs="*", help="modules (default: every bounded one)")
+    prove.set_defaults(run=_prove_bounds)
     bench = commands.add_parser(
         "bench",
         help="time every kernel's forward + VJP against NumPy or PyTorch",

@@ -28,6 +28,15 @@ def _digest(*folders: str, skip: tuple[str, ...] = ()) -> str:
     return digest.hexdigest()
 
 
+def files_digest(names: list[str], prefix: str = "") -> str:
+    """SHA-256 of ``prefix`` and the files ``names`` (paths from the project root), each with
+    its name."""
+    digest = hashlib.sha256(prefix.encode())
+    for name in names:
+        digest.update(name.encode() + b"\0" + (ROOT / name).read_bytes())
+    return digest.hexdigest()
+
+
 def kernel_digest(module: str | None = None) -> str:
     """SHA-256 of the kernels' sources: of ``kernels/`` but :data:`NOT_KERNELS`, or, for a
     public kernel ``module`` (``"sigmoid"``, ``"gelu"``), of the files it runs
@@ -35,10 +44,7 @@ def kernel_digest(module: str | None = None) -> str:
     certificates current."""
     if module is None:
         return _digest("kernels", skip=NOT_KERNELS)
-    digest = hashlib.sha256()
-    for name in kernel_files(module):
-        digest.update(name.encode() + b"\0" + (ROOT / name).read_bytes())
-    return digest.hexdigest()
+    return files_digest(kernel_files(module))
 
 
 def kernel_files(module: str) -> list[str]:
@@ -53,6 +59,17 @@ def kernel_files(module: str) -> list[str]:
     start = f"kernels/{module}.py"
     if not (ROOT / start).is_file():
         raise ValueError(f"no kernel module kernels/{module}.py")
+    return import_closure(start)
+
+
+def import_closure(start: str) -> list[str]:
+    """The file ``start`` of ``kernels/`` and every file of ``kernels/`` it imports, directly
+    or through another, sorted, with the packages' ``__init__.py`` files (see
+    :func:`kernel_files`).
+
+    >>> "kernels/_f16.py" in import_closure("kernels/_vmath.py")
+    True
+    """
     seen, todo = {"kernels/__init__.py", "kernels/_generated/__init__.py"}, [start]
     while todo:
         name = todo.pop()

@@ -23,6 +23,7 @@ LAZY = {
     # ``liptable envelope`` must not import SymPy (the norm path is SymPy-free), and each
     # subcommand loads only what it runs.
     ("derive.cli", "derive."): "each subcommand imports only its own machinery",
+    ("derive.cli", "proofs."): "prove-bounds loads its enumeration (and Numba) only when run",
     # The elementwise envelopes need SymPy (their constants come from the proofs); the
     # normalization envelopes must not pay for it.
     ("derive.envelope.modules", "derive.definitions."): "SymPy only for elementwise models",

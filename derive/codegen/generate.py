@@ -9,6 +9,7 @@ with the committed one, so a stale or hand-edited file fails the suite.
 
 from __future__ import annotations
 
+import math
 import re
 import textwrap
 from functools import cache
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import sympy as sp
 
+from derive.codegen import static
 from derive.codegen.activations import SATURATION, StableForm, module_forms, proves
 from derive.codegen.batchnorm import batchnorm_source
 from derive.codegen.emit import (
@@ -28,6 +30,7 @@ from derive.codegen.emit import (
 )
 from derive.codegen.erfc import table_source as erfc_table_source
 from derive.codegen.norms import generated_files as norm_files
+from derive.codegen.static import StaticBound
 from derive.definitions.activations import ELEMENTWISE, Elementwise, x
 
 GENERATED_DIR = Path(__file__).resolve().parents[2] / "kernels" / "_generated"
@@ -63,8 +66,11 @@ BOUNDED_DOC = """
 a proven bound ``e`` on the error of ``v`` (``kernels/_vmath.py``). The float32 and mixed
 float16 and bfloat16 loops run blocks of ``BLOCK`` elements vectorized on them and keep the rounded
 ``v`` where the whole interval ``[v - e, v + e]`` rounds to it: that is the correctly
-rounded value. The undecided elements of a block (rare; NaN, inf and out-of-range inputs
-among them) are recomputed with the ``_f64`` function, as every element was before: each
+rounded value. A form with a ``_static`` function (its bound ``2^-k |v| + 2^-200``, proven
+on every float32 by ``liptable prove-bounds``) decides its blocks with that instead of ``e``,
+and LLVM drops the running bound's arithmetic there. The undecided elements of a block
+(rare; NaN, inf and out-of-range inputs among them) are recomputed with the ``_f64``
+function, as every element was before: each
 loop is a parallel ``_loop`` over blocks, a vectorized ``_block`` and an ``_element`` function
 that settles a block with an undecided element."""
 
@@ -75,6 +81,10 @@ that settles a block with an undecided element."""
 #: ``_fe`` form inlined, once), and ``_element`` (not inlined) settles the elements of a block
 #: with an undecided one. The parallel loop itself stays small: Numba's parallel passes and
 #: LLVM then work on a short function, and the first compile takes about half as long.
+#: ``{bound}`` (``{d_bound}`` for the VJP's derivative) is the bound the block decides with:
+#: the running bound ``e``, or the form's proven static bound ``{q}_static(w, v)``
+#: (:mod:`derive.codegen.static`), whose use lets LLVM drop the running bound's arithmetic.
+#: ``_element`` decides with the running bound, which is sound everywhere.
 BOUNDED_UNARY = """\
 @njit(cache=True, error_model="numpy")
 def {q}_{suffix}_element(xi):
@@ -91,8 +101,9 @@ def {q}_{suffix}_element(xi):
 def {q}_{suffix}_block(xs, ys):
     undecided = 0
     for i in range(xs.size):
-        v, e = {q}_fe({read}(xs[i]))
-        y, ok = {decide}(v, e)
+        w = {read}(xs[i])
+        v, e = {q}_fe(w)
+        y, ok = {decide}(v, {bound})
         ys[i] = y
         undecided += 0 if ok else 1
     if undecided:
@@ -126,10 +137,11 @@ def vjp_{suffix}_element(xi, gi):
 def vjp_{suffix}_block(xs, gs, ys):
     undecided = 0
     for i in range(xs.size):
-        d, d_e = derivative_fe({read}(xs[i]))
+        w = {read}(xs[i])
+        d, d_e = derivative_fe(w)
         dy = {read}(gs[i])
         v = dy * d
-        y, ok = {decide}(v, abs(dy) * d_e + U * abs(v) + TINY)
+        y, ok = {decide}(v, abs(dy) * {d_bound} + U * abs(v) + TINY)
         ys[i] = y
         undecided += 0 if ok else 1
     if undecided:
@@ -346,6 +358,31 @@ def vjp_offset(x, g, m):
 '''
 
 
+STATIC = '''\
+@njit(cache=True, inline="always", error_model="numpy")
+def {q}_static(x, v):
+    """A bound on the error of ``v``, the value of ``{q}_fe(x)``: {relative} |v| + 2^-200 for
+    |x| <= {limit!r} (inf beyond, and at NaN), proven on every finite float32 ({inputs:,}
+    inputs; ``liptable prove-bounds``, ``derive/codegen/static_bounds.json``)."""
+    return {relative_value!r} * abs(v) + {absolute!r} if abs(x) <= {limit!r} else np.inf
+'''
+
+
+def static_function(record: StaticBound) -> str:
+    """``{q}_static(x, v)``: the proven static bound of ``record`` as a function."""
+    exponent = math.log2(record.relative)
+    if record.absolute != static.ABSOLUTE or exponent != int(exponent):
+        raise ValueError(f"{record.module}.{record.quantity}: not a 2^-k |v| + 2^-200 bound")
+    return STATIC.format(
+        q=record.quantity,
+        relative=f"2^{int(exponent)}",
+        relative_value=record.relative,
+        absolute=record.absolute,
+        limit=record.limit,
+        inputs=record.inputs,
+    ).rstrip("\n")
+
+
 def offset_functions(form: StableForm, constants: Constants) -> list[str]:
     """``{q}_offset(x, m)`` (and for the derivative ``vjp_offset(x, g, m)``): Taylor estimates
     at x of the quantity (times g) minus a rounding boundary m. A long coefficient is kept to
@@ -398,11 +435,16 @@ def _vmath_import(functions: list[str]) -> str:
     return "from kernels._vmath import (\n" + "".join(f"    {n},\n" for n in ordered) + ")\n"
 
 
-def _bounded_loops(loops: str, quantity: str) -> str:
+def _bounded_loops(loops: str, quantity: str, static: bool) -> str:
     """The loops of ``quantity`` ("forward", "derivative" or "vjp") with the float32 and
-    mixed float16 ones bounded."""
+    mixed float16 ones bounded; with ``static``, their blocks decide with the static bound
+    of ``quantity`` (of the derivative, for the VJP)."""
+    bounds = {
+        "bound": f"{quantity}_static(w, v)" if static else "e",
+        "d_bound": "derivative_static(w, d)" if static else "d_e",
+    }
     for suffix, fields in BOUNDED_STORAGE.items():
-        fields = {**fields, "settle": fields["settle"].format(q=quantity)}
+        fields = {**fields, **bounds, "settle": fields["settle"].format(q=quantity)}
         if quantity == "vjp":
             text = BOUNDED_VJP.format(suffix=suffix, **fields)
         else:
@@ -416,6 +458,7 @@ def generate_source(module: Elementwise) -> str:
     constants = Constants()
     functions = []
     fast = bounded(module)
+    statics: set[str] = set()
     for form in module_forms(module):
         if not proves(form):
             raise ValueError(f"{form.key}.{form.quantity}: stable form not proven equal")
@@ -439,7 +482,12 @@ def generate_source(module: Elementwise) -> str:
                 f"{module.key} {form.quantity}, bounded f64: ``(v, e)`` with "
                 f"``|v - {form.quantity}(x)| <= e``; {form.why}."
             )
-            functions.append(bounded_function(f"{form.quantity}_fe", form.expr, constants, doc))
+            fe = bounded_function(f"{form.quantity}_fe", form.expr, constants, doc)
+            functions.append(fe)
+            record = static.current(module.key, form.quantity, fe)
+            if record is not None:
+                functions.append(static_function(record))
+                statics.add(form.quantity)
     if fast:  # last, so that a constant the forms share keeps its exact name and comment
         functions += [f for form in module_forms(module) for f in offset_functions(form, constants)]
     used = sorted(set(re.findall(r"\b(dd_[a-z]+)\(", "\n".join(functions))))
@@ -469,9 +517,9 @@ def generate_source(module: Elementwise) -> str:
     ]
     if fast:
         loops = [
-            _bounded_loops(loops[0], "forward"),
-            _bounded_loops(loops[1], "derivative"),
-            _bounded_loops(loops[2], "vjp"),
+            _bounded_loops(loops[0], "forward", "forward" in statics),
+            _bounded_loops(loops[1], "derivative", "derivative" in statics),
+            _bounded_loops(loops[2], "vjp", "derivative" in statics),
         ]
     sections = ["\n".join(constants.lines), *functions, *(loop.strip("\n") for loop in loops)]
     return header + "\n" + "\n\n\n".join(sections) + "\n"
