@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import sympy as sp
 
+from derive.definitions import batchnorm as bn
 from derive.definitions.activations import x
 
 KINDS = ("definition", "jacobian", "lipschitz", "equation", "value")
@@ -736,6 +737,41 @@ BATCHNORM_CLAIMS: tuple[Claim, ...] = (
         (_XK - sp.Symbol("E_x")) / sp.sqrt(sp.Symbol("Var_x", nonnegative=True) + _EPS),
         notes="Inference mode: E[x] and Var[x] are the running statistics (PyTorch keeps "
         "the running variance unbiased).",
+    ),
+    _bn(
+        "normalize_002",
+        "equation",
+        "002_665588f2644db48a.txt, Batch Normalization",
+        r"a^L \rightarrow \frac{a^L - E[a^L]}{\sqrt{\mathrm{var}(a^L)}} \Rightarrow "
+        r"\mu = 0,\ \sigma = 1",
+        sp.Tuple(0, 1),
+        notes="Without eps (the MiniBatch version with eps is moments_002). formal: the "
+        "printed (mean, standard deviation) of the normalized batch.",
+    ),
+    _bn(
+        "shift_002",
+        "equation",
+        "002_665588f2644db48a.txt, Batch Normalization (scale and shift)",
+        r"a^L \leftarrow \gamma a^L + \beta:\ \text{new mean } \beta,\ "
+        r"\text{new std } \gamma",
+        sp.Tuple(sp.Symbol("beta", real=True), sp.Symbol("gamma", real=True)),
+        notes="The text says the shift 'introduces a new mean and std' and that gamma and "
+        "beta 'adjust the mean and standard deviation'. formal: (mean, standard deviation) "
+        "of gamma a + beta = (beta, gamma), for the normalized a of normalize_002.",
+    ),
+    _bn(
+        "running_003",
+        "equation",
+        "003_54d3154625e0c3ca.txt, Batch Normalization (running statistics)",
+        r"\mu^{run} \leftarrow m \mu^{run} + (1-m) \mu^{batch},\ "
+        r"(\sigma^2)^{run} \leftarrow m (\sigma^2)^{run} + (1-m) (\sigma^2)^{batch}",
+        sp.Tuple(
+            bn.keep * bn.mu_run + (1 - bn.keep) * bn.mu_batch,
+            bn.keep * bn.var_run + (1 - bn.keep) * bn.var_batch,
+        ),
+        notes="Against PyTorch's nn.BatchNorm (kernels.batchnorm.running_update): 003's m is "
+        "1 - momentum; (sigma^2)^batch is the batch's biased variance, the one its values "
+        "are normalized with. formal: the printed (new running mean, new running variance).",
     ),
 )
 

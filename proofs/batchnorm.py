@@ -168,6 +168,50 @@ def moments_hold(size: int) -> bool:
     return is_zero(mean - beta) and is_zero(variance - gamma**2 * var_x / (var_x + eps))
 
 
+def moments_without_eps(size: int) -> tuple[sp.Expr, sp.Expr]:
+    """(mean, variance) of ``gamma (x - mean)/sqrt(var) + beta`` over a batch of ``size``
+    (002's normalization without eps), simplified; SymPy cancels ``var/var``, so the result
+    holds for every batch whose values are not all equal (var > 0)."""
+    mean, variance, _ = output_moments(size)
+    return sp.simplify(mean.subs(eps, 0)), sp.simplify(variance.subs(eps, 0))
+
+
+def running_update_gap(size: sp.Expr = bn.m) -> sp.Tuple:
+    """PyTorch's running update minus 003's ``m running + (1 - m) batch`` with the biased
+    batch variance: ``(0, (1 - m) sigma2_batch/(M - 1))``, simplified."""
+    printed = sp.Tuple(
+        bn.keep * bn.mu_run + (1 - bn.keep) * bn.mu_batch,
+        bn.keep * bn.var_run + (1 - bn.keep) * bn.var_batch,
+    )
+    return sp.Tuple(
+        *(sp.factor(d - q) for d, q in zip(bn.running_update(size), printed, strict=True))
+    )
+
+
+#: The batch where 003's running variance and PyTorch's differ: x = (0, 2) (mean 1, biased
+#: variance 1, unbiased 2), running statistics (0, 1), m = 9/10.
+RUNNING_POINT = {"x": (0, 2), "mu_run": 0, "sigma2_run": 1, "m": sp.Rational(9, 10)}
+
+
+def running_counterexample() -> tuple[sp.Tuple, sp.Tuple]:
+    """(003's update, PyTorch's update) at :data:`RUNNING_POINT`: ((1/10, 1), (1/10, 11/10))."""
+    xs = RUNNING_POINT["x"]
+    mean = sp.Rational(sum(xs), len(xs))
+    biased = sum((sp.Integer(v) - mean) ** 2 for v in xs) / len(xs)
+    values = {
+        bn.mu_run: RUNNING_POINT["mu_run"],
+        bn.var_run: RUNNING_POINT["sigma2_run"],
+        bn.keep: RUNNING_POINT["m"],
+        bn.mu_batch: mean,
+        bn.var_batch: biased,
+    }
+    printed = sp.Tuple(
+        bn.keep * bn.mu_run + (1 - bn.keep) * bn.mu_batch,
+        bn.keep * bn.var_run + (1 - bn.keep) * bn.var_batch,
+    )
+    return printed.subs(values), bn.running_update(len(xs)).subs(values)
+
+
 #: The batch where the printed moments fail: x = (0, 2), eps = 1, gamma = 1, beta = 0.
 MOMENT_POINT = {"x": (0, 2), "eps": 1, "gamma": 1, "beta": 0}
 

@@ -593,6 +593,126 @@ def _test_002(c):
     )
 
 
+def _normalize_002(c):
+    steps = (
+        Step(
+            statement=r"$(x - \mu_{\mathcal B})/\sqrt{\sigma_{\mathcal B}^2}$ has mean 0 and "
+            r"variance 1 exactly for every batch whose values are not all equal "
+            r"(the output with gamma = 1, beta = 0, eps = 0; M = 2..4)",
+            method="symbolic identity",
+            check=lambda: all(
+                pb.moments_without_eps(s)
+                == (sp.Symbol("beta", real=True), sp.Symbol("gamma", real=True) ** 2)
+                for s in (2, 3, 4)
+            ),
+        ),
+    )
+    return _against_derived(
+        c, sp.Tuple(0, 1), "(mean, standard deviation)", steps, "Tuple(0, 1)", ""
+    )
+
+
+def _shift_002(c):
+    beta, gamma = sp.Symbol("beta", real=True), sp.Symbol("gamma", real=True)
+    derived = sp.Tuple(beta, sp.Abs(gamma))
+    steps = (
+        Step(
+            statement=r"$\gamma a + \beta$ for a batch a of mean 0 and variance 1 has mean "
+            r"$\beta$ and variance $\gamma^2$, so standard deviation $|\gamma|$ "
+            r"(M = 2..4)",
+            method="symbolic identity",
+            check=lambda: all(pb.moments_without_eps(s) == (beta, gamma**2) for s in (2, 3, 4)),
+        ),
+        Step(
+            statement=r"gamma = -1: the output's standard deviation is 1, not -1",
+            method="exact witness",
+            check=lambda: sp.sqrt(pb.moments_without_eps(2)[1].subs(gamma, -1)) == 1,
+        ),
+    )
+    point = {beta: sp.Integer(0), gamma: sp.Integer(-1)}
+    differs = [i for i in range(2) if not is_zero((c.formal[i] - derived[i]).subs(point))]
+    equal = all(is_zero(p - d) for p, d in zip(c.formal, derived, strict=True))
+    if not equal and not differs:
+        raise UnprovenError("shift_002: the moments differ, but not at gamma = -1")
+    named = {beta: sp.Symbol("beta_j", real=True), gamma: sp.Symbol("gamma_j", real=True)}
+    return result(
+        c,
+        Verdict.HOLDS if equal else Verdict.FAILS,
+        sp.sstr(derived.subs(named)),  # gamma alone would parse as the Gamma function
+        Proof(claim=c.statement_latex, steps=steps),
+        witness=None
+        if equal
+        else {
+            "point": {str(k): str(v) for k, v in point.items()},
+            "component": differs[0],
+            "printed": str(c.formal[differs[0]].subs(point)),
+            "derived": str(derived[differs[0]].subs(point)),
+        },
+        notes=(
+            "Corrected: the new standard deviation is |gamma|. gamma is learned freely "
+            "(PyTorch starts it at 1 and does not keep it positive); a negative gamma also "
+            "flips the sign of every normalized value.",
+        ),
+    )
+
+
+def _running_003(c):
+    derived = bn.running_update()
+    printed, pytorch = pb.running_counterexample()
+    steps = (
+        Step(
+            statement=r"the running mean: $m \mu^{run} + (1 - m) \mu^{batch}$ is PyTorch's "
+            r"$(1 - p) \mu^{run} + p \mu^{batch}$ with $m = 1 - p$ (symbolic identity)",
+            method="symbolic identity",
+            check=lambda: pb.running_update_gap()[0] == 0,
+        ),
+        Step(
+            statement=r"the running variance: PyTorch adds the unbiased batch variance, "
+            r"$M/(M-1)$ times the biased one, so its update exceeds the printed one by "
+            r"$(1 - m)(\sigma^2)^{batch}/(M - 1)$, for every batch size M",
+            method="symbolic identity",
+            check=lambda: is_zero(
+                pb.running_update_gap()[1] - (1 - bn.keep) * bn.var_batch / (bn.m - 1)
+            ),
+        ),
+        Step(
+            statement=r"a batch: x = (0, 2), running statistics (0, 1), m = 9/10: the printed "
+            r"update gives (1/10, 1), PyTorch's (1/10, 11/10)",
+            method="exact witness",
+            check=lambda: (
+                printed == sp.Tuple(sp.Rational(1, 10), 1)
+                and pytorch == sp.Tuple(sp.Rational(1, 10), sp.Rational(11, 10))
+            ),
+        ),
+    )
+    equal = all(is_zero(gap) for gap in pb.running_update_gap())
+    differs = [i for i in range(2) if not is_zero(printed[i] - pytorch[i])]
+    if not equal and not differs:
+        raise UnprovenError("running_003: the updates differ, but not at the witness batch")
+    return result(
+        c,
+        Verdict.HOLDS if equal else Verdict.FAILS,
+        sp.sstr(derived),
+        Proof(claim=c.statement_latex, steps=steps),
+        witness=None
+        if equal
+        else {
+            "point": {k: str(v) for k, v in pb.RUNNING_POINT.items()},
+            "component": differs[0],
+            "printed": str(printed[differs[0]]),
+            "derived": str(pytorch[differs[0]]),
+        },
+        notes=(
+            "The running mean is PyTorch's with m = 1 - momentum; the running variance is "
+            "not: PyTorch (and kernels.batchnorm.running_update) average the unbiased batch "
+            "variance, so after many batches of M values the printed running variance is "
+            "(M - 1)/M times PyTorch's (1/2 at M = 2). As an exponential average of the "
+            "biased variance the printed update is self-consistent; it is not the "
+            "convention the frameworks' inference mode divides by.",
+        ),
+    )
+
+
 DECIDERS: dict[str, Callable[[Claim], object]] = {
     "batchnorm.eq15": _eq15,
     "batchnorm.eq16": _eq16,
@@ -619,6 +739,9 @@ DECIDERS: dict[str, Callable[[Claim], object]] = {
     "batchnorm.identity_000": _identity_000,
     "batchnorm.moments_002": _moments_002,
     "batchnorm.test_002": _test_002,
+    "batchnorm.normalize_002": _normalize_002,
+    "batchnorm.shift_002": _shift_002,
+    "batchnorm.running_003": _running_003,
 }
 
 

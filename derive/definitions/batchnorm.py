@@ -286,6 +286,29 @@ def closed_form_proof(denom: str) -> Proof:
     )
 
 
+# --- the running statistics -------------------------------------------------------------
+
+#: The running statistics before an update, the batch's mean and biased variance (of M
+#: values) and the weight ``keep`` the running values keep: PyTorch's ``momentum`` is
+#: ``1 - keep`` (003 calls ``keep`` m).
+mu_run = sp.Symbol("mu_run", real=True)
+var_run = sp.Symbol("sigma2_run", nonnegative=True)
+mu_batch = sp.Symbol("mu_batch", real=True)
+var_batch = sp.Symbol("sigma2_batch", nonnegative=True)
+keep = sp.Symbol("m", positive=True)
+
+
+def running_update(size: sp.Expr = m) -> sp.Tuple:
+    """(new running mean, new running variance) as PyTorch's ``nn.BatchNorm`` computes them
+    in training mode (and ``kernels.batchnorm.running_update``): ``(1 - momentum) running +
+    momentum batch`` with the batch variance unbiased, ``size/(size - 1)`` times the biased
+    one the batch is normalized with."""
+    return sp.Tuple(
+        keep * mu_run + (1 - keep) * mu_batch,
+        keep * var_run + (1 - keep) * size / (size - 1) * var_batch,
+    )
+
+
 # --- the chain rule through xhat, mu and sigma, step by step ------------------------------
 
 #: Generic symbols of the derivation: entries x_k, x_j of one feature, its mean and spread.

@@ -30,7 +30,10 @@ def test_batchnorm_verdicts(verdicts):
     misprinted = {"a2_definition", "definition_004", "B51"}
     # the two '≈' of A.2 are off by a relative 1 or more (global constant max|gamma|/sqrt(eps);
     # the dropped rank-two part of the Jacobian): fails by the rule for every '≈'
+    # 002's shift gives std |gamma|, not gamma; 003's running variance averages the biased
+    # batch variance where PyTorch averages the unbiased one
     fails = {"moments_000", "identity_000", "moments_002", "lipschitz", "a2_jacobian"}
+    fails |= {"shift_002", "running_003"}
     for c in BATCHNORM_CLAIMS:
         label = c.id.split(".", 1)[1]
         expected = "misprinted" if label in misprinted else "fails" if label in fails else "holds"
@@ -230,3 +233,31 @@ def test_the_symbolic_batch_statistics_and_gradients_hold_and_false_variants_do_
     finally:
         monkeypatch.undo()
         bn.symbolic_gradient_matches.cache_clear()
+
+
+def test_the_running_update_is_the_kernels():
+    """The derived update (PyTorch's) is what ``kernels.batchnorm.running_update`` computes
+    on a random batch, and 003's printed update is not (its variance is the biased one)."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((5, 3))
+    mean_in, var_in = rng.standard_normal(3), rng.uniform(0.5, 2.0, 3)
+    new_mean, new_var = batchnorm.running_update(x, mean_in, var_in, momentum=0.25)
+    for j in range(3):
+        values = {
+            bn.mu_run: mean_in[j],
+            bn.var_run: var_in[j],
+            bn.mu_batch: x[:, j].mean(),
+            bn.var_batch: x[:, j].var(),
+            bn.keep: 0.75,
+        }
+        derived = [float(v) for v in bn.running_update(5).subs(values)]
+        printed = [float(v) for v in claim("batchnorm.running_003").formal.subs(values)]
+        assert np.allclose([new_mean[j], new_var[j]], derived, rtol=1e-12)
+        assert new_mean[j] == pytest.approx(printed[0], rel=1e-12)
+        assert new_var[j] != pytest.approx(printed[1], rel=1e-3)
+
+
+def test_the_shift_witness_is_a_negative_gamma():
+    result = check(claim("batchnorm.shift_002"))
+    assert result.witness["point"] == {"beta": "0", "gamma": "-1"}
+    assert (result.witness["printed"], result.witness["derived"]) == ("-1", "1")
