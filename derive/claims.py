@@ -583,6 +583,35 @@ BATCHNORM_CLAIMS: tuple[Claim, ...] = (
         + _MAPPING_004,
     ),
     _bn(
+        "B40",
+        "definition",
+        _B004.format("B.40"),
+        r"\widehat Z_{ik} = G_i * \overline Z_{ik} + B_i",
+        sp.Symbol("G") * sp.Symbol("Zbar_ik") + sp.Symbol("B"),
+        notes=_MAPPING_004,
+    ),
+    _bn(
+        "concept19",
+        "equation",
+        _B004.format("Concept 19"),
+        r"(a \neq c \text{ or } b \neq d) \implies "
+        r"\frac{\partial \widehat Z_{ab}}{\partial \overline Z_{cd}} = 0",
+        sp.Integer(0),
+        notes="formal: the partial of Zhat_ab by Zbar_cd when a != c or b != d. " + _MAPPING_004,
+    ),
+    _bn(
+        "concept20",
+        "equation",
+        _B004.format("Concept 20"),
+        r"c \neq e \implies \frac{\partial \overline Z_{cd}}{\partial \overline Z_{cf}} = 0",
+        sp.Integer(0),
+        intended=sp.Integer(0),
+        notes="The denominator prints Zbar_cf; the text before it says Zbar_ik depends only on "
+        "the Z_ij of its own dimension i, and e appears only in the condition: the intent is "
+        "d Zbar_cd / d Z_ef = 0 for c != e. formal: the printed partial when c != e. "
+        + _MAPPING_004,
+    ),
+    _bn(
         "B42",
         "equation",
         _B004.format("B.42"),
@@ -693,6 +722,20 @@ BATCHNORM_CLAIMS: tuple[Claim, ...] = (
         r"\frac{\partial L}{\partial G_i} = \sum_{k=1}^K \frac{\partial L}{\partial "
         r"\widehat Z_{ik}}\overline Z_{ik}",
         None,
+    ),
+    _bn(
+        "B54",
+        "equation",
+        _B004.format("B.54"),
+        r"\frac{\partial \widehat Z_{ik}}{\partial B_i} = 1",
+        sp.Integer(1),
+    ),
+    _bn(
+        "B56",
+        "equation",
+        _B004.format("B.56"),
+        r"\frac{\partial \widehat Z_{ik}}{\partial G_i} = \overline Z_{ik}",
+        sp.Symbol("Zbar_ik"),
     ),
     _bn(
         "KE22",

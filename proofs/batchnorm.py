@@ -212,6 +212,43 @@ def running_counterexample() -> tuple[sp.Tuple, sp.Tuple]:
     return printed.subs(values), bn.running_update(len(xs)).subs(values)
 
 
+def scale_shift_partials() -> tuple[sp.Expr, bool]:
+    """Concept 19 of 004 for every size: ``d Zhat_ab / d Zbar_cd`` of ``Zhat_ab = G_a Zbar_ab
+    + B_a`` with symbolic indices (SymPy's indexed differentiation gives ``G_a
+    delta_ac delta_bd``), and whether it is 0 once either delta is."""
+    a, b, c, d = sp.symbols("a b c d", integer=True)
+    gain, shift, zbar = sp.IndexedBase("G"), sp.IndexedBase("B"), sp.IndexedBase("Zbar")
+    partial = sp.diff(gain[a] * zbar[a, b] + shift[a], zbar[c, d])
+    cases = (sp.KroneckerDelta(a, c), sp.KroneckerDelta(b, d))
+    return partial, all(partial.subs(delta, 0) == 0 for delta in cases)
+
+
+def normalized_partials(features: int, size: int) -> dict[tuple[int, int, int, int], sp.Expr]:
+    """``d Zbar_cd / d Z_ef`` for a ``features`` x ``size`` batch Z (004's layout: a row per
+    feature), ``Zbar = (Z - mu)/(sigma + eps)`` with the row's mean and biased std."""
+    z = sp.Matrix(features, size, lambda i, k: sp.Symbol(f"Z{i + 1}{k + 1}", real=True))
+    zbar = sp.zeros(features, size)
+    for i in range(features):
+        row = list(z.row(i))
+        mean = sum(row) / size
+        std = sp.sqrt(sum((v - mean) ** 2 for v in row) / size)
+        for k in range(size):
+            zbar[i, k] = (row[k] - mean) / (std + eps)
+    return {
+        (c, d, e, f): sp.diff(zbar[c, d], z[e, f])
+        for c in range(features)
+        for d in range(size)
+        for e in range(features)
+        for f in range(size)
+    }
+
+
+def other_features_do_not_matter(features: int, size: int) -> bool:
+    """Concept 20 as intended: ``d Zbar_cd / d Z_ef = 0`` whenever c != e, exactly."""
+    partials = normalized_partials(features, size)
+    return all(v == 0 for (c, _, e, _), v in partials.items() if c != e)
+
+
 #: The batch where the printed moments fail: x = (0, 2), eps = 1, gamma = 1, beta = 0.
 MOMENT_POINT = {"x": (0, 2), "eps": 1, "gamma": 1, "beta": 0}
 

@@ -593,6 +593,80 @@ def _test_002(c):
     )
 
 
+def _b40(c):
+    return _partial_claim(c, sp.Symbol("G") * sp.Symbol("Zbar_ik") + sp.Symbol("B"), "Zhat_ik")
+
+
+def _b54(c):
+    zbar, g_, b_ = sp.Symbol("Zbar_ik"), sp.Symbol("G"), sp.Symbol("B")
+    return _partial_claim(c, sp.diff(g_ * zbar + b_, b_), "dZhat/dB")
+
+
+def _b56(c):
+    zbar, g_, b_ = sp.Symbol("Zbar_ik"), sp.Symbol("G"), sp.Symbol("B")
+    return _partial_claim(c, sp.diff(g_ * zbar + b_, g_), "dZhat/dG")
+
+
+def _concept19(c):
+    partial, vanishes = pb.scale_shift_partials()
+    steps = (
+        Step(
+            statement=r"for symbolic indices (every size), $\partial \widehat Z_{ab} / "
+            r"\partial \overline Z_{cd} = G_a \delta_{ac} \delta_{bd}$ (sympy.diff of "
+            r"indexed symbols), which is 0 when $a \neq c$ or when $b \neq d$",
+            method="symbolic identity",
+            check=lambda: (
+                pb.scale_shift_partials()[1]
+                and sp.sstr(pb.scale_shift_partials()[0]) == sp.sstr(partial)
+            ),
+        ),
+    )
+    if not (vanishes and c.formal == 0):
+        raise UnprovenError(f"{c.id}: the partial does not vanish off the diagonal: {partial}")
+    return result(
+        c,
+        Verdict.HOLDS,
+        "0",
+        Proof(claim=c.statement_latex, steps=steps),
+        notes=(f"The partial for any indices: {sp.sstr(partial)}.",),
+    )
+
+
+def _concept20(c):
+    zbar = sp.IndexedBase("Zbar")
+    c_, d_, f_ = sp.symbols("c d f", integer=True)
+    printed = sp.diff(zbar[c_, d_], zbar[c_, f_])  # KroneckerDelta(d, f)
+    at_point = printed.subs({d_: 1, f_: 1})
+    literal_fails = not is_zero(at_point - c.formal)
+    intended = all(pb.other_features_do_not_matter(n, k) for n, k in ((2, 2), (2, 3), (3, 2)))
+    steps = (
+        Step(
+            statement=r"as printed, $\partial \overline Z_{cd} / \partial \overline Z_{cf} "
+            r"= \delta_{df}$ whatever e is: at c = 1, d = f = 1, e = 2 it is 1, not 0",
+            method="exact witness",
+            check=lambda: literal_fails and at_point == 1,
+        ),
+        Step(
+            statement=r"as intended, $\partial \overline Z_{cd} / \partial Z_{ef} = 0$ "
+            r"exactly whenever $c \neq e$ (sympy.diff of the std + eps normalization; "
+            r"2 x 2, 2 x 3 and 3 x 2 batches)",
+            method="symbolic identity",
+            check=lambda: intended,
+        ),
+    )
+    verdict = (
+        Verdict.HOLDS if not literal_fails else Verdict.MISPRINTED if intended else Verdict.FAILS
+    )
+    return result(
+        c,
+        verdict,
+        "0",
+        Proof(claim=c.statement_latex, steps=steps),
+        witness={"c": "1", "d": "1", "e": "2", "f": "1", "printed": "1", "derived": "0"},
+        notes=("Intended: d Zbar_cd / d Z_ef = 0 for c != e, which holds.",),
+    )
+
+
 def _normalize_002(c):
     steps = (
         Step(
@@ -722,6 +796,9 @@ DECIDERS: dict[str, Callable[[Claim], object]] = {
     "batchnorm.a2_definition": _a2_definition,
     "batchnorm.a2_jacobian": _a2_jacobian,
     "batchnorm.definition_004": _definition_004,
+    "batchnorm.B40": _b40,
+    "batchnorm.concept19": _concept19,
+    "batchnorm.concept20": _concept20,
     "batchnorm.B42": _b42,
     "batchnorm.B46": _b46,
     "batchnorm.B47": _b47,
@@ -733,6 +810,8 @@ DECIDERS: dict[str, Callable[[Claim], object]] = {
     "batchnorm.KE21": _assembled,
     "batchnorm.B53": _gradient("dx"),
     "batchnorm.B55": _gradient("dbeta"),
+    "batchnorm.B54": _b54,
+    "batchnorm.B56": _b56,
     "batchnorm.B57": _gradient("dgamma"),
     "batchnorm.KE22": _gradient("dbeta"),
     "batchnorm.moments_000": _moments_000,

@@ -27,7 +27,7 @@ def test_batchnorm_verdicts(verdicts):
     """Independently known: Eq. 16-17 and 004's chain rule are right; A.2 prints a product
     for a quotient; Definition 17 indexes Zbar_ii; B.51's first term is garbled; with
     eps > 0 the output variance is gamma^2 sigma^2/(sigma^2 + eps), not gamma^2."""
-    misprinted = {"a2_definition", "definition_004", "B51"}
+    misprinted = {"a2_definition", "definition_004", "B51", "concept20"}
     # the two '≈' of A.2 are off by a relative 1 or more (global constant max|gamma|/sqrt(eps);
     # the dropped rank-two part of the Jacobian): fails by the rule for every '≈'
     # 002's shift gives std |gamma|, not gamma; 003's running variance averages the biased
@@ -261,3 +261,18 @@ def test_the_shift_witness_is_a_negative_gamma():
     result = check(claim("batchnorm.shift_002"))
     assert result.witness["point"] == {"beta": "0", "gamma": "-1"}
     assert (result.witness["printed"], result.witness["derived"]) == ("-1", "1")
+
+
+def test_concept_20_as_printed_and_as_intended():
+    """As printed (d Zbar_cd / d Zbar_cf) the partial is delta_df, 1 at d = f whatever c and
+    e are; as intended (d Zbar_cd / d Z_ef) it vanishes for c != e, and not for c = e."""
+    partials = pb.normalized_partials(2, 3)
+    assert all(v == 0 for (c, _, e, _), v in partials.items() if c != e)
+    assert any(v != 0 for (c, _, e, _), v in partials.items() if c == e)
+    result = check(claim("batchnorm.concept20"))
+    assert result.verdict == "misprinted" and result.witness["printed"] == "1"
+
+
+def test_concept_19_for_symbolic_indices():
+    partial, vanishes = pb.scale_shift_partials()
+    assert vanishes and partial.has(sp.KroneckerDelta)
