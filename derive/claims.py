@@ -755,6 +755,29 @@ BATCHNORM_CLAIMS: tuple[Claim, ...] = (
         notes="formal: the printed (mean, variance) of the output.",
     ),
     _bn(
+        "algorithm_000",
+        "definition",
+        "000_fd3535166428b448.txt, Algorithm (Batch Normalization)",
+        r"\mu_{\mathcal B} = \frac{1}{m} \sum_{i=1}^m x_i,\ \sigma_{\mathcal B}^2 = "
+        r"\frac{1}{m} \sum_{i=1}^m (x_i - \mu_{\mathcal B})^2,\ \hat x_i = "
+        r"\frac{x_i - \mu_{\mathcal B}}{\sqrt{\sigma_{\mathcal B}^2 + \epsilon}},\ "
+        r"h_i = \gamma \cdot \hat x_i + \beta",
+        sp.Symbol("gamma") * (_XK - _MU) / sp.sqrt(_SIG**2 + _EPS) + sp.Symbol("beta"),
+        notes="formal: h_i of one feature, mu and sigma the batch's mean and biased standard "
+        "deviation (the printed 1/m).",
+    ),
+    _bn(
+        "example_000",
+        "definition",
+        "000_fd3535166428b448.txt, Differences between Batch Normalization and Layer Normalization",
+        r"\hat x_{j,k} = \frac{x_{j,k} - \mu}{\sigma},\ h_{j,k} = \gamma \cdot "
+        r"\hat x_{j,k} + \beta",
+        sp.Symbol("gamma") * (_XK - _MU) / _SIG + sp.Symbol("beta"),
+        notes="The worked example (3 neurons, 3 samples each) writes no eps; the algorithm "
+        "(algorithm_000) has it. formal: h of one feature, mu and sigma the batch's mean "
+        "and biased standard deviation.",
+    ),
+    _bn(
         "identity_000",
         "equation",
         "000_fd3535166428b448.txt, Batch Normalization (second slide)",

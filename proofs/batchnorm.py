@@ -168,6 +168,18 @@ def moments_hold(size: int) -> bool:
     return is_zero(mean - beta) and is_zero(variance - gamma**2 * var_x / (var_x + eps))
 
 
+def algorithm_matches(size: int) -> bool:
+    """000's four printed lines (batch mean, biased variance with 1/m, xhat with eps, h) at
+    batch ``size`` give the forward the kernels compute (``sqrt_var_eps``), exactly."""
+    xs = vector("x", size)
+    gamma, beta = sp.Symbol("gamma", real=True), sp.Symbol("beta", real=True)
+    mean = sum(xs) / size
+    variance = sum((v - mean) ** 2 for v in xs) / size
+    printed = [gamma * (v - mean) / sp.sqrt(variance + eps) + beta for v in xs]
+    _, _, _, y = bn.form("sqrt_var_eps").forward(size)
+    return all(is_zero(a - b) for a, b in zip(printed, y, strict=True))
+
+
 def moments_without_eps(size: int) -> tuple[sp.Expr, sp.Expr]:
     """(mean, variance) of ``gamma (x - mean)/sqrt(var) + beta`` over a batch of ``size``
     (002's normalization without eps), simplified; SymPy cancels ``var/var``, so the result

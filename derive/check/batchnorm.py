@@ -667,6 +667,61 @@ def _concept20(c):
     )
 
 
+def _algorithm_steps() -> tuple[Step, ...]:
+    return (
+        Step(
+            statement="the printed lines (batch mean, biased variance with 1/m, xhat with eps, "
+            "h) give the forward the kernels compute, exactly (M = 1..4)",
+            method="symbolic identity",
+            check=lambda: all(pb.algorithm_matches(s) for s in (1, 2, 3, 4)),
+        ),
+        Step(
+            statement="the kernels' output stage gamma (x_k - mu) r + beta, r = 1/sqrt(var + "
+            "eps), equals that forward for every batch size M (symbolic M)",
+            method="symbolic identity",
+            check=lambda: bn.symbolic_batchnorm_checks(SQRT)["output"],
+        ),
+    )
+
+
+def _algorithm_derived() -> sp.Expr:
+    return sp.Symbol("gamma") * (bn.x_k - bn.mu) / sp.sqrt(bn.sigma**2 + eps) + sp.Symbol("beta")
+
+
+def _algorithm_000(c):
+    return _against_derived(
+        c,
+        _algorithm_derived(),
+        "h_i",
+        _algorithm_steps(),
+        "gamma*(x_k - mu)/sqrt(sigma**2 + epsilon) + beta",
+        "",
+    )
+
+
+def _example_000(c):
+    derived = _algorithm_derived()
+    at_zero = is_zero((c.formal - derived).subs(eps, 0))
+    steps = (
+        *_algorithm_steps(),
+        Step(
+            statement=r"the printed $(x - \mu)/\sigma$ is the algorithm's at eps = 0 "
+            r"(for a batch whose values are not all equal)",
+            method="symbolic identity",
+            check=lambda: at_zero,
+        ),
+    )
+    return _against_derived(
+        c,
+        derived,
+        "h",
+        steps,
+        "gamma*(x_k - mu)/sqrt(sigma**2 + epsilon) + beta",
+        "Corrected: xhat = (x - mu)/sqrt(sigma^2 + eps) as in 000's own algorithm; the "
+        "example's (x - mu)/sigma is its eps = 0 case, undefined for a constant batch.",
+    )
+
+
 def _normalize_002(c):
     steps = (
         Step(
@@ -814,6 +869,8 @@ DECIDERS: dict[str, Callable[[Claim], object]] = {
     "batchnorm.B56": _b56,
     "batchnorm.B57": _gradient("dgamma"),
     "batchnorm.KE22": _gradient("dbeta"),
+    "batchnorm.algorithm_000": _algorithm_000,
+    "batchnorm.example_000": _example_000,
     "batchnorm.moments_000": _moments_000,
     "batchnorm.identity_000": _identity_000,
     "batchnorm.moments_002": _moments_002,
