@@ -344,6 +344,17 @@ NORM_CLAIMS: tuple[Claim, ...] = (
         notes="The 1/d in the third inequality is the paper's typo for 1/D.",
     ),
     Claim(
+        id="layernorm.a2_centered",
+        key="layernorm",
+        kind="equation",
+        source=_A2.format("LayerNorm and RMSNorm"),
+        statement_latex=(
+            r"y = (I - \tfrac{1}{D}\mathbf{1}\mathbf{1}^\top) x \Rightarrow "
+            r"\|y\|_2^2 \le \|x\|_2^2"
+        ),
+        formal=None,
+    ),
+    Claim(
         id="rmsnorm.definition",
         key="rmsnorm",
         kind="definition",
@@ -373,6 +384,19 @@ NORM_CLAIMS: tuple[Claim, ...] = (
         formal=_GAMMA_MAX * sp.sqrt(_D) / sp.sqrt(_EPS_P),
         notes=LOST_BARS.format(printed=r"\max_D  \gamma_D  \sqrt{D}"),
         printed_value="gamma_max*sqrt(D)/sqrt(epsilon_p)",
+    ),
+    Claim(
+        id="centernorm.definition",
+        key="centernorm",
+        kind="definition",
+        source=TABLE2.format("CenterNorm"),
+        statement_latex=(
+            r"y = (I - \tfrac{1}{D}\mathbf{1}\mathbf{1}^\top) x,\ \mathrm{CN}(x) = "
+            r"\frac{D}{D-1} \gamma \odot y + \beta"
+        ),
+        formal=None,
+        notes="CenterNorm (Qi et al.) has no PyTorch module; checked against the kernels' "
+        "definition. It needs D >= 2.",
     ),
     Claim(
         id="centernorm.jacobian",
@@ -803,6 +827,18 @@ BATCHNORM_CLAIMS: tuple[Claim, ...] = (
         (_XK - sp.Symbol("E_x")) / sp.sqrt(sp.Symbol("Var_x", nonnegative=True) + _EPS),
         notes="Inference mode: E[x] and Var[x] are the running statistics (PyTorch keeps "
         "the running variance unbiased).",
+    ),
+    _bn(
+        "moving_average_001",
+        "equation",
+        "001_76ce3a8a4b6079c3.txt, section 4.2 (BatchNorm) and Appendix A.2",
+        r"\text{In training, } \boldsymbol\mu \text{ and } \boldsymbol\sigma "
+        r"\text{ are updated by a moving average} \Rightarrow "
+        r"\frac{\partial \mu}{\partial x_k} = \frac{\partial \sigma}{\partial x_k} = 0",
+        sp.Tuple(0, 0),
+        notes="A.2 uses the remark to treat mu and sigma as constants when it differentiates "
+        "the training forward (its approximate Jacobian, a2_jacobian). formal: the partials "
+        "of the statistics the training forward normalizes with, by one entry of the batch.",
     ),
     _bn(
         "normalize_002",

@@ -265,6 +265,41 @@ def symbolic_definition_matches(key: str, eps_factor: int = 1) -> bool:
     return sum_identity(printed, torch)()
 
 
+@cache
+def symbolic_centernorm_definition(scale_factor: int = 1) -> bool:
+    """Entry b of Table 2's CenterNorm forward, ``D/(D-1) gamma_b (x_b - mean) + beta_b``,
+    equals the row-norm data the kernels are generated from (``CENTERNORM``: centered, scaled
+    by its ``scale``), for a symbolic D (sums over 1..D). ``scale_factor`` scales the
+    kernels' side (a test's false variant)."""
+    b = _COLUMN
+    x, gamma, beta = (sp.IndexedBase(name, real=True) for name in ("x", "gamma", "beta"))
+    module = row_norm("centernorm")
+    center, _ = sum_statistics(x, centered=module.centered)
+    kernel = gamma[b] * scale_factor * module.scale * (x[b] - center) + beta[b]
+    return sum_identity(paper_forward_entry("centernorm", b), kernel)()
+
+
+def centernorm_definition_proof(statement: str) -> Proof:
+    """Table 2's CenterNorm forward is the kernels' (D >= 2): symbolic D and D = 2..5."""
+    every = Step(
+        statement="for every D >= 2 (entry b, symbolic D): the printed "
+        "$\\frac{D}{D-1}\\gamma \\odot (I - \\tfrac{1}{D}\\mathbf{1}\\mathbf{1}^\\top)x "
+        "+ \\beta$ equals the kernels' centered, D/(D-1)-scaled row",
+        method="symbolic identity",
+        check=symbolic_centernorm_definition,
+    )
+    concrete = tuple(
+        Step(
+            statement=f"D = {size}: the printed forward equals the kernels' definition",
+            method="symbolic identity",
+            check=lambda s=size: paper_definition_matches("centernorm", s),
+        )
+        for size in PROOF_SIZES
+        if size >= 2
+    )
+    return Proof(claim=statement, steps=(every, *concrete))
+
+
 def definition_proof(key: str, statement: str) -> Proof:
     every = Step(
         statement=(
@@ -338,6 +373,24 @@ def symbolic_projector_identity() -> bool:
         sum_identity(square, projector_entry(a, b))()
         and sum_identity(projector_entry(a, b), projector_entry(b, a))()
     )
+
+
+def centering_shortens(factor: int = 1) -> bool:
+    """``|x|^2 - |P x|^2 = D mean(x)^2`` with ``P = I - 11^T/D``, for a symbolic D (sums over
+    1..D) and at D = 1..5: the centered row is never longer than x, and as long exactly when
+    the mean is 0. ``factor`` scales the right side (a test's false variant)."""
+    a, b = _ROW, _COLUMN
+    x = sp.IndexedBase("x", real=True)
+    mean = total(x[b], b) / SIZE
+    gap = total(x[a] ** 2, a) - total((x[a] - mean) ** 2, a)
+    if not sum_identity(gap, factor * SIZE * mean**2)():
+        return False
+    for size in range(1, 6):
+        xs = vector("x", size)
+        y = centering(size) * xs
+        if not is_zero((xs.T * xs)[0] - (y.T * y)[0] - factor * size * (sum(xs) / size) ** 2):
+            return False
+    return True
 
 
 @cache

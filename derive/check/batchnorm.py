@@ -694,7 +694,7 @@ def _algorithm_000(c):
         _algorithm_derived(),
         "h_i",
         _algorithm_steps(),
-        "gamma*(x_k - mu)/sqrt(sigma**2 + epsilon) + beta",
+        "gamma_j*(x_k - mu)/sqrt(sigma**2 + epsilon) + beta_j",
         "",
     )
 
@@ -716,9 +716,37 @@ def _example_000(c):
         derived,
         "h",
         steps,
-        "gamma*(x_k - mu)/sqrt(sigma**2 + epsilon) + beta",
+        "gamma_j*(x_k - mu)/sqrt(sigma**2 + epsilon) + beta_j",
         "Corrected: xhat = (x - mu)/sqrt(sigma^2 + eps) as in 000's own algorithm; the "
         "example's (x - mu)/sigma is its eps = 0 case, undefined for a constant batch.",
+    )
+
+
+def _moving_average_001(c):
+    derived = sp.Tuple(1 / bn.m, (bn.x_k - bn.mu) / (bn.m * bn.sigma))
+    steps = (
+        Step(
+            statement="the training forward normalizes with the batch's own mean and biased "
+            "std (000, 002 and 004's algorithms; PyTorch and kernels.batchnorm with "
+            "training=True): d mu/dx_k = 1/M and d sigma/dx_k = (x_k - mu)/(M sigma) by "
+            "sympy.diff, for every batch size M (symbolic M) and at M = 2..5",
+            method="symbolic identity",
+            check=lambda: (
+                bn.symbolic_statistic_partial("mu")
+                and bn.symbolic_statistic_partial("sigma")
+                and all(_statistic_partial(w, s) for w in ("mu", "sigma") for s in (2, 3, 4, 5))
+            ),
+        ),
+    )
+    return _against_derived(
+        c,
+        derived,
+        "(d mu/dx_k, d sigma/dx_k)",
+        steps,
+        "Tuple(1/M, (x_k - mu)/(M*sigma))",
+        "The moving averages are updated in training (running_003) but normalize only in "
+        "inference mode (test_002); the training forward's mean and std are functions of the "
+        "batch, and its Jacobian has the rank-two part A.2 drops.",
     )
 
 
@@ -875,6 +903,7 @@ DECIDERS: dict[str, Callable[[Claim], object]] = {
     "batchnorm.identity_000": _identity_000,
     "batchnorm.moments_002": _moments_002,
     "batchnorm.test_002": _test_002,
+    "batchnorm.moving_average_001": _moving_average_001,
     "batchnorm.normalize_002": _normalize_002,
     "batchnorm.shift_002": _shift_002,
     "batchnorm.running_003": _running_003,

@@ -317,15 +317,49 @@ def _ranking(c: Claim):
 
 
 #: Claim id -> the function deciding it.
+def _centernorm_definition(c: Claim):
+    return result(
+        c,
+        Verdict.HOLDS,
+        "D*gamma_b*(x_b - xbar)/(D - 1) + beta_b",
+        pn.centernorm_definition_proof(c.statement_latex),
+        notes=("value: entry b of the forward, xbar the row's mean.",),
+    )
+
+
+def _a2_centered(c: Claim):
+    steps = (
+        Step(
+            statement=r"$\|x\|_2^2 - \|y\|_2^2 = D \bar x^2 \ge 0$ with "
+            r"$\bar x = \frac{1}{D}\sum_j x_j$, for every D (sums over 1..D, symbolic D) "
+            r"and at D = 1..5",
+            method="symbolic identity",
+            check=pn.centering_shortens,
+        ),
+    )
+    return result(
+        c,
+        Verdict.HOLDS,
+        "D*xbar**2",
+        Proof(claim=c.statement_latex, steps=steps),
+        notes=(
+            "value: |x|^2 - |y|^2, with xbar the mean of x: the centered row is never longer, "
+            "and as long exactly when the mean is 0.",
+        ),
+    )
+
+
 DECIDERS: dict[str, Callable[[Claim], object]] = {
     "layernorm.definition": _definition,
     "layernorm.jacobian": _jacobian,
     "layernorm.eq19": _jacobian,
     "layernorm.lipschitz": _layernorm_lipschitz,
     "layernorm.a2_bounds": _a2_bounds,
+    "layernorm.a2_centered": _a2_centered,
     "rmsnorm.definition": _definition,
     "rmsnorm.jacobian": _jacobian,
     "rmsnorm.lipschitz": _rmsnorm_lipschitz,
+    "centernorm.definition": _centernorm_definition,
     "centernorm.jacobian": _jacobian,
     "centernorm.lipschitz": _centernorm_lipschitz,
     "weightnorm.jacobian": _weightnorm_jacobian,

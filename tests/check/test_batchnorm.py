@@ -34,6 +34,7 @@ def test_batchnorm_verdicts(verdicts):
     # batch variance where PyTorch averages the unbiased one
     fails = {"moments_000", "identity_000", "moments_002", "lipschitz", "a2_jacobian"}
     fails |= {"shift_002", "running_003", "example_000"}  # 000's example writes no eps
+    fails |= {"moving_average_001"}  # the training forward's statistics depend on the batch
     for c in BATCHNORM_CLAIMS:
         label = c.id.split(".", 1)[1]
         expected = "misprinted" if label in misprinted else "fails" if label in fails else "holds"

@@ -44,9 +44,11 @@ def test_norm_verdicts(verdicts):
         "layernorm.eq19": "holds",
         "layernorm.lipschitz": "holds_loose",
         "layernorm.a2_bounds": "holds",
+        "layernorm.a2_centered": "holds",
         "rmsnorm.definition": "holds",
         "rmsnorm.jacobian": "holds",
         "rmsnorm.lipschitz": "holds",
+        "centernorm.definition": "holds",
         "centernorm.jacobian": "holds",
         "centernorm.lipschitz": "holds_loose",
         "weightnorm.jacobian": "misprinted",
@@ -221,3 +223,14 @@ def test_weightnorm_layout_verdict_follows_the_printed_matrix():
         pn.weightnorm_layout_decision(lambda v, g: 2 * pn.printed_weightnorm_jacobian(v, g))[0]
         == "fails"
     )
+
+
+def test_the_centered_row_is_never_longer_and_a_wrong_gap_is_refused():
+    """|x|^2 - |Px|^2 = D mean^2 for symbolic D; twice that is refused."""
+    assert pn.centering_shortens()
+    assert not pn.centering_shortens(factor=2)
+
+
+def test_centernorm_definition_for_symbolic_size_and_a_wrong_scale_is_refused():
+    assert pn.symbolic_centernorm_definition()
+    assert not pn.symbolic_centernorm_definition(scale_factor=2)
