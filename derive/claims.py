@@ -607,6 +607,26 @@ BATCHNORM_CLAIMS: tuple[Claim, ...] = (
         + _MAPPING_004,
     ),
     _bn(
+        "B38",
+        "equation",
+        _B004.format("B.38"),
+        r"\frac{\partial \widehat Z}{\partial Z} = \frac{\partial \widehat Z}{\partial "
+        r"\overline Z} \cdot \frac{\partial \overline Z}{\partial Z}",
+        None,
+        notes="Derivatives of matrices by matrices (4-tensors), contracted over Zbar's two "
+        "indices. " + _MAPPING_004,
+    ),
+    _bn(
+        "B39",
+        "equation",
+        _B004.format("B.39"),
+        r"\frac{\partial \widehat Z_{ab}}{\partial Z_{ef}} = \frac{\partial \widehat Z_{ab}}"
+        r"{\partial \overline Z_{cd}} \cdot \frac{\partial \overline Z_{cd}}{\partial Z_{ef}}",
+        None,
+        notes="c and d appear on the right only, so the line is read summed over them (B.38 "
+        "entry by entry). " + _MAPPING_004,
+    ),
+    _bn(
         "B40",
         "definition",
         _B004.format("B.40"),
@@ -634,6 +654,29 @@ BATCHNORM_CLAIMS: tuple[Claim, ...] = (
         "the Z_ij of its own dimension i, and e appears only in the condition: the intent is "
         "d Zbar_cd / d Z_ef = 0 for c != e. formal: the printed partial when c != e. "
         + _MAPPING_004,
+    ),
+    _bn(
+        "B41",
+        "equation",
+        _B004.format("B.41"),
+        r"\frac{\partial \widehat Z_{ik}}{\partial Z_{ij}} = \frac{\partial \widehat Z_{ik}}"
+        r"{\partial \overline Z_{ik}} \cdot \frac{\partial \overline Z_{ik}}{\partial Z_{ij}}",
+        None,
+        notes="The one term of B.39 that Concepts 19 and 20 leave (the same feature i); "
+        "entries across features vanish. " + _MAPPING_004,
+    ),
+    _bn(
+        "B44",
+        "equation",
+        _B004.format("B.44"),
+        r"\frac{\partial \overline Z_{ik}}{\partial Z_{ij}} = \frac{\partial \overline "
+        r"Z_{ik}}{\partial Z_{ik}} \frac{dZ_{ik}}{dZ_{ij}} + \frac{\partial \overline Z_{ik}}"
+        r"{\partial \mu_i} \frac{d\mu_i}{dZ_{ij}} + \frac{\partial \overline Z_{ik}}"
+        r"{\partial \sigma_i} \frac{d\sigma_i}{dZ_{ij}}",
+        None,
+        notes="The extracted line is garbled by its underbraces ('Z_ik's effect', 'mu_i's "
+        "effect', 'sigma_i's effect'); read as the three effects it labels, it is B.50's "
+        "multivariable chain rule.",
     ),
     _bn(
         "B42",

@@ -255,6 +255,40 @@ def normalized_partials(features: int, size: int) -> dict[tuple[int, int, int, i
     }
 
 
+@cache
+def chain_through_normalized(features: int, size: int) -> dict[str, bool]:
+    """004's chain rule through Zbar for a ``features`` x ``size`` batch Z (a row per
+    feature), ``Zhat_ik = G_i Zbar_ik + B_i`` and the std + eps ``Zbar``: ``"B38"``, the
+    Jacobian of Zhat by Z (flattened, sympy.diff) is the product of Zhat's by Zbar and Zbar's
+    by Z (B.39 is its entry, summed over c, d); ``"B41"``, each entry with the same feature
+    is the single product ``G_i dZbar_ik/dZ_ij`` and the others vanish."""
+    z = sp.Matrix(features, size, lambda i, k: sp.Symbol(f"Z{i + 1}{k + 1}", real=True))
+    y = sp.Matrix(features, size, lambda i, k: sp.Symbol(f"Y{i + 1}{k + 1}", real=True))
+    gain = [sp.Symbol(f"G{i + 1}", real=True) for i in range(features)]
+    shift = [sp.Symbol(f"B{i + 1}", real=True) for i in range(features)]
+    partials = normalized_partials(features, size)
+    zbar = sp.zeros(features, size)
+    for i in range(features):
+        row = list(z.row(i))
+        mean = sum(row) / size
+        std = sp.sqrt(sum((v - mean) ** 2 for v in row) / size)
+        for k in range(size):
+            zbar[i, k] = (row[k] - mean) / (std + eps)
+    cells = [(i, k) for i in range(features) for k in range(size)]
+    flat_z = [z[i, k] for i, k in cells]
+    flat_y = [y[i, k] for i, k in cells]
+    total = sp.Matrix([gain[i] * zbar[i, k] + shift[i] for i, k in cells]).jacobian(flat_z)
+    outer = sp.Matrix([gain[i] * y[i, k] + shift[i] for i, k in cells]).jacobian(flat_y)
+    inner = sp.Matrix([zbar[i, k] for i, k in cells]).jacobian(flat_z)
+    chained = all(is_zero(v) for v in total - outer * inner)
+    single = all(
+        is_zero(total[r, s] - (gain[i] * partials[i, k, e, j] if i == e else 0))
+        for r, (i, k) in enumerate(cells)
+        for s, (e, j) in enumerate(cells)
+    )
+    return {"B38": chained, "B41": single}
+
+
 def other_features_do_not_matter(features: int, size: int) -> bool:
     """Concept 20 as intended: ``d Zbar_cd / d Z_ef = 0`` whenever c != e, exactly."""
     partials = normalized_partials(features, size)

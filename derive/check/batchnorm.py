@@ -593,6 +593,22 @@ def _test_002(c):
     )
 
 
+_CHAIN_SIZES = ((2, 2), (2, 3), (3, 2))
+
+
+def _chain(which: str, value: str, statement: str):
+    def decide(c):
+        step = Step(
+            statement=statement + " (sympy.diff; batches of K = 2..3 points of 2 features "
+            "and of K = 2 points of 3 features, a row per feature)",
+            method="symbolic identity",
+            check=lambda: all(pb.chain_through_normalized(n, k)[which] for n, k in _CHAIN_SIZES),
+        )
+        return result(c, Verdict.HOLDS, value, Proof(claim=c.statement_latex, steps=(step,)))
+
+    return decide
+
+
 def _b40(c):
     return _partial_claim(c, sp.Symbol("G") * sp.Symbol("Zbar_ik") + sp.Symbol("B"), "Zhat_ik")
 
@@ -649,7 +665,7 @@ def _concept20(c):
         Step(
             statement=r"as intended, $\partial \overline Z_{cd} / \partial Z_{ef} = 0$ "
             r"exactly whenever $c \neq e$ (sympy.diff of the std + eps normalization; "
-            r"2 x 2, 2 x 3 and 3 x 2 batches)",
+            r"batches of K = 2..3 points of 2 features and of K = 2 points of 3 features)",
             method="symbolic identity",
             check=lambda: intended,
         ),
@@ -676,8 +692,9 @@ def _algorithm_steps() -> tuple[Step, ...]:
             check=lambda: all(pb.algorithm_matches(s) for s in (1, 2, 3, 4)),
         ),
         Step(
-            statement="the kernels' output stage gamma (x_k - mu) r + beta, r = 1/sqrt(var + "
-            "eps), equals that forward for every batch size M (symbolic M)",
+            statement="for every batch size M (symbolic M): the printed lines, their mean "
+            "and biased variance as sums over 1..M, give the kernels' output stage gamma "
+            "(x_k - mu) r + beta, r = 1/sqrt(var + eps)",
             method="symbolic identity",
             check=lambda: bn.symbolic_batchnorm_checks(SQRT)["output"],
         ),
@@ -754,7 +771,7 @@ def _normalize_002(c):
     steps = (
         Step(
             statement=r"$(x - \mu_{\mathcal B})/\sqrt{\sigma_{\mathcal B}^2}$ has mean 0 and "
-            r"variance 1 exactly for every batch whose values are not all equal "
+            r"variance 1 exactly whenever the batch's values are not all equal "
             r"(the output with gamma = 1, beta = 0, eps = 0; M = 2..4)",
             method="symbolic identity",
             check=lambda: all(
@@ -879,9 +896,26 @@ DECIDERS: dict[str, Callable[[Claim], object]] = {
     "batchnorm.a2_definition": _a2_definition,
     "batchnorm.a2_jacobian": _a2_jacobian,
     "batchnorm.definition_004": _definition_004,
+    "batchnorm.B38": _chain(
+        "B38",
+        "Sum(dZhat_ab/dZbar_cd*dZbar_cd/dZ_ef, (c, 1, n), (d, 1, K))",
+        "the Jacobian of Zhat by Z equals the product of Zhat's by Zbar and Zbar's by Z",
+    ),
+    "batchnorm.B39": _chain(
+        "B38",
+        "Sum(dZhat_ab/dZbar_cd*dZbar_cd/dZ_ef, (c, 1, n), (d, 1, K))",
+        "entry by entry, dZhat_ab/dZ_ef is the sum over c, d of dZhat_ab/dZbar_cd dZbar_cd/dZ_ef",
+    ),
     "batchnorm.B40": _b40,
     "batchnorm.concept19": _concept19,
     "batchnorm.concept20": _concept20,
+    "batchnorm.B41": _chain(
+        "B41",
+        "G*dZbar_ik/dZ_ij",
+        "dZhat_ik/dZ_ij is the single product G_i dZbar_ik/dZ_ij, and entries across "
+        "features vanish",
+    ),
+    "batchnorm.B44": _b50,
     "batchnorm.B42": _b42,
     "batchnorm.B46": _b46,
     "batchnorm.B47": _b47,
