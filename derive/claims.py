@@ -421,6 +421,21 @@ NORM_CLAIMS: tuple[Claim, ...] = (
         printed_value="D*gamma_max/(D - 1)",
     ),
     Claim(
+        id="weightnorm.definition",
+        key="weightnorm",
+        kind="definition",
+        source=TABLE2.format("WeightNorm"),
+        statement_latex=(
+            r"W(i, :) = \gamma_i \frac{v_i}{\sqrt{\|v_i\|_2^2 + \epsilon}},\ "
+            r"\mathrm{WN}(x) = W x"
+        ),
+        formal=None,
+        notes="The extracted cell lost the norm bars around v_i (it reads "
+        "'\\ \\mathbf{v}_i\\ _2^2'); read as |v_i|_2^2, as its Jacobian cell is. The eps "
+        "is the paper's: Salimans and Kingma (and PyTorch's weight_norm) have none, which is "
+        "the kernels' default eps = 0.",
+    ),
+    Claim(
         id="weightnorm.jacobian",
         key="weightnorm",
         kind="jacobian",

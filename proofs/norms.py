@@ -279,6 +279,62 @@ def symbolic_centernorm_definition(scale_factor: int = 1) -> bool:
     return sum_identity(paper_forward_entry("centernorm", b), kernel)()
 
 
+@cache
+def weightnorm_definition_matches(size: int, outputs: int) -> bool:
+    """Table 2's WeightNorm, ``W(i, :) = gamma_i v_i / sqrt(|v_i|^2 + eps)`` and ``WN(x) =
+    W x``, written out here entry by entry, is the kernels' forward at D = ``size`` with
+    ``outputs`` rows."""
+    xs, vs, gammas, y = WEIGHTNORM.forward(size, outputs)
+    for i in range(outputs):
+        norm2 = sum(vs[i, j] ** 2 for j in range(size))
+        printed = sum(gammas[i] * vs[i, j] * xs[j] for j in range(size)) / sp.sqrt(norm2 + eps)
+        if not is_zero(printed - y[i]):
+            return False
+    return True
+
+
+@cache
+def symbolic_weightnorm_definition(eps_factor: int = 1) -> bool:
+    """Entry (i, j) of the printed W for a symbolic D (``|v_i|^2`` a sum over 1..D) equals
+    the kernels' ``gamma_i v_ij scale(|v_i|^2)``; ``eps_factor`` scales the printed eps (a
+    test's false variant)."""
+    i, j, l = _ROW, _COLUMN, _L  # noqa: E741 - the summation index
+    v, gamma = sp.IndexedBase("v", real=True), sp.IndexedBase("gamma", real=True)
+    norm2 = total(v[i, l] ** 2, l)
+    printed = gamma[i] * v[i, j] / sp.sqrt(norm2 + eps_factor * eps)
+    kernel = gamma[i] * v[i, j] * WEIGHTNORM.scale.subs(q, norm2)
+    return sum_identity(printed, kernel)()
+
+
+def weightnorm_definition_proof(statement: str) -> Proof:
+    """Table 2's WeightNorm forward is the kernels' (symbolic D; D = 1..4 with O = 1, 2), and
+    at eps = 0 it is Salimans and Kingma's ``gamma_i v_i / |v_i|`` (PyTorch's
+    ``weight_norm``)."""
+    every = Step(
+        statement="for every D (entry (i, j), symbolic D): the printed "
+        "$\\gamma_i v_{ij} / \\sqrt{\\|v_i\\|_2^2 + \\epsilon}$ equals the kernels' W",
+        method="symbolic identity",
+        check=symbolic_weightnorm_definition,
+    )
+    concrete = Step(
+        statement="D = 1..4 with O = 1 and 2 outputs: WN(x) = W x as printed equals the "
+        "kernels' forward",
+        method="symbolic identity",
+        check=lambda: all(
+            weightnorm_definition_matches(size, outputs)
+            for size in range(1, 5)
+            for outputs in (1, 2)
+        ),
+    )
+    no_eps = Step(
+        statement="at eps = 0 the row is $\\gamma_i v_i / \\|v_i\\|_2$, Salimans and "
+        "Kingma's reparametrization (PyTorch's weight_norm, the kernels' default eps = 0)",
+        method="symbolic identity",
+        check=lambda: is_zero((WEIGHTNORM.scale - 1 / sp.sqrt(q)).subs(eps, 0)),
+    )
+    return Proof(claim=statement, steps=(every, concrete, no_eps))
+
+
 def centernorm_definition_proof(statement: str) -> Proof:
     """Table 2's CenterNorm forward is the kernels' (D >= 2): symbolic D and D = 2..5."""
     every = Step(

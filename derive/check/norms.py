@@ -327,6 +327,19 @@ def _centernorm_definition(c: Claim):
     )
 
 
+def _weightnorm_definition(c: Claim):
+    return result(
+        c,
+        Verdict.HOLDS,
+        "gamma_i*v_ij/sqrt(v_norm2_i + epsilon)",
+        pn.weightnorm_definition_proof(c.statement_latex),
+        notes=(
+            "value: entry (i, j) of W, v_norm2_i = |v_i|^2. With eps > 0 each row is "
+            "|v_i|/sqrt(|v_i|^2 + eps) times Salimans and Kingma's, shorter than gamma_i.",
+        ),
+    )
+
+
 def _a2_centered(c: Claim):
     steps = (
         Step(
@@ -362,6 +375,7 @@ DECIDERS: dict[str, Callable[[Claim], object]] = {
     "centernorm.definition": _centernorm_definition,
     "centernorm.jacobian": _jacobian,
     "centernorm.lipschitz": _centernorm_lipschitz,
+    "weightnorm.definition": _weightnorm_definition,
     "weightnorm.jacobian": _weightnorm_jacobian,
     "weightnorm.lipschitz": _weightnorm_lipschitz,
     "weightnorm.frobenius": _weightnorm_frobenius,

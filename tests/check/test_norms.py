@@ -51,6 +51,7 @@ def test_norm_verdicts(verdicts):
         "centernorm.definition": "holds",
         "centernorm.jacobian": "holds",
         "centernorm.lipschitz": "holds_loose",
+        "weightnorm.definition": "holds",
         "weightnorm.jacobian": "misprinted",
         "weightnorm.lipschitz": "holds",
         "weightnorm.frobenius": "fails",
@@ -234,3 +235,8 @@ def test_the_centered_row_is_never_longer_and_a_wrong_gap_is_refused():
 def test_centernorm_definition_for_symbolic_size_and_a_wrong_scale_is_refused():
     assert pn.symbolic_centernorm_definition()
     assert not pn.symbolic_centernorm_definition(scale_factor=2)
+
+
+def test_weightnorm_definition_for_symbolic_size_and_a_wrong_eps_is_refused():
+    assert pn.symbolic_weightnorm_definition()
+    assert not pn.symbolic_weightnorm_definition(eps_factor=2)
