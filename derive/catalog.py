@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: The families, in the order of their first module in Table 2.
-FAMILIES: tuple[str, ...] = ("rows", "activations", "attention", "norms", "batchnorm")
+#: The families, in the order of their first module in Table 2, then the topics' families.
+FAMILIES: tuple[str, ...] = ("rows", "activations", "attention", "norms", "batchnorm", "theory")
 
 
 @dataclass(frozen=True)
@@ -237,8 +237,48 @@ def entry(key: str) -> Module:
     raise KeyError(f"no module {key!r} in the catalog; known: {', '.join(KEYS)}")
 
 
+@dataclass(frozen=True)
+class Topic:
+    """A report section for statements about no single module (an optimizer's update, a
+    smoothness definition): ``key`` its section name and claim key, ``family`` the file name
+    of its definitions, checker, proofs and report text. No kernel; sections follow the
+    modules'."""
+
+    key: str
+    family: str
+    title: str
+    source: str
+
+    @property
+    def sections(self) -> tuple[str, ...]:
+        return (self.key,)
+
+    @property
+    def claim_keys(self) -> tuple[str, ...]:
+        return (self.key,)
+
+    @property
+    def definition(self) -> str:
+        return f"derive.definitions.{self.family}"
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise ValueError(f"{self.key}: family {self.family!r} is not one of {FAMILIES}")
+
+
+#: The topics, after the modules in the report.
+TOPICS: tuple[Topic, ...] = (
+    Topic(
+        key="optimizers",
+        family="theory",
+        title="Optimizers: the size of Adam's update",
+        source="001_76ce3a8a4b6079c3.txt, Algorithm 2, section 6.3, Remark 6.3 and section "
+        "7.1 (guideline 4)",
+    ),
+)
+
 #: The report's sections, in order (``liptable report --modules`` takes these names).
-SECTIONS: tuple[str, ...] = tuple(s for m in CATALOG for s in m.sections)
+SECTIONS: tuple[str, ...] = tuple(s for m in (*CATALOG, *TOPICS) for s in m.sections)
 
 
 def family_of_claim(claim_key: str) -> str:
@@ -246,9 +286,10 @@ def family_of_claim(claim_key: str) -> str:
     return section_entry(claim_key).family
 
 
-def section_entry(name: str) -> Module:
-    """The entry whose report sections or claim keys include ``name``."""
-    for module in CATALOG:
+def section_entry(name: str) -> Module | Topic:
+    """The entry (a module or a topic) whose report sections or claim keys include
+    ``name``."""
+    for module in (*CATALOG, *TOPICS):
         if name in module.sections or name in module.claim_keys:
             return module
     raise KeyError(f"no catalog entry has a section or claims named {name!r}")

@@ -1237,8 +1237,104 @@ ATTENTION_CLAIMS: tuple[Claim, ...] = (
 
 
 #: Every claim: the activation rows, the normalizations, the remaining rows, attention.
+# --- optimizers: the size of Adam's update (001, Algorithm 2, section 6.3, 7.1) ------------
+
+_ADAM = "001_76ce3a8a4b6079c3.txt, {}"
+_B1, _B2 = sp.Symbol("beta_1", positive=True), sp.Symbol("beta_2", positive=True)
+_ADAM_BOUND = (1 - _B1) / sp.sqrt(1 - _B2)
+_ADAM_NOTATION = (
+    "Section 6.3's mu_t = m_t/sqrt(v_t) from m_0 = v_0 = 0, one coordinate, no bias "
+    "correction and no eps (derive/definitions/theory.py)."
+)
+
+
+def _adam(claim_id: str, kind: str, source: str, latex: str, formal, **extra) -> Claim:
+    return Claim(
+        id=f"optimizers.{claim_id}",
+        key="optimizers",
+        kind=kind,
+        source=_ADAM.format(source),
+        statement_latex=latex,
+        formal=formal,
+        **extra,
+    )
+
+
+THEORY_CLAIMS: tuple[Claim, ...] = (
+    _adam(
+        "algorithm2_update",
+        "definition",
+        "Algorithm 2 (AdamW), line 8",
+        r"\boldsymbol\mu_t = \hat{\mathbf m}_t / \hat{\mathbf v}_t",
+        sp.Symbol("m_hat") / sp.Symbol("v_hat", positive=True),
+        intended=sp.Symbol("m_hat") / sp.sqrt(sp.Symbol("v_hat", positive=True)),
+        notes="Adam (Kingma and Ba) divides by the square root of v_hat; section 6.3 writes "
+        "the square root on the right of its mu_t = m_t/v_t = (...) / sqrt(...).",
+    ),
+    _adam(
+        "update_bound",
+        "equation",
+        "Remark 6.3 (1)",
+        r"|\mu_t| \le \frac{1 - \beta_1}{\sqrt{1 - \beta_2}}",
+        _ADAM_BOUND,
+        notes=_ADAM_NOTATION,
+    ),
+    _adam(
+        "single_step",
+        "equation",
+        "section 6.3",
+        r"\mathrm{abs}(\mathbf g_t) \gg \mathrm{abs}(\mathbf m_{t-1}) \Rightarrow "
+        r"|\mu_t| \approx \frac{1 - \beta_1}{\sqrt{1 - \beta_2}}",
+        _ADAM_BOUND,
+        approximate=True,
+        notes=_ADAM_NOTATION,
+    ),
+    _adam(
+        "range_default",
+        "value",
+        "section 6.3 and section 7.1, guideline 4",
+        r"(\beta_1, \beta_2) = (0.9, 0.999):\ \frac{1 - \beta_1}{\sqrt{1 - \beta_2}} = "
+        r"\sqrt{10}",
+        sp.sqrt(10),
+        printed_value="sqrt(10)",
+    ),
+    _adam(
+        "range_099",
+        "value",
+        "section 6.3 and section 7.1, guideline 4",
+        r"(\beta_1, \beta_2) = (0.9, 0.99):\ [-1.0, 1.0]",
+        sp.Integer(1),
+        printed_value="1.0",
+        notes="formal: the half-width (1 - beta1)/sqrt(1 - beta2) of the printed range.",
+    ),
+    _adam(
+        "range_095",
+        "value",
+        "section 7.1, guideline 4",
+        r"(\beta_1, \beta_2) = (0.9, 0.95):\ [-0.447, 0.447]",
+        sp.Rational(447, 1000),
+        printed_value="0.447",
+        notes="formal: the half-width (1 - beta1)/sqrt(1 - beta2) of the printed range, "
+        "printed to three digits.",
+    ),
+    _adam(
+        "sign_sgd",
+        "equation",
+        "section 6.3",
+        r"(\beta_1, \beta_2) = (0, 0):\ \text{Adam is signSGD}",
+        sp.sign(sp.Symbol("g", real=True)),
+        notes="formal: the update of one step, sign(g_t), for g_t != 0.",
+    ),
+)
+
+
 CLAIMS: tuple[Claim, ...] = (
-    ACTIVATION_CLAIMS + NORM_CLAIMS + BATCHNORM_CLAIMS + ROW_CLAIMS + ATTENTION_CLAIMS
+    ACTIVATION_CLAIMS
+    + NORM_CLAIMS
+    + BATCHNORM_CLAIMS
+    + ROW_CLAIMS
+    + ATTENTION_CLAIMS
+    + THEORY_CLAIMS
 )
 
 

@@ -10,7 +10,7 @@ import pytest
 
 import kernels
 from derive import bench
-from derive.catalog import CATALOG, FAMILIES, KEYS, SECTIONS, entry, family_of_claim
+from derive.catalog import CATALOG, FAMILIES, KEYS, SECTIONS, TOPICS, entry, family_of_claim
 from derive.claims import CLAIMS
 from derive.definitions.activations import ELEMENTWISE
 from derive.report import document
@@ -33,20 +33,35 @@ def test_every_entry_has_its_kernel_and_family_files(module):
     assert (ROOT / "tests" / "check" / f"test_{module.family}.py").exists()
 
 
+@pytest.mark.parametrize("topic", TOPICS, ids=[t.key for t in TOPICS])
+def test_every_topic_has_its_family_files_and_no_kernel(topic):
+    assert importlib.import_module(topic.definition)
+    for concern in ("definitions", "check", "report"):
+        assert (ROOT / "derive" / concern / f"{topic.family}.py").exists(), concern
+    assert (ROOT / "proofs" / f"{topic.family}.py").exists()
+    assert (ROOT / "tests" / "check" / f"test_{topic.family}.py").exists()
+    assert topic.key not in kernels.__all__ and topic.key not in KEYS
+
+
 def test_every_family_is_used():
-    assert {m.family for m in CATALOG} == set(FAMILIES)
+    assert {m.family for m in (*CATALOG, *TOPICS)} == set(FAMILIES)
 
 
 def test_every_claim_belongs_to_exactly_one_entry():
     for c in CLAIMS:
-        owners = [m.key for m in CATALOG if c.key in m.claim_keys]
+        owners = [m.key for m in (*CATALOG, *TOPICS) if c.key in m.claim_keys]
         assert len(owners) == 1, (c.id, owners)
         assert c.module in SECTIONS, c.id
 
 
 def test_claim_keys_are_all_claimed():
     keys = {c.key for c in CLAIMS}
-    assert {k for m in CATALOG for k in m.claim_keys} == keys
+    assert {k for m in (*CATALOG, *TOPICS) for k in m.claim_keys} == keys
+
+
+def test_topics_follow_the_modules_in_the_report():
+    assert SECTIONS[-len(TOPICS) :] == tuple(t.key for t in TOPICS)
+    assert family_of_claim("optimizers") == "theory"
 
 
 def test_the_report_follows_the_catalog():

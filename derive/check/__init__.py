@@ -25,6 +25,7 @@ from derive.check.batchnorm import check_batchnorm
 from derive.check.core import DIGITS, Result, decimal
 from derive.check.norms import check_norm
 from derive.check.rows import check_row
+from derive.check.theory import check_theory
 from derive.claims import CLAIMS, Claim
 from proofs.core import UnprovenError
 
@@ -37,6 +38,7 @@ CHECKERS: dict[str, Callable[[Claim], Result]] = {
     "batchnorm": check_batchnorm,
     "norms": check_norm,
     "rows": check_row,
+    "theory": check_theory,
 }
 
 

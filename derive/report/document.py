@@ -32,6 +32,7 @@ from derive.report.figures import derivative_figure
 from derive.report.float16 import Float16Facts, float16_facts
 from derive.report.norms import norm_section
 from derive.report.rows import row_section
+from derive.report.theory import theory_section
 from proofs.core import Verdict
 
 #: Report sections, in the order of Table 2 (:data:`derive.catalog.SECTIONS`).
@@ -218,6 +219,8 @@ def _family_section(family: str, name: str, files: dict[str, str]) -> list[str]:
         return batchnorm_section()
     if family == "rows":
         return row_section(name)
+    if family == "theory":
+        return theory_section(name)
     if family == "attention":
         figure = None
         if name == "dp_attention":
