@@ -275,6 +275,12 @@ TOPICS: tuple[Topic, ...] = (
         source="001_76ce3a8a4b6079c3.txt, Algorithm 2, section 6.3, Remark 6.3 and section "
         "7.1 (guideline 4)",
     ),
+    Topic(
+        key="smoothness",
+        family="theory",
+        title="Lipschitz continuity and smoothness: the appendix's examples",
+        source="000_fd3535166428b448.txt, Appendix: Lipschitz Continuous and Lipschitz Smooth",
+    ),
 )
 
 #: The report's sections, in order (``liptable report --modules`` takes these names).

@@ -1317,6 +1317,26 @@ THEORY_CLAIMS: tuple[Claim, ...] = (
         notes="formal: the half-width (1 - beta1)/sqrt(1 - beta2) of the printed range, "
         "printed to three digits.",
     ),
+    Claim(
+        id="smoothness.square_000",
+        key="smoothness",
+        kind="equation",
+        source="000_fd3535166428b448.txt, Appendix: Lipschitz Continuous and Lipschitz Smooth",
+        statement_latex=r"f(x) = x^2 \text{ is Lipschitz smooth but not Lipschitz continuous}",
+        formal=sp.Tuple(2, sp.oo),
+        notes="formal: (the smallest beta, the smallest L) of f on R; oo: none exists.",
+    ),
+    Claim(
+        id="smoothness.arcsin_000",
+        key="smoothness",
+        kind="equation",
+        source="000_fd3535166428b448.txt, Appendix: Lipschitz Continuous and Lipschitz Smooth",
+        statement_latex=r"f(x) = \tfrac12 \arcsin x + \tfrac12 x \sqrt{1 - x^2},\ f'(x) = "
+        r"\sqrt{1 - x^2}: \text{ Lipschitz continuous, not Lipschitz smooth}",
+        formal=sp.Tuple(1, sp.oo),
+        notes="formal: (the smallest L, the smallest beta) of f; oo: none exists. f is "
+        "defined on [-1, 1] only, not on R^d as the appendix's definitions have it.",
+    ),
     _adam(
         "sign_sgd",
         "equation",

@@ -23,6 +23,7 @@ from proofs.core import INDICES, is_zero, sum_identity, total
 __all__ = [
     "DEFAULT",
     "algorithm2_witness",
+    "arcsin_example",
     "attaining_gradients",
     "attains",
     "default_exceeds",
@@ -31,6 +32,7 @@ __all__ = [
     "sign_sgd",
     "single_step_limit",
     "single_step_witness",
+    "square_example",
 ]
 
 #: PyTorch's default (beta1, beta2), exactly.
@@ -121,3 +123,28 @@ def algorithm2_witness() -> tuple[sp.Expr, sp.Expr]:
     m, v = th.moments([2])
     m_hat, v_hat = m / (1 - th.beta1), v / (1 - th.beta2)
     return sp.simplify(m_hat / v_hat), sp.simplify(m_hat / sp.sqrt(v_hat))
+
+
+def square_example() -> dict[str, bool]:
+    """000's f(x) = x^2: its derivative moves by exactly 2 |y - x| (2-smooth), and
+    ``sup |f'| = lim_{x -> oo} 2x = oo`` (not Lipschitz on R)."""
+    y = sp.Symbol("y", real=True)
+    slope = sp.diff(th.SQUARE, th.x)
+    return {
+        "smooth": is_zero(slope.subs(th.x, y) - slope - 2 * (y - th.x)),
+        "not_lipschitz": sp.limit(slope, th.x, sp.oo) == sp.oo,
+    }
+
+
+def arcsin_example() -> dict[str, bool]:
+    """000's f(x) = (1/2) arcsin x + (1/2) x sqrt(1 - x^2) on [-1, 1]: ``f'(x) = sqrt(1 -
+    x^2)`` (sympy.diff), so ``|f'| <= 1`` with ``f'(0) = 1`` (1-Lipschitz, by the mean value
+    theorem on the interval), while ``f''(x) = -x/sqrt(1 - x^2)`` tends to ``-oo`` as x -> 1
+    from below (no Lipschitz constant for f': not smooth)."""
+    slope = sp.diff(th.ARCSIN, th.x)
+    curvature = sp.diff(slope, th.x)
+    return {
+        "slope": is_zero(sp.simplify(slope - sp.sqrt(1 - th.x**2))),
+        "bounded": sp.maximum(sp.sqrt(1 - th.x**2), th.x, sp.Interval(-1, 1)) == 1,
+        "not_smooth": sp.limit(curvature, th.x, 1, "-") == -sp.oo,
+    }

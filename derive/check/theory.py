@@ -233,7 +233,61 @@ def _sign_sgd(c: Claim):
     return result(c, Verdict.HOLDS, "sign(g)", Proof(claim=c.statement_latex, steps=steps))
 
 
+def _smoothness(c: Claim):
+    square = c.id == "smoothness.square_000"
+    facts = pt.square_example() if square else pt.arcsin_example()
+    if square:
+        steps = (
+            Step(
+                statement=r"$f'(y) - f'(x) = 2(y - x)$ exactly: f is 2-smooth, and no smaller "
+                r"constant holds",
+                method="symbolic identity",
+                check=lambda: pt.square_example()["smooth"],
+            ),
+            Step(
+                statement=r"$\sup |f'| = \lim_{x \to \infty} 2x = \infty$: no Lipschitz "
+                r"constant",
+                method="symbolic limit",
+                check=lambda: pt.square_example()["not_lipschitz"],
+            ),
+        )
+        derived = sp.Tuple(2, sp.oo)
+    else:
+        steps = (
+            Step(
+                statement=r"$f'(x) = \sqrt{1 - x^2}$ on (-1, 1) (sympy.diff), as printed",
+                method="symbolic identity",
+                check=lambda: pt.arcsin_example()["slope"],
+            ),
+            Step(
+                statement=r"$\max_{[-1, 1]} |f'| = 1$ (at x = 0): f is 1-Lipschitz on [-1, 1] "
+                r"(mean value theorem), and no smaller constant holds",
+                method="symbolic solution set",
+                check=lambda: pt.arcsin_example()["bounded"],
+            ),
+            Step(
+                statement=r"$f''(x) = -x/\sqrt{1 - x^2} \to -\infty$ as $x \to 1^-$: f' has no "
+                r"Lipschitz constant",
+                method="symbolic limit",
+                check=lambda: pt.arcsin_example()["not_smooth"],
+            ),
+        )
+        derived = sp.Tuple(1, sp.oo)
+    if not all(facts.values()):
+        raise UnprovenError(f"{c.id}: {facts}")
+    equal = c.formal == derived
+    return result(
+        c,
+        Verdict.HOLDS if equal else Verdict.FAILS,
+        sp.sstr(derived),
+        Proof(claim=c.statement_latex, steps=steps),
+        witness=None if equal else {"printed": sp.sstr(c.formal), "derived": sp.sstr(derived)},
+    )
+
+
 DECIDERS: dict[str, Callable[[Claim], object]] = {
+    "smoothness.square_000": _smoothness,
+    "smoothness.arcsin_000": _smoothness,
     "optimizers.algorithm2_update": _algorithm2_update,
     "optimizers.update_bound": _update_bound,
     "optimizers.single_step": _single_step,

@@ -1,4 +1,5 @@
-"""Definitions behind the statements about no single module: Adam's update.
+"""Definitions behind the statements about no single module: Adam's update, and the
+scalar functions of 000's appendix on Lipschitz continuity and smoothness.
 
 Adam (Kingma and Ba 2015; 001_76ce3a8a4b6079c3.txt, Algorithm 2): from ``m_0 = v_0 = 0``,
 
@@ -64,3 +65,10 @@ def largest_update(steps: sp.Expr, first: sp.Expr = beta1, second: sp.Expr = bet
     k = sp.Symbol("k", integer=True, nonnegative=True)
     ratio = first**2 / second
     return update_bound(first, second) * sp.sqrt(sp.Sum(ratio**k, (k, 0, steps - 1)))
+
+
+#: 000's appendix: f(x) = x^2 (smooth, not Lipschitz) and (1/2) arcsin x + (1/2) x
+#: sqrt(1 - x^2) on [-1, 1] (Lipschitz, not smooth).
+x = sp.Symbol("x", real=True)
+SQUARE = x**2
+ARCSIN = sp.asin(x) / 2 + x * sp.sqrt(1 - x**2) / 2

@@ -29,6 +29,16 @@ def _row(first: sp.Expr, second: sp.Expr) -> str:
 def theory_section(name: str) -> list[str]:
     """The section text of topic ``name`` (without its claims)."""
     topic = section_entry(name)
+    if name == "smoothness":
+        return [
+            f"### {topic.title}",
+            "",
+            f"Source: {topic.source}. A function is L-Lipschitz when $|f(y) - f(x)| \\le "
+            "L \\|y - x\\|_2$ and beta-smooth when its gradient is beta-Lipschitz; the "
+            "appendix's two examples show that neither implies the other. Each is decided "
+            "below by its smallest constants (oo where none exists).",
+            "",
+        ]
     return [
         f"### {topic.title}",
         "",

@@ -32,6 +32,8 @@ def test_adam_verdicts(verdicts):
         "optimizers.range_099": "holds",
         "optimizers.range_095": "holds",
         "optimizers.sign_sgd": "holds",
+        "smoothness.square_000": "holds",
+        "smoothness.arcsin_000": "holds",
     }
 
 
@@ -79,3 +81,12 @@ def test_the_witness_exceeds_the_printed_bound_at_pytorch_defaults():
     mu2, bound2 = pt.default_exceeds()
     assert mu2 == sp.Rational(36100, 1999) and bound2 == 10
     assert float(th.update([1.0, 1.0], 0.9, 0.999)) == pytest.approx(np.sqrt(36100 / 1999))
+
+
+def test_the_appendix_examples_and_a_wrong_constant():
+    """x^2: 2-smooth, not Lipschitz; the arcsin example: 1-Lipschitz on [-1, 1], not smooth.
+    A printed constant that differs from the derived one fails."""
+    assert all(pt.square_example().values()) and all(pt.arcsin_example().values())
+    wrong = dataclasses.replace(claim("smoothness.square_000"), formal=sp.Tuple(1, sp.oo))
+    result = check.__wrapped__(wrong)
+    assert result.verdict == "fails" and result.witness["derived"] == "(2, oo)"
