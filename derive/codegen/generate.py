@@ -102,7 +102,7 @@ def {q}_{suffix}_block(xs, ys):
     undecided = 0
     for i in range(xs.size):
         w = {read}(xs[i])
-        v, e = {q}_fe(w)
+        v, {e} = {q}_fe(w)
         y, ok = {decide}(v, {bound})
         ys[i] = y
         undecided += 0 if ok else 1
@@ -138,7 +138,7 @@ def vjp_{suffix}_block(xs, gs, ys):
     undecided = 0
     for i in range(xs.size):
         w = {read}(xs[i])
-        d, d_e = derivative_fe(w)
+        d, {d_e} = derivative_fe(w)
         dy = {read}(gs[i])
         v = dy * d
         y, ok = {decide}(v, abs(dy) * {d_bound} + U * abs(v) + TINY)
@@ -361,10 +361,14 @@ def vjp_offset(x, g, m):
 STATIC = '''\
 @njit(cache=True, inline="always", error_model="numpy")
 def {q}_static(x, v):
-    """A bound on the error of ``v``, the value of ``{q}_fe(x)``: {relative} |v| + 2^-200 for
-    |x| <= {limit!r} (inf beyond, and at NaN), proven on every finite float32 ({inputs:,}
-    inputs; ``liptable prove-bounds``, ``derive/codegen/static_bounds.json``)."""
-    return {relative_value!r} * abs(v) + {absolute!r} if abs(x) <= {limit!r} else np.inf
+    """A bound on the error of ``v``, the value of ``{q}_fe(x)``: {relative} |v| + 2^-200
+    for |x| <= {limit!r} (inf beyond, and at NaN), proven on every finite float32
+    ({inputs:,} inputs; ``liptable prove-bounds``; ``derive/codegen/static_bounds.json``)."""
+    return (
+        {relative_value} * abs(v) + {absolute}
+        if abs(x) <= {limit_value}
+        else np.inf
+    )
 '''
 
 
@@ -376,11 +380,17 @@ def static_function(record: StaticBound) -> str:
     return STATIC.format(
         q=record.quantity,
         relative=f"2^{int(exponent)}",
-        relative_value=record.relative,
-        absolute=record.absolute,
+        relative_value=_float_source(record.relative),
+        absolute=_float_source(record.absolute),
         limit=record.limit,
+        limit_value=_float_source(record.limit),
         inputs=record.inputs,
     ).rstrip("\n")
+
+
+def _float_source(value: float) -> str:
+    """``repr(value)`` as ruff formats a literal (no ``+`` in the exponent); exact."""
+    return repr(value).replace("e+", "e")
 
 
 def offset_functions(form: StableForm, constants: Constants) -> list[str]:
@@ -439,9 +449,11 @@ def _bounded_loops(loops: str, quantity: str, static: bool) -> str:
     """The loops of ``quantity`` ("forward", "derivative" or "vjp") with the float32 and
     mixed float16 ones bounded; with ``static``, their blocks decide with the static bound
     of ``quantity`` (of the derivative, for the VJP)."""
-    bounds = {
+    bounds = {  # with a static bound the running one is unused: ``_``
         "bound": f"{quantity}_static(w, v)" if static else "e",
         "d_bound": "derivative_static(w, d)" if static else "d_e",
+        "e": "_" if static else "e",
+        "d_e": "_" if static else "d_e",
     }
     for suffix, fields in BOUNDED_STORAGE.items():
         fields = {**fields, **bounds, "settle": fields["settle"].format(q=quantity)}

@@ -158,10 +158,14 @@ def forward_fe(x):
 
 @njit(cache=True, inline="always", error_model="numpy")
 def forward_static(x, v):
-    """A bound on the error of ``v``, the value of ``forward_fe(x)``: 2^-48 |v| + 2^-200 for
-    |x| <= 3.4028234663852886e+38 (inf beyond, and at NaN), proven on every finite float32 (4,278,190,080
-    inputs; ``liptable prove-bounds``, ``derive/codegen/static_bounds.json``)."""
-    return 3.552713678800501e-15 * abs(v) + 6.223015277861142e-61 if abs(x) <= 3.4028234663852886e+38 else np.inf
+    """A bound on the error of ``v``, the value of ``forward_fe(x)``: 2^-48 |v| + 2^-200
+    for |x| <= 3.4028234663852886e+38 (inf beyond, and at NaN), proven on every finite float32
+    (4,278,190,080 inputs; ``liptable prove-bounds``; ``derive/codegen/static_bounds.json``)."""
+    return (
+        3.552713678800501e-15 * abs(v) + 6.223015277861142e-61
+        if abs(x) <= 3.4028234663852886e38
+        else np.inf
+    )
 
 
 @njit(cache=True)
@@ -268,10 +272,14 @@ def derivative_fe(x):
 
 @njit(cache=True, inline="always", error_model="numpy")
 def derivative_static(x, v):
-    """A bound on the error of ``v``, the value of ``derivative_fe(x)``: 2^-48 |v| + 2^-200 for
-    |x| <= 3.4028234663852886e+38 (inf beyond, and at NaN), proven on every finite float32 (4,278,190,080
-    inputs; ``liptable prove-bounds``, ``derive/codegen/static_bounds.json``)."""
-    return 3.552713678800501e-15 * abs(v) + 6.223015277861142e-61 if abs(x) <= 3.4028234663852886e+38 else np.inf
+    """A bound on the error of ``v``, the value of ``derivative_fe(x)``: 2^-48 |v| + 2^-200
+    for |x| <= 3.4028234663852886e+38 (inf beyond, and at NaN), proven on every finite float32
+    (4,278,190,080 inputs; ``liptable prove-bounds``; ``derive/codegen/static_bounds.json``)."""
+    return (
+        3.552713678800501e-15 * abs(v) + 6.223015277861142e-61
+        if abs(x) <= 3.4028234663852886e38
+        else np.inf
+    )
 
 
 @njit(cache=True, inline="always", error_model="numpy")
@@ -331,7 +339,7 @@ def forward_f32_block(xs, ys):
     undecided = 0
     for i in range(xs.size):
         w = np.float64(xs[i])
-        v, e = forward_fe(w)
+        v, _ = forward_fe(w)
         y, ok = decided_float32(v, forward_static(w, v))
         ys[i] = y
         undecided += 0 if ok else 1
@@ -364,7 +372,7 @@ def forward_f16_block(xs, ys):
     undecided = 0
     for i in range(xs.size):
         w = half_bits_to_float64(xs[i])
-        v, e = forward_fe(w)
+        v, _ = forward_fe(w)
         y, ok = decided_half(v, forward_static(w, v))
         ys[i] = y
         undecided += 0 if ok else 1
@@ -404,7 +412,7 @@ def forward_bf16_block(xs, ys):
     undecided = 0
     for i in range(xs.size):
         w = bfloat16_bits_to_float64(xs[i])
-        v, e = forward_fe(w)
+        v, _ = forward_fe(w)
         y, ok = decided_bfloat16(v, forward_static(w, v))
         ys[i] = y
         undecided += 0 if ok else 1
@@ -450,7 +458,7 @@ def derivative_f32_block(xs, ys):
     undecided = 0
     for i in range(xs.size):
         w = np.float64(xs[i])
-        v, e = derivative_fe(w)
+        v, _ = derivative_fe(w)
         y, ok = decided_float32(v, derivative_static(w, v))
         ys[i] = y
         undecided += 0 if ok else 1
@@ -483,7 +491,7 @@ def derivative_f16_block(xs, ys):
     undecided = 0
     for i in range(xs.size):
         w = half_bits_to_float64(xs[i])
-        v, e = derivative_fe(w)
+        v, _ = derivative_fe(w)
         y, ok = decided_half(v, derivative_static(w, v))
         ys[i] = y
         undecided += 0 if ok else 1
@@ -523,7 +531,7 @@ def derivative_bf16_block(xs, ys):
     undecided = 0
     for i in range(xs.size):
         w = bfloat16_bits_to_float64(xs[i])
-        v, e = derivative_fe(w)
+        v, _ = derivative_fe(w)
         y, ok = decided_bfloat16(v, derivative_static(w, v))
         ys[i] = y
         undecided += 0 if ok else 1
@@ -571,7 +579,7 @@ def vjp_f32_block(xs, gs, ys):
     undecided = 0
     for i in range(xs.size):
         w = np.float64(xs[i])
-        d, d_e = derivative_fe(w)
+        d, _ = derivative_fe(w)
         dy = np.float64(gs[i])
         v = dy * d
         y, ok = decided_float32(v, abs(dy) * derivative_static(w, d) + U * abs(v) + TINY)
@@ -608,7 +616,7 @@ def vjp_f16_block(xs, gs, ys):
     undecided = 0
     for i in range(xs.size):
         w = half_bits_to_float64(xs[i])
-        d, d_e = derivative_fe(w)
+        d, _ = derivative_fe(w)
         dy = half_bits_to_float64(gs[i])
         v = dy * d
         y, ok = decided_half(v, abs(dy) * derivative_static(w, d) + U * abs(v) + TINY)
@@ -654,7 +662,7 @@ def vjp_bf16_block(xs, gs, ys):
     undecided = 0
     for i in range(xs.size):
         w = bfloat16_bits_to_float64(xs[i])
-        d, d_e = derivative_fe(w)
+        d, _ = derivative_fe(w)
         dy = bfloat16_bits_to_float64(gs[i])
         v = dy * d
         y, ok = decided_bfloat16(v, abs(dy) * derivative_static(w, d) + U * abs(v) + TINY)
