@@ -188,13 +188,18 @@ def moments_without_eps(size: int) -> tuple[sp.Expr, sp.Expr]:
     return sp.simplify(mean.subs(eps, 0)), sp.simplify(variance.subs(eps, 0))
 
 
-def running_update_gap(size: sp.Expr = bn.m) -> sp.Tuple:
-    """PyTorch's running update minus 003's ``m running + (1 - m) batch`` with the biased
-    batch variance: ``(0, (1 - m) sigma2_batch/(M - 1))``, simplified."""
-    printed = sp.Tuple(
+def printed_running_update() -> sp.Tuple:
+    """003's ``m running + (1 - m) batch`` for the mean and the biased batch variance."""
+    return sp.Tuple(
         bn.keep * bn.mu_run + (1 - bn.keep) * bn.mu_batch,
         bn.keep * bn.var_run + (1 - bn.keep) * bn.var_batch,
     )
+
+
+def running_update_gap(size: sp.Expr = bn.m) -> sp.Tuple:
+    """PyTorch's running update minus :func:`printed_running_update`: ``(0, (1 - m)
+    sigma2_batch/(M - 1))``, simplified."""
+    printed = printed_running_update()
     return sp.Tuple(
         *(sp.factor(d - q) for d, q in zip(bn.running_update(size), printed, strict=True))
     )
@@ -217,11 +222,7 @@ def running_counterexample() -> tuple[sp.Tuple, sp.Tuple]:
         bn.mu_batch: mean,
         bn.var_batch: biased,
     }
-    printed = sp.Tuple(
-        bn.keep * bn.mu_run + (1 - bn.keep) * bn.mu_batch,
-        bn.keep * bn.var_run + (1 - bn.keep) * bn.var_batch,
-    )
-    return printed.subs(values), bn.running_update(len(xs)).subs(values)
+    return printed_running_update().subs(values), bn.running_update(len(xs)).subs(values)
 
 
 def scale_shift_partials() -> tuple[sp.Expr, bool]:
@@ -235,9 +236,9 @@ def scale_shift_partials() -> tuple[sp.Expr, bool]:
     return partial, all(partial.subs(delta, 0) == 0 for delta in cases)
 
 
-def normalized_partials(features: int, size: int) -> dict[tuple[int, int, int, int], sp.Expr]:
-    """``d Zbar_cd / d Z_ef`` for a ``features`` x ``size`` batch Z (004's layout: a row per
-    feature), ``Zbar = (Z - mu)/(sigma + eps)`` with the row's mean and biased std."""
+def _normalized(features: int, size: int) -> tuple[sp.Matrix, sp.Matrix]:
+    """``(Z, Zbar)`` for a ``features`` x ``size`` batch Z (004's layout: a row per
+    feature), ``Zbar = (Z - mu)/(sigma + eps)`` with each row's mean and biased std."""
     z = sp.Matrix(features, size, lambda i, k: sp.Symbol(f"Z{i + 1}{k + 1}", real=True))
     zbar = sp.zeros(features, size)
     for i in range(features):
@@ -246,6 +247,12 @@ def normalized_partials(features: int, size: int) -> dict[tuple[int, int, int, i
         std = sp.sqrt(sum((v - mean) ** 2 for v in row) / size)
         for k in range(size):
             zbar[i, k] = (row[k] - mean) / (std + eps)
+    return z, zbar
+
+
+def normalized_partials(features: int, size: int) -> dict[tuple[int, int, int, int], sp.Expr]:
+    """``d Zbar_cd / d Z_ef`` for a ``features`` x ``size`` batch (:func:`_normalized`)."""
+    z, zbar = _normalized(features, size)
     return {
         (c, d, e, f): sp.diff(zbar[c, d], z[e, f])
         for c in range(features)
@@ -262,18 +269,10 @@ def chain_through_normalized(features: int, size: int) -> dict[str, bool]:
     Jacobian of Zhat by Z (flattened, sympy.diff) is the product of Zhat's by Zbar and Zbar's
     by Z (B.39 is its entry, summed over c, d); ``"B41"``, each entry with the same feature
     is the single product ``G_i dZbar_ik/dZ_ij`` and the others vanish."""
-    z = sp.Matrix(features, size, lambda i, k: sp.Symbol(f"Z{i + 1}{k + 1}", real=True))
+    z, zbar = _normalized(features, size)
     y = sp.Matrix(features, size, lambda i, k: sp.Symbol(f"Y{i + 1}{k + 1}", real=True))
     gain = [sp.Symbol(f"G{i + 1}", real=True) for i in range(features)]
     shift = [sp.Symbol(f"B{i + 1}", real=True) for i in range(features)]
-    partials = normalized_partials(features, size)
-    zbar = sp.zeros(features, size)
-    for i in range(features):
-        row = list(z.row(i))
-        mean = sum(row) / size
-        std = sp.sqrt(sum((v - mean) ** 2 for v in row) / size)
-        for k in range(size):
-            zbar[i, k] = (row[k] - mean) / (std + eps)
     cells = [(i, k) for i in range(features) for k in range(size)]
     flat_z = [z[i, k] for i, k in cells]
     flat_y = [y[i, k] for i, k in cells]
@@ -282,9 +281,9 @@ def chain_through_normalized(features: int, size: int) -> dict[str, bool]:
     inner = sp.Matrix([zbar[i, k] for i, k in cells]).jacobian(flat_z)
     chained = all(is_zero(v) for v in total - outer * inner)
     single = all(
-        is_zero(total[r, s] - (gain[i] * partials[i, k, e, j] if i == e else 0))
-        for r, (i, k) in enumerate(cells)
-        for s, (e, j) in enumerate(cells)
+        is_zero(total[r, s] - (gain[i] * inner[r, s] if i == e else 0))
+        for r, (i, _) in enumerate(cells)
+        for s, (e, _) in enumerate(cells)
     )
     return {"B38": chained, "B41": single}
 
