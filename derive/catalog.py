@@ -278,8 +278,9 @@ TOPICS: tuple[Topic, ...] = (
     Topic(
         key="smoothness",
         family="theory",
-        title="Lipschitz continuity and smoothness: the appendix's examples",
-        source="000_fd3535166428b448.txt, Appendix: Lipschitz Continuous and Lipschitz Smooth",
+        title="Lipschitz continuity and smoothness: the examples of 000 and 002",
+        source="000_fd3535166428b448.txt, Appendix: Lipschitz Continuous and Lipschitz Smooth; "
+        "002_665588f2644db48a.txt, L-Lipschitz and beta-smooth",
     ),
 )
 

@@ -1337,6 +1337,28 @@ THEORY_CLAIMS: tuple[Claim, ...] = (
         notes="formal: (the smallest L, the smallest beta) of f; oo: none exists. f is "
         "defined on [-1, 1] only, not on R^d as the appendix's definitions have it.",
     ),
+    Claim(
+        id="smoothness.hinge_002",
+        key="smoothness",
+        kind="lipschitz",
+        source="002_665588f2644db48a.txt, Implications of L-Lipschitz",
+        statement_latex=r"\text{the Hinge Loss is an } L\text{-Lipschitz function}",
+        formal=sp.Integer(1),
+        printed_value="L",
+        notes="formal: the smallest L of max(0, 1 - z) in the margin z (the text names no "
+        "value; the claim is that one exists).",
+    ),
+    Claim(
+        id="smoothness.extends_002",
+        key="smoothness",
+        kind="equation",
+        source="002_665588f2644db48a.txt, Implications of L-Lipschitz",
+        statement_latex=r"f \text{ L-Lipschitz} \Rightarrow \text{the property extends to the "
+        r"derivative or gradient}",
+        formal=None,
+        notes="Read as: an L-Lipschitz f has a Lipschitz gradient (some beta). 000's appendix "
+        "gives the counterexample.",
+    ),
     _adam(
         "sign_sgd",
         "equation",

@@ -148,3 +148,17 @@ def arcsin_example() -> dict[str, bool]:
         "bounded": sp.maximum(sp.sqrt(1 - th.x**2), th.x, sp.Interval(-1, 1)) == 1,
         "not_smooth": sp.limit(curvature, th.x, 1, "-") == -sp.oo,
     }
+
+
+def hinge_example() -> dict[str, bool]:
+    """002's hinge loss ``max(0, 1 - z)``: ``1 - z`` below 1 and 0 above (for every z: at
+    ``z = 1 -+ a`` with a symbolic ``a > 0``), slopes -1 and 0, continuous at the kink, so
+    1-Lipschitz; the slope -1 means no smaller constant holds."""
+    a = sp.Symbol("a", positive=True)
+    below, above = 1 - th.x, sp.S.Zero
+    return {
+        "pieces": th.HINGE.subs(th.x, 1 - a) == below.subs(th.x, 1 - a)
+        and th.HINGE.subs(th.x, 1 + a) == above,
+        "slopes": sp.diff(below, th.x) == -1 and sp.diff(above, th.x) == 0,
+        "continuous": sp.limit(th.HINGE, th.x, 1, "-") == 0 == sp.limit(th.HINGE, th.x, 1, "+"),
+    }

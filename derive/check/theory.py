@@ -285,7 +285,52 @@ def _smoothness(c: Claim):
     )
 
 
+def _hinge(c: Claim):
+    facts = pt.hinge_example()
+    steps = (
+        Step(
+            statement=r"$\max(0, 1 - z)$ is $1 - z$ for every $z < 1$ and 0 for every $z > 1$, "
+            r"with slopes -1 and 0, and continuous at $z = 1$: 1-Lipschitz, and no smaller "
+            r"constant holds (slope -1)",
+            method="symbolic identity",
+            check=lambda: all(pt.hinge_example().values()),
+        ),
+    )
+    if not all(facts.values()):
+        raise UnprovenError(f"{c.id}: {facts}")
+    return result(c, Verdict.HOLDS, "1", Proof(claim=c.statement_latex, steps=steps))
+
+
+def _extends(c: Claim):
+    facts = pt.arcsin_example()
+    steps = (
+        Step(
+            statement=r"000's $f(x) = \tfrac12 \arcsin x + \tfrac12 x \sqrt{1 - x^2}$ has "
+            r"$f' = \sqrt{1 - x^2}$, so it is 1-Lipschitz on [-1, 1], while "
+            r"$f''(x) = -x/\sqrt{1 - x^2} \to -\infty$ as $x \to 1^-$: its derivative is "
+            r"not Lipschitz",
+            method="symbolic limit",
+            check=lambda: all(pt.arcsin_example().values()),
+        ),
+    )
+    if not all(facts.values()):
+        raise UnprovenError(f"{c.id}: {facts}")
+    return result(
+        c,
+        Verdict.FAILS,
+        "oo",
+        Proof(claim=c.statement_latex, steps=steps),
+        witness={"f": "asin(x)/2 + x*sqrt(1 - x**2)/2", "L": "1", "beta": "oo"},
+        notes=(
+            "value: the smallest beta of that 1-Lipschitz f; oo: none exists. Lipschitz "
+            "continuity bounds the gradient's size, not its rate of change.",
+        ),
+    )
+
+
 DECIDERS: dict[str, Callable[[Claim], object]] = {
+    "smoothness.hinge_002": _hinge,
+    "smoothness.extends_002": _extends,
     "smoothness.square_000": _smoothness,
     "smoothness.arcsin_000": _smoothness,
     "optimizers.algorithm2_update": _algorithm2_update,

@@ -1,5 +1,5 @@
 """Definitions behind the statements about no single module: Adam's update, and the
-scalar functions of 000's appendix on Lipschitz continuity and smoothness.
+scalar functions of 000's appendix and 002's notes on Lipschitz continuity and smoothness.
 
 Adam (Kingma and Ba 2015; 001_76ce3a8a4b6079c3.txt, Algorithm 2): from ``m_0 = v_0 = 0``,
 
@@ -72,3 +72,5 @@ def largest_update(steps: sp.Expr, first: sp.Expr = beta1, second: sp.Expr = bet
 x = sp.Symbol("x", real=True)
 SQUARE = x**2
 ARCSIN = sp.asin(x) / 2 + x * sp.sqrt(1 - x**2) / 2
+#: 002: the hinge loss of a margin z, max(0, 1 - z).
+HINGE = sp.Max(0, 1 - x)

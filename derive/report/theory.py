@@ -34,9 +34,10 @@ def theory_section(name: str) -> list[str]:
             f"### {topic.title}",
             "",
             f"Source: {topic.source}. A function is L-Lipschitz when $|f(y) - f(x)| \\le "
-            "L \\|y - x\\|_2$ and beta-smooth when its gradient is beta-Lipschitz; the "
-            "appendix's two examples show that neither implies the other. Each is decided "
-            "below by its smallest constants (oo where none exists).",
+            "L \\|y - x\\|_2$ and beta-smooth when its gradient is beta-Lipschitz (000 and "
+            "002 define both alike); 000's two examples show that neither implies the other. "
+            "Each statement is decided below by the smallest constants (oo where none "
+            "exists).",
             "",
         ]
     return [
