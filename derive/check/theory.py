@@ -1,8 +1,10 @@
-"""Verdicts of the statements about no single module: the size of Adam's update.
+"""Verdicts of the statements about no single module: the size of Adam's update
+(topic ``optimizers``) and the Lipschitz and smoothness examples (topic ``smoothness``).
 
 Every verdict follows from ``proofs/theory.py``: the Cauchy-Schwarz bound on ``|m_t| /
 sqrt(v_t)`` for every length (Lagrange's identity for a symbolic size), its equality case,
-exact witnesses at PyTorch's default betas and the limits SymPy takes.
+exact witnesses at PyTorch's default betas, the limits SymPy takes, and the derivatives of
+the examples piece by piece.
 """
 
 from __future__ import annotations
