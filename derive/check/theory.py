@@ -163,7 +163,14 @@ def _single_step(c: Claim):
         approx_verdict(worst),
         "(beta_1*m_prev + (1 - beta_1)*g)/sqrt(beta_2*v_prev + (1 - beta_2)*g**2)",
         Proof(claim=c.statement_latex, steps=steps),
-        witness={"m_prev": "0", "v_prev": "1", "g": "1", "printed": "sqrt(10)", "derived": "1/10"},
+        witness={
+            "m_prev": "0",
+            "v_prev": "1",
+            "g": "1",
+            "printed": "sqrt(10)",
+            "derived": "1/10",
+            "relative_error": sp.sstr(error),
+        },
         relative_error=str(worst),
         notes=(
             "value: mu_t of one step. The '≈' needs (1 - beta2) g_t^2 >> beta2 v_{t-1} as "
