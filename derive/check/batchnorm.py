@@ -678,7 +678,14 @@ def _concept20(c):
         verdict,
         "0",
         Proof(claim=c.statement_latex, steps=steps),
-        witness={"c": "1", "d": "1", "e": "2", "f": "1", "printed": "1", "derived": "0"},
+        witness={
+            "c": "1",
+            "d": "1",
+            "e": "2",
+            "f": "1",
+            "printed": str(at_point),
+            "derived": str(c.intended),
+        },
         notes=("Intended: d Zbar_cd / d Z_ef = 0 for c != e, which holds.",),
     )
 
