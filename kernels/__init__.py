@@ -2,13 +2,14 @@
 
 Each module is a submodule with plain functions (``forward``, ``vjp``, ``jacobian``; the
 elementwise ones also ``derivative``), float16/float32/float64 in, same dtype out.
-bfloat16 (``ml_dtypes.bfloat16``): the elementwise modules have their own loops, mixed
-(correctly rounded) and strict (``strict_fp16=True`` rounds every step to bfloat16); the
-other single-module kernels take it in mixed mode, widened exactly to float64 and rounded
-once (``kernels/_bf16.py``, ``widened``); the composite blocks (``residual``,
-``weighted_residual``, ``compose``) refuse it with a TypeError. ``kernels.testing`` compares
-anyone's implementation with these kernels; ``kernels.torch`` (optional PyTorch) wraps
-them as autograd Functions.
+bfloat16 (``ml_dtypes.bfloat16``), in every module: the elementwise modules have their own
+loops, mixed (correctly rounded) and strict (``strict_fp16=True`` rounds every step to
+bfloat16); the other kernels take it in mixed mode widened exactly to float64 and rounded
+once (``kernels/_bf16.py``, ``widened``), and in strict mode run their strict loops with
+every step rounded to bfloat16 (``kernels/_strict.py``); the composite blocks
+(``residual``, ``weighted_residual``, ``compose``) run their stages in bfloat16 and round
+their sums once. ``kernels.testing`` compares anyone's implementation with these kernels;
+``kernels.torch`` (optional PyTorch) wraps them as autograd Functions.
 Importing ``kernels`` does not import SymPy; the loops compile on first use (and are
 cached on disk by Numba; ``kernels/_cache.py`` drops that cache when any kernel source
 changed, since Numba does not see changes in the functions a kernel inlines).

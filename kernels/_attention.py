@@ -4,19 +4,26 @@ backward pass, and the Jacobian assembled from VJPs.
 
 Arithmetic (an :class:`Arith` object carries the choice through a kernel):
 
-* float64 -- float64, float32 and float16 ("mixed", the default) inputs are widened
-  exactly to float64; matrix products run in NumPy/BLAS (float64), the row-wise softmax and
-  its backward pass in the Numba loops below (serial: see ``PARALLEL``); the caller rounds the
-  results once to the input dtype. No intermediate overflows for float16 input (the longest
-  chain of products, L2's backward pass, multiplies nine values below 65504), so a
-  float16 result is inf exactly when the value computed in float64 rounds to inf; float32
-  input could overflow an intermediate only with magnitudes near its own maximum 3.4e38.
-* strict -- ``strict_fp16=True`` (float16 input only): every product, partial sum
+* float64 -- float64, float32 and float16 ("mixed", the default) inputs are widened exactly
+  to float64 (bfloat16 too, by ``kernels._bf16.widened`` before the kernel runs); matrix
+  products run in NumPy/BLAS (float64), the row-wise softmax and its backward pass in the
+  Numba loops below (serial: see ``PARALLEL``); the caller rounds the results once to the
+  input dtype. No intermediate overflows for float16 input (the longest chain of products,
+  L2's backward pass, multiplies nine values below 65504), so a float16 result is inf
+  exactly when the value computed in float64 rounds to inf; float32 input could overflow an
+  intermediate only with magnitudes near its own maximum 3.4e38.
+* strict -- ``strict_fp16=True`` (float16 or bfloat16 input): every product, partial sum
   (sequential, ascending index), difference, quotient, square root and ``exp`` is rounded to
-  half precision (``kernels/_f16.round_to_half``), as naive half arithmetic would. Halves
-  are stored in float64 arrays; one float64 operation on halves followed by one rounding to
-  half is the correctly rounded half operation (53 >= 2 * 11 + 2, so the double rounding is
-  innocuous), which lets elementwise steps run in NumPy.
+  the input's format (``kernels/_strict.narrow``: half precision, or bfloat16 for bfloat16
+  input, whose arrays are widened exactly to float64 first), as naive 16-bit arithmetic
+  would. The values are stored in float64 arrays; one float64 operation on two values of
+  the format followed by one rounding to it is the correctly rounded operation of the
+  format (53 >= 2 p + 2 for p = 11 and 8, so the double rounding is innocuous), which lets
+  elementwise steps run in NumPy (bfloat16 rounded by ``kernels._bf16.to_bfloat16``,
+  directly from float64). bfloat16 has float32's range, so its products and sums overflow
+  only past 3.4e38, but 8 significant bits: a running sum of ones stops at 256
+  (``256 + 1`` rounds back to 256; float16's at 2048), so a softmax row of N > 256 equal
+  logits gets the weights ``1/256`` instead of ``1/N`` (``tests/kernels/test_attention.py``).
 
 Row softmax (both modes): ``m`` = the first index of the row's largest entry,
 ``e_j = exp(s_j - s_m)``, ``P_j = e_j / sum_j e_j`` (the sum in any order in float64,
@@ -40,8 +47,9 @@ import numpy as np
 from numba import njit, prange
 from numpy.typing import ArrayLike
 
-from kernels._f16 import round_to_half
-from kernels._validate import float_array
+from kernels._bf16 import to_bfloat16
+from kernels._strict import is_bfloat16, narrow
+from kernels._validate import float_array, strict_mode
 
 #: Whether the row loops run in parallel (``prange``). Off: on the 2-core target, forward +
 #: vjp at N = 512 ran about 3x slower with it, because the loops alternate with multithreaded
@@ -53,8 +61,8 @@ PARALLEL = False
 
 
 def check_input(X: ArrayLike) -> np.ndarray:
-    """``X`` checked: a float16/32/64 array of shape (N, D), N >= 1, D >= 1."""
-    X = float_array(X, "X")
+    """``X`` checked: a bfloat16 or float16/32/64 array of shape (N, D), N >= 1, D >= 1."""
+    X = float_array(X, "X", bfloat16=True)
     if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
         raise ValueError(f"X: expected shape (N, D) with N >= 1 and D >= 1, got {X.shape}")
     return X
@@ -62,7 +70,7 @@ def check_input(X: ArrayLike) -> np.ndarray:
 
 def check_weight(W: ArrayLike, name: str, X: np.ndarray, rows: int | None = None) -> np.ndarray:
     """A projection ``W`` of shape (rows, D) in X's dtype (any rows >= 1 if ``rows`` is None)."""
-    W = float_array(W, name)
+    W = float_array(W, name, bfloat16=True)
     D = X.shape[1]
     if W.ndim != 2 or W.shape[1] != D or W.shape[0] == 0:
         raise ValueError(
@@ -80,7 +88,7 @@ def check_weight(W: ArrayLike, name: str, X: np.ndarray, rows: int | None = None
 
 def check_gradient(G: ArrayLike, n: int, dv: int, dtype: np.dtype) -> np.ndarray:
     """The upstream gradient ``G``: shape (N, dv) (the shape of Y), X's dtype."""
-    G = float_array(G, "G")
+    G = float_array(G, "G", bfloat16=True)
     if G.shape != (n, dv):
         raise ValueError(f"G: expected shape {(n, dv)} (the shape of Y), got {G.shape}")
     if G.dtype != dtype:
@@ -94,7 +102,8 @@ def ieee() -> np.errstate:
 
 
 def finish(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """Round once to ``dtype`` (exact in strict mode: the values are halves already)."""
+    """Round once to ``dtype`` (exact in strict mode: the values are halves, or bfloat16
+    values, already)."""
     with ieee():
         return np.ascontiguousarray(values).astype(dtype)
 
@@ -137,7 +146,7 @@ def _softmax_rows(S, P, argmax):
 
 
 @njit(cache=True, parallel=PARALLEL, error_model="numpy")
-def _softmax_rows_strict(S, P, argmax):
+def _softmax_rows_strict(S, P, argmax, bf):
     for i in prange(S.shape[0]):
         m, ok = _row_max(S[i])
         argmax[i] = m
@@ -147,11 +156,11 @@ def _softmax_rows_strict(S, P, argmax):
         top = S[i, m]
         total = 0.0
         for j in range(S.shape[1]):
-            e = round_to_half(math.exp(round_to_half(S[i, j] - top)))
+            e = narrow(math.exp(narrow(S[i, j] - top, bf)), bf)
             P[i, j] = e
-            total = round_to_half(total + e)
+            total = narrow(total + e, bf)
         for j in range(S.shape[1]):
-            P[i, j] = round_to_half(P[i, j] / total)
+            P[i, j] = narrow(P[i, j] / total, bf)
 
 
 @njit(cache=True, parallel=PARALLEL, error_model="numpy", fastmath={"reassoc", "contract"})
@@ -171,29 +180,30 @@ def _softmax_backward_rows(P, dP, argmax, dS):
 
 
 @njit(cache=True, parallel=PARALLEL, error_model="numpy")
-def _softmax_backward_rows_strict(P, dP, argmax, dS):
+def _softmax_backward_rows_strict(P, dP, argmax, dS, bf):
     for i in prange(P.shape[0]):
         m = argmax[i]
         top = dP[i, m]
         c = 0.0
         for j in range(P.shape[1]):
             if j != m:
-                c = round_to_half(c + round_to_half(P[i, j] * round_to_half(top - dP[i, j])))
+                c = narrow(c + narrow(P[i, j] * narrow(top - dP[i, j], bf), bf), bf)
         for j in range(P.shape[1]):
             if j == m:
-                dS[i, j] = round_to_half(P[i, j] * c)
+                dS[i, j] = narrow(P[i, j] * c, bf)
             else:
-                dS[i, j] = round_to_half(P[i, j] * round_to_half(round_to_half(dP[i, j] - top) + c))
+                dS[i, j] = narrow(P[i, j] * narrow(narrow(dP[i, j] - top, bf) + c, bf), bf)
 
 
 @njit(cache=True, parallel=PARALLEL, error_model="numpy")
-def _matmul_nt_strict(a, b, out):
-    """``out = a b^T`` for halves: each product and partial sum (ascending) rounded."""
+def _matmul_nt_strict(a, b, out, bf):
+    """``out = a b^T`` for halves (bfloat16 values if ``bf``): each product and partial sum
+    (ascending) rounded."""
     for i in prange(a.shape[0]):
         for k in range(b.shape[0]):
             acc = 0.0
             for j in range(a.shape[1]):
-                acc = round_to_half(acc + round_to_half(a[i, j] * b[k, j]))
+                acc = narrow(acc + narrow(a[i, j] * b[k, j], bf), bf)
             out[i, k] = acc
 
 
@@ -211,23 +221,23 @@ def _neg_sq_dist(Q, scale, S):
 
 
 @njit(cache=True, parallel=PARALLEL, error_model="numpy")
-def _neg_sq_dist_strict(Q, scale, S):
+def _neg_sq_dist_strict(Q, scale, S, bf):
     n, width = Q.shape
     for i in prange(n):
         for j in range(n):
             acc = 0.0
             for c in range(width):
-                t = round_to_half(Q[i, c] - Q[j, c])
-                acc = round_to_half(acc + round_to_half(t * t))
-            S[i, j] = -round_to_half(acc / scale)
+                t = narrow(Q[i, c] - Q[j, c], bf)
+                acc = narrow(acc + narrow(t * t, bf), bf)
+            S[i, j] = -narrow(acc / scale, bf)
 
 
 @njit(cache=True, error_model="numpy")
-def _rowdot_strict(a, b, out):
+def _rowdot_strict(a, b, out, bf):
     for i in range(a.shape[0]):
         acc = 0.0
         for j in range(a.shape[1]):
-            acc = round_to_half(acc + round_to_half(a[i, j] * b[i, j]))
+            acc = narrow(acc + narrow(a[i, j] * b[i, j], bf), bf)
         out[i, 0] = acc
 
 
@@ -246,13 +256,13 @@ def _weighted_differences(T, Q, out):
 
 
 @njit(cache=True, parallel=PARALLEL, error_model="numpy")
-def _weighted_differences_strict(T, Q, out):
+def _weighted_differences_strict(T, Q, out, bf):
     n, width = Q.shape
     for a in prange(n):
         for c in range(width):
             acc = 0.0
             for j in range(n):
-                acc = round_to_half(acc + round_to_half(T[a, j] * round_to_half(Q[a, c] - Q[j, c])))
+                acc = narrow(acc + narrow(T[a, j] * narrow(Q[a, c] - Q[j, c], bf), bf), bf)
             out[a, c] = acc
 
 
@@ -260,11 +270,13 @@ def _weighted_differences_strict(T, Q, out):
 
 
 class Arith:
-    """float64 (BLAS and the float64 loops) or strict half; every method returns float64
-    arrays (holding halves in strict mode) and never writes into its arguments."""
+    """float64 (BLAS and the float64 loops) or strict half (bfloat16 if ``bf``); every method
+    returns float64 arrays (holding values of the strict format in strict mode) and never
+    writes into its arguments."""
 
-    def __init__(self, strict: bool):
+    def __init__(self, strict: bool, bf: bool = False):
         self.strict = strict
+        self.bf = bf
 
     @staticmethod
     def wide(a: np.ndarray) -> np.ndarray:
@@ -272,21 +284,25 @@ class Arith:
         return np.ascontiguousarray(a, dtype=np.float64)
 
     def round(self, a: np.ndarray) -> np.ndarray:
-        """The result of one elementwise operation: rounded to half in strict mode."""
+        """The result of one elementwise operation: rounded to half (bfloat16) in strict
+        mode, directly from float64 (``to_bfloat16``; ml_dtypes' own cast goes through
+        float32)."""
         if not self.strict:
             return a
         with ieee():
+            if self.bf:
+                return to_bfloat16(a).astype(np.float64)
             return a.astype(np.float16).astype(np.float64)
 
     def scalar(self, value: float) -> float:
-        """A constant as the arithmetic holds it (rounded to half in strict mode)."""
-        return round_to_half(value) if self.strict else value
+        """A constant as the arithmetic holds it (rounded to the strict format)."""
+        return narrow(float(value), self.bf) if self.strict else value
 
     def mm(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """``a @ b``."""
         if self.strict:
             out = np.empty((a.shape[0], b.shape[1]))
-            _matmul_nt_strict(self.wide(a), self.wide(b.T), out)
+            _matmul_nt_strict(self.wide(a), self.wide(b.T), out, self.bf)
             return out
         with ieee():
             return a @ b
@@ -295,7 +311,7 @@ class Arith:
         """``rowsum(a * b)`` as a column (N, 1)."""
         if self.strict:
             out = np.empty((a.shape[0], 1))
-            _rowdot_strict(self.wide(a), self.wide(b), out)
+            _rowdot_strict(self.wide(a), self.wide(b), out, self.bf)
             return out
         with ieee():
             return np.einsum("ij,ij->i", a, b)[:, None]
@@ -324,28 +340,50 @@ class Arith:
         """``(P, argmax)``: the row softmax and the first index of each row's maximum."""
         P = np.empty(S.shape)
         argmax = np.empty(S.shape[0], dtype=np.int64)
-        (_softmax_rows_strict if self.strict else _softmax_rows)(self.wide(S), P, argmax)
+        if self.strict:
+            _softmax_rows_strict(self.wide(S), P, argmax, self.bf)
+        else:
+            _softmax_rows(self.wide(S), P, argmax)
         return P, argmax
 
     def softmax_backward(self, P: np.ndarray, dP: np.ndarray, argmax: np.ndarray) -> np.ndarray:
         """``dS = P * (dP - rowsum(dP * P))``, cancellation-free at the argmax."""
         dS = np.empty(P.shape)
-        loop = _softmax_backward_rows_strict if self.strict else _softmax_backward_rows
-        loop(P, self.wide(dP), argmax, dS)
+        if self.strict:
+            _softmax_backward_rows_strict(P, self.wide(dP), argmax, dS, self.bf)
+        else:
+            _softmax_backward_rows(P, self.wide(dP), argmax, dS)
         return dS
 
     def weighted_differences(self, T: np.ndarray, Q: np.ndarray) -> np.ndarray:
         """``sum_j T_aj (q_a - q_j)`` for each row a: ``diag(rowsum(T)) Q - T Q``."""
         out = np.empty(Q.shape)
-        loop = _weighted_differences_strict if self.strict else _weighted_differences
-        loop(self.wide(T), self.wide(Q), out)
+        if self.strict:
+            _weighted_differences_strict(self.wide(T), self.wide(Q), out, self.bf)
+        else:
+            _weighted_differences(self.wide(T), self.wide(Q), out)
         return out
 
     def neg_sq_dist(self, Q: np.ndarray, scale: float) -> np.ndarray:
         """``S_ij = -|q_i - q_j|^2 / scale`` from the differences."""
         S = np.empty((Q.shape[0], Q.shape[0]))
-        (_neg_sq_dist_strict if self.strict else _neg_sq_dist)(self.wide(Q), scale, S)
+        if self.strict:
+            _neg_sq_dist_strict(self.wide(Q), scale, S, self.bf)
+        else:
+            _neg_sq_dist(self.wide(Q), scale, S)
         return S
+
+
+def arithmetic(X: np.ndarray, strict_fp16: object) -> Arith:
+    """The arithmetic of a call with the checked ``X``: ``strict_fp16`` checked, strict
+    bfloat16 for a bfloat16 ``X``. A bfloat16 ``X`` in mixed mode is a TypeError: the public
+    kernels (``kernels._strict.bfloat16_kernel``) send such calls to ``widened``, which
+    passes float64 here."""
+    strict = strict_mode(strict_fp16, X.dtype)
+    bf = is_bfloat16(X)
+    if bf and not strict:
+        raise TypeError("X: bfloat16 reaches this path in strict mode only (bfloat16_kernel)")
+    return Arith(strict, bf)
 
 
 # --- Jacobian -----------------------------------------------------------------------------------

@@ -223,8 +223,10 @@ def widened(function: Callable[..., Any]) -> Callable[..., Any]:
     returns is rounded once, directly, to bfloat16: the float64 kernel's result rounded
     (correctly rounded unless that result lies within its own error of a bfloat16 midpoint).
     The other array arguments must then be bfloat16 too (TypeError naming the first that is
-    not), and ``strict_fp16=True`` is refused: strict bfloat16 arithmetic exists for the
-    elementwise kernels only. Any other input goes to ``function`` unchanged.
+    not). It is mixed mode only: ``strict_fp16=True`` is refused here, and
+    ``kernels._strict.bfloat16_kernel``, which every non-elementwise kernel wears, sends
+    those calls to the kernel's own strict bfloat16 loops before they reach this wrapper.
+    Any other input goes to ``function`` unchanged.
     """
     signature = inspect.signature(function)
     first = next(iter(signature.parameters))
@@ -236,8 +238,8 @@ def widened(function: Callable[..., Any]) -> Callable[..., Any]:
         bound = signature.bind(*args, **kwargs)
         if bound.arguments.get("strict_fp16", False) is True:
             raise ValueError(
-                "strict_fp16: strict bfloat16 arithmetic is implemented for the elementwise "
-                "kernels only; this kernel takes bfloat16 in mixed mode (strict_fp16=False)"
+                "strict_fp16: widened runs bfloat16 in mixed mode only; strict bfloat16 "
+                "goes to the kernel's own loops (kernels._strict.bfloat16_kernel)"
             )
         for name, value in bound.arguments.items():
             array = value if isinstance(value, np.ndarray) else None

@@ -1,5 +1,9 @@
 """What the pooling kernels share: argument checks, window geometry, plane layout and the
-final rounding (kernels/maxpool.py, kernels/avgpool.py)."""
+final rounding (kernels/maxpool.py, kernels/avgpool.py).
+
+bfloat16 arrays are accepted in strict mode only (``strict_fp16=True``; the public kernels'
+``kernels._strict.bfloat16_kernel`` sends bfloat16 in mixed mode to ``widened``, which
+passes float64): a bfloat16 ``x`` without it is a TypeError here."""
 
 from __future__ import annotations
 
@@ -9,7 +13,9 @@ import numpy as np
 from numba import njit
 from numpy.typing import ArrayLike
 
-from kernels._validate import float_array, pair, strict_mode
+from kernels._bf16 import to_bfloat16
+from kernels._strict import is_bfloat16
+from kernels._validate import BFLOAT16, float_array, pair, strict_mode
 
 #: An int or a pair of ints (height, width).
 IntPair = int | tuple[int, int]
@@ -80,14 +86,22 @@ class WindowGeometry:
         )
 
 
+def _strict_for(x: np.ndarray, strict_fp16: object) -> bool:
+    """The checked ``strict_fp16`` for ``x``; TypeError for bfloat16 in mixed mode."""
+    strict = strict_mode(strict_fp16, x.dtype)
+    if is_bfloat16(x) and not strict:
+        raise TypeError("x: bfloat16 reaches this path in strict mode only (bfloat16_kernel)")
+    return strict
+
+
 def window_input(x: ArrayLike, kernel_size, stride, padding, strict_fp16):
     """Checked ``x`` of shape (..., H, W), its geometry and the checked ``strict_fp16``."""
-    x = float_array(x, "x")
+    x = float_array(x, "x", bfloat16=True)
     if x.ndim < 2:
         raise ValueError(f"x: expected shape (..., H, W), got {x.shape}")
     if x.shape[-2] == 0 or x.shape[-1] == 0:
         raise ValueError(f"x: expected planes of at least 1 x 1 (H, W >= 1), got shape {x.shape}")
-    strict = strict_mode(strict_fp16, x.dtype)
+    strict = _strict_for(x, strict_fp16)
     geometry = WindowGeometry.of(x.shape[-2:], kernel_size, stride, padding)
     return x, geometry, strict
 
@@ -101,9 +115,9 @@ def window_planes(x: ArrayLike, kernel_size, stride, padding, strict_fp16):
 
 
 def native_planes(array: np.ndarray) -> np.ndarray:
-    """``array`` (..., H, W) as C-contiguous planes (P, H, W) in its own dtype, float16
-    widened to float32 (exact): a view when it already is one."""
-    dtype = np.float32 if array.dtype == np.float16 else array.dtype
+    """``array`` (..., H, W) as C-contiguous planes (P, H, W) in its own dtype, float16 and
+    bfloat16 widened to float32 (exact): a view when it already is one."""
+    dtype = np.float32 if array.dtype == np.float16 or is_bfloat16(array) else array.dtype
     return np.ascontiguousarray(array, dtype=dtype).reshape(-1, *array.shape[-2:])
 
 
@@ -117,7 +131,7 @@ def sample_window_planes(x: ArrayLike, kernel_size, stride, padding, strict_fp16
 
 def checked_window_gradient(g: ArrayLike, x: np.ndarray, geometry: WindowGeometry) -> np.ndarray:
     """Checked upstream gradient of shape (..., Ho, Wo), as given."""
-    g = float_array(g, "g")
+    g = float_array(g, "g", bfloat16=True)
     expected = (*x.shape[:-2], geometry.out_height, geometry.out_width)
     if g.shape != expected:
         raise ValueError(f"g: expected shape {expected} (the shape of y), got {g.shape}")
@@ -144,18 +158,18 @@ def inner_columns(width, kw, sw, pw, out_w):
 def global_rows(x: ArrayLike, strict_fp16: object) -> tuple[np.ndarray, np.ndarray, bool]:
     """Checked ``x`` of shape (..., D), D >= 1, its rows as float64 (N, D) and the checked
     ``strict_fp16``."""
-    x = float_array(x, "x")
+    x = float_array(x, "x", bfloat16=True)
     if x.ndim == 0:
         raise ValueError("x: expected shape (..., D), got a 0-d array")
     if x.shape[-1] == 0:
         raise ValueError("x: pooling needs D >= 1 on the last axis, got D = 0")
-    strict = strict_mode(strict_fp16, x.dtype)
+    strict = _strict_for(x, strict_fp16)
     return x, np.ascontiguousarray(x, dtype=np.float64).reshape(-1, x.shape[-1]), strict
 
 
 def global_gradient(g: ArrayLike, x: np.ndarray) -> np.ndarray:
     """Checked upstream gradient of shape (...) (x's shape without its last axis)."""
-    g = float_array(g, "g")
+    g = float_array(g, "g", bfloat16=True)
     if g.shape != x.shape[:-1]:
         raise ValueError(f"g: expected shape {x.shape[:-1]} (the shape of y), got {g.shape}")
     if g.dtype != x.dtype:
@@ -165,6 +179,9 @@ def global_gradient(g: ArrayLike, x: np.ndarray) -> np.ndarray:
 
 def finish(values: np.ndarray, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
     """Round once to ``dtype`` (no copy if ``values`` already has it); an overflow to inf is
-    a result, not a warning."""
+    a result, not a warning. bfloat16 is rounded directly from float64
+    (``kernels._bf16.to_bfloat16``; ml_dtypes' own cast goes through float32, twice)."""
+    if np.dtype(dtype) == BFLOAT16:
+        return to_bfloat16(values).reshape(shape)
     with np.errstate(over="ignore"):
         return values.astype(dtype, copy=False).reshape(shape)

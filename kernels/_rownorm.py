@@ -15,7 +15,10 @@ the loop for the dtype and float16 mode, and restores the shape. The loops live 
   float64 result once. The ``wide`` loops get gamma and beta (D values each) widened
   exactly to float64 in advance, so no row converts them again;
 - float16 with ``strict_fp16=True`` run the ``_f16s`` loops, every operation rounded to
-  half (eps too, before use), serially.
+  half (eps too, before use), serially; bfloat16 with ``strict_fp16=True`` the ``_bf16s``
+  loops, the same operations rounded to bfloat16, on the values widened exactly to float64
+  (bfloat16 in mixed mode reaches the ``_f64`` loops widened, through
+  ``kernels._strict.bfloat16_kernel``).
 """
 
 from __future__ import annotations
@@ -31,8 +34,9 @@ from kernels._f16 import (
     float64_to_half_bits,
     half_bits_to_float32,
     half_bits_to_float64,
-    round_to_half,
 )
+from kernels._strict import is_bfloat16
+from kernels._strict import narrow as narrow_strict
 from kernels._threads import thread_safe
 from kernels._validate import eps_value, float_array, strict_mode
 
@@ -116,7 +120,7 @@ def _read_row(row, buffer):
 
 def parameter(value: ArrayLike, name: str, x: np.ndarray, size: int) -> np.ndarray:
     """A per-feature parameter: shape (size,), x's dtype, C-contiguous."""
-    array = float_array(value, name)
+    array = float_array(value, name, bfloat16=True)
     if array.shape != (size,):
         raise ValueError(
             f"{name}: expected shape ({size},) (the last axis of x), got {array.shape}"
@@ -139,7 +143,7 @@ class Prepared:
         strict_fp16: object,
         title: str,
     ):
-        x = float_array(x, "x")
+        x = float_array(x, "x", bfloat16=True)
         if x.ndim == 0:
             raise ValueError("x: expected shape (..., D), got a 0-d array")
         size = x.shape[-1]
@@ -148,6 +152,9 @@ class Prepared:
         self.x = x
         self.size = size
         self.strict = strict_mode(strict_fp16, x.dtype)
+        self.bf = is_bfloat16(x)
+        if self.bf and not self.strict:
+            raise TypeError("x: bfloat16 reaches this path in strict mode only (bfloat16_kernel)")
         self.gamma = parameter(gamma, "gamma", x, size)
         self.has_beta = beta is not None
         self.beta = (
@@ -160,25 +167,32 @@ class Prepared:
     def path(self) -> str:
         if self.x.dtype == np.float64:
             return "f64"
-        return "f16s" if self.strict else "wide"
+        if self.strict:
+            return "bf16s" if self.bf else "f16s"
+        return "wide"
 
     def compute_dtype(self) -> np.dtype:
-        """What the loops read: float64, float32 (also for mixed half) or float64 halves."""
+        """What the loops read: float64, float32 (also for mixed half) or float64 holding
+        the 16-bit values (strict)."""
+        if self.strict:
+            return np.dtype(np.float64)
         if self.x.dtype == np.float16:
-            return np.dtype(np.float64 if self.strict else np.float32)
+            return np.dtype(np.float32)
         return self.x.dtype
 
     def loop_eps(self) -> float:
-        """eps as the loops use it: rounded to half in strict mode (inf from 65520 on, as
-        half arithmetic gives, without NumPy's overflow warning)."""
-        return round_to_half(self.eps) if self.strict else self.eps
+        """eps as the loops use it: rounded to the 16-bit format in strict mode (float16:
+        inf from 65520 on, as half arithmetic gives, without NumPy's overflow warning)."""
+        return narrow_strict(self.eps, self.bf) if self.strict else self.eps
 
     def widen(self, array: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(array, dtype=self.compute_dtype())
 
     def result_buffer(self, shape: tuple[int, ...]) -> np.ndarray:
-        """float16 results are computed into float64 and rounded once afterwards."""
-        return np.empty(shape, np.float64 if self.x.dtype == np.float16 else self.x.dtype)
+        """16-bit results are computed into float64 and rounded once afterwards (exactly, in
+        strict mode)."""
+        wide = self.x.dtype == np.float16 or self.bf
+        return np.empty(shape, np.float64 if wide else self.x.dtype)
 
     @property
     def mixed_half(self) -> bool:
@@ -228,7 +242,7 @@ def vjp(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """(dx, dgamma, dbeta) for the upstream gradient g (dbeta None without beta)."""
     p = prepared
-    g = float_array(g, "g")
+    g = float_array(g, "g", bfloat16=True)
     if g.shape != p.x.shape:
         raise ValueError(f"g: expected shape {p.x.shape} (the shape of x), got {g.shape}")
     if g.dtype != p.x.dtype:

@@ -25,10 +25,16 @@ scaled by 2^-64 (exact, except that entries below 2^-958 then err by up to 2^-10
 inputs are computed the same way in float64 and rounded once (for ``kh kw`` a power of two,
 a window whose plain float64 sum is exact -- TwoSum error 0 at every step, the usual case --
 is summed and divided directly: the same value, vectorized). ``strict_fp16=True`` (float16
-input only) sums left to right (row-major within a window, window order for ``vjp2d``) with
-every partial sum rounded to half, and divides by the half ``D`` (or ``kh kw``), rounded:
-``mean(65504, 65504)`` overflows to inf there (the sum does), where mixed gives 65504, and a
-long row stalls once the running sum's spacing exceeds the terms (``2048 + 1 = 2048``).
+or bfloat16 input) sums left to right from +0 (row-major within a window) with every
+partial sum rounded to the input's format (``kernels/_strict.narrow``), and divides by
+``D`` (or ``kh kw``) rounded to it, rounding the quotient: ``h(h(...h(0 + x_1)...) / h(D))``.
+``vjp`` is ``h(g / h(D))``; ``vjp2d`` adds each window's share ``h(g_w / h(kh kw))`` to its
+pixels, rounded, in window order (row-major over the output). In half
+``mean(65504, 65504)`` overflows to inf (the sum does), where mixed gives 65504, and a long
+row stalls once the running sum's spacing exceeds the terms (``2048 + 1 = 2048``).
+bfloat16 has float32's range but 8 significant bits, so the sum of ones stalls at 256
+(``256 + 1 = 256``): the 17 x 17 window of ones sums to 256, ``kh kw = 289`` is held as 288,
+and the mean is ``bf(256 / 288) = 0.890625`` instead of 1.
 Non-finite inputs propagate per IEEE (``inf + (-inf)`` is NaN).
 
 >>> import numpy as np
@@ -49,9 +55,7 @@ import numpy as np
 from numba import njit, prange
 from numpy.typing import ArrayLike
 
-from kernels._bf16 import widened
 from kernels._dd import dd_add, dd_div
-from kernels._f16 import round_to_half
 from kernels._pool import (
     IntPair,
     checked_window_gradient,
@@ -65,6 +69,7 @@ from kernels._pool import (
     window_input,
     window_planes,
 )
+from kernels._strict import bfloat16_kernel, is_bfloat16, narrow
 from kernels._threads import thread_safe
 
 __all__ = ["forward", "forward2d", "jacobian", "jacobian2d", "vjp", "vjp2d"]
@@ -85,14 +90,14 @@ def _scale(values):
 
 @thread_safe
 @njit(cache=True, parallel=True, error_model="numpy")
-def _global_forward(rows, strict, out):
+def _global_forward(rows, strict, out, bf):
     n, size = rows.shape
     for r in prange(n):
         if strict:
             s = 0.0
             for j in range(size):
-                s = round_to_half(s + rows[r, j])
-            out[r] = round_to_half(s / round_to_half(size))
+                s = narrow(s + rows[r, j], bf)
+            out[r] = narrow(s / narrow(size, bf), bf)
         else:
             scale = _scale(rows[r])
             sh, sl = 0.0, 0.0
@@ -102,33 +107,33 @@ def _global_forward(rows, strict, out):
 
 
 @njit(cache=True, error_model="numpy")
-def _window_mean(plane, h0, w0, kh, kw, strict, scale):
+def _window_mean(plane, h0, w0, kh, kw, strict, scale, bf):
     """The mean of the window at (h0, w0) (clipped to the plane, padding counted as zeros):
     a double-double sum divided by ``kh kw`` (``scale`` as from :func:`_scale`), or in
-    strict mode a half sum divided by the half count."""
+    strict mode a half (bfloat16 if ``bf``) sum divided by the rounded count."""
     height, width = plane.shape
     hi, lo = 0.0, 0.0
     for i in range(max(h0, 0), min(h0 + kh, height)):
         for j in range(max(w0, 0), min(w0 + kw, width)):
             if strict:
-                hi = round_to_half(hi + plane[i, j])
+                hi = narrow(hi + plane[i, j], bf)
             else:
                 hi, lo = dd_add(hi, lo, plane[i, j] * scale, 0.0)
     if strict:
-        return round_to_half(hi / round_to_half(np.float64(kh * kw)))
+        return narrow(hi / narrow(np.float64(kh * kw), bf), bf)
     return dd_div(hi, lo, np.float64(kh * kw), 0.0)[0] / scale
 
 
 @thread_safe
 @njit(cache=True, parallel=True, error_model="numpy")
-def _forward2d(planes, kh, kw, sh, sw, ph, pw, strict, out):
+def _forward2d(planes, kh, kw, sh, sw, ph, pw, strict, out, bf=False):
     n = planes.shape[0]
     for p in prange(n):
         scale = 1.0 if strict else _scale(planes[p])
         for oh in range(out.shape[1]):
             for ow in range(out.shape[2]):
                 out[p, oh, ow] = _window_mean(
-                    planes[p], oh * sh - ph, ow * sw - pw, kh, kw, strict, scale
+                    planes[p], oh * sh - ph, ow * sw - pw, kh, kw, strict, scale, bf
                 )
 
 
@@ -186,16 +191,19 @@ def _forward2d_wide(planes, kh, kw, sh, sw, ph, pw, out):
                 if lo <= ow < hi and errors[ow - lo] == 0.0:
                     out[p, oh, ow] = sums[ow - lo] * inverse
                 else:
-                    out[p, oh, ow] = _window_mean(planes[p], h0, ow * sw - pw, kh, kw, False, 1.0)
+                    w0 = ow * sw - pw
+                    out[p, oh, ow] = _window_mean(planes[p], h0, w0, kh, kw, False, 1.0, False)
 
 
 @thread_safe
 @njit(cache=True, parallel=True, error_model="numpy")
-def _vjp2d(g, kh, kw, sh, sw, ph, pw, strict, dx):
-    """Each pixel: the sum of the g of its windows, / (kh kw); one plane per thread."""
+def _vjp2d(g, kh, kw, sh, sw, ph, pw, strict, dx, bf=False):
+    """Each pixel: the sum of the g of its windows, / (kh kw); one plane per thread. In
+    strict mode (half, or bfloat16 if ``bf``) each window's share ``h(g / h(kh kw))`` is
+    added, rounded, in window order."""
     n, height, width = dx.shape
     count = np.float64(kh * kw)
-    half_count = round_to_half(count)
+    half_count = narrow(count, bf)
     for p in prange(n):
         scale = 1.0 if strict else _scale(g[p])
         hi = np.zeros((height, width))
@@ -205,11 +213,11 @@ def _vjp2d(g, kh, kw, sh, sw, ph, pw, strict, dx):
             for ow in range(g.shape[2]):
                 w0 = ow * sw - pw
                 value = g[p, oh, ow]
-                share = round_to_half(value / half_count) if strict else value * scale
+                share = narrow(value / half_count, bf) if strict else value * scale
                 for i in range(max(h0, 0), min(h0 + kh, height)):
                     for j in range(max(w0, 0), min(w0 + kw, width)):
                         if strict:
-                            hi[i, j] = round_to_half(hi[i, j] + share)
+                            hi[i, j] = narrow(hi[i, j] + share, bf)
                         else:
                             hi[i, j], lo[i, j] = dd_add(hi[i, j], lo[i, j], share, 0.0)
         for i in range(height):
@@ -288,42 +296,44 @@ def _output(dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
     return np.empty(shape, np.float32 if dtype == np.float32 else np.float64)
 
 
-def _divisor(count: int, strict: bool) -> float:
-    """``count`` as the arithmetic holds it: rounded to half in strict mode (inf from 65520
-    on, as half arithmetic gives, without NumPy's overflow warning)."""
-    return round_to_half(float(count)) if strict else float(count)
+def _divisor(count: int, strict: bool, bf: bool = False) -> float:
+    """``count`` as the arithmetic holds it: rounded to half (bfloat16 if ``bf``) in strict
+    mode (half: inf from 65520 on, as half arithmetic gives, without NumPy's overflow
+    warning)."""
+    return narrow(float(count), bf) if strict else float(count)
 
 
-@widened
+@bfloat16_kernel
 def forward(x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     """``sum(x) / D`` over the last axis: (..., D) -> (...), x's dtype."""
     x, rows, strict = global_rows(x, strict_fp16)
     out = np.empty(rows.shape[0])
-    _global_forward(rows, strict, out)
+    _global_forward(rows, strict, out, is_bfloat16(x))
     return finish(out, x.dtype, x.shape[:-1])
 
 
-@widened
+@bfloat16_kernel
 def vjp(x: ArrayLike, g: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     """``dx_i = g / D`` for ``g`` of shape (...) (x's shape without the last axis)."""
     x, rows, strict = global_rows(x, strict_fp16)
     grows = global_gradient(g, x)
     size = rows.shape[1]
-    dx = np.broadcast_to((grows / _divisor(size, strict))[:, None], rows.shape)
+    divisor = _divisor(size, strict, is_bfloat16(x))
+    dx = np.broadcast_to((grows / divisor)[:, None], rows.shape)
     return finish(dx, x.dtype, x.shape)
 
 
-@widened
+@bfloat16_kernel
 def jacobian(x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     """``(1/D) 1^T`` as a (1, D) array for one sample ``x`` of shape (D,)."""
     x, rows, strict = global_rows(x, strict_fp16)
     if x.ndim != 1:
         raise ValueError(f"x: expected one sample of shape (D,), got shape {x.shape}")
-    weight = 1.0 / _divisor(rows.shape[1], strict)
+    weight = 1.0 / _divisor(rows.shape[1], strict, is_bfloat16(x))
     return finish(np.full(rows.shape, weight), x.dtype, rows.shape)
 
 
-@widened
+@bfloat16_kernel
 def forward2d(
     x: ArrayLike,
     kernel_size: IntPair,
@@ -342,11 +352,11 @@ def forward2d(
         return finish(out, x.dtype, shape)
     x, geometry, planes, strict = window_planes(x, kernel_size, stride, padding, strict_fp16)
     out = np.empty((planes.shape[0], geometry.out_height, geometry.out_width))
-    _forward2d(planes, *geometry.loop_args, strict, out)
+    _forward2d(planes, *geometry.loop_args, strict, out, is_bfloat16(x))
     return finish(out, x.dtype, shape)
 
 
-@widened
+@bfloat16_kernel
 def vjp2d(
     x: ArrayLike,
     g: ArrayLike,
@@ -365,11 +375,11 @@ def vjp2d(
         return finish(dx, x.dtype, x.shape)
     gplanes = window_gradient(g, x, geometry)
     dx = np.empty((gplanes.shape[0], *x.shape[-2:]))
-    _vjp2d(gplanes, *geometry.loop_args, strict, dx)
+    _vjp2d(gplanes, *geometry.loop_args, strict, dx, is_bfloat16(x))
     return finish(dx, x.dtype, x.shape)
 
 
-@widened
+@bfloat16_kernel
 def jacobian2d(
     x: ArrayLike,
     kernel_size: IntPair,
@@ -382,7 +392,7 @@ def jacobian2d(
     x, geometry, planes, strict = sample_window_planes(x, kernel_size, stride, padding, strict_fp16)
     g = geometry
     out = np.zeros((planes.shape[0] * g.out_height * g.out_width, planes.size))
-    weight = 1.0 / _divisor(g.kh * g.kw, strict)
+    weight = 1.0 / _divisor(g.kh * g.kw, strict, is_bfloat16(x))
     _jacobian2d(
         g.height, g.width, *g.loop_args, planes.shape[0], g.out_height, g.out_width, weight, out
     )

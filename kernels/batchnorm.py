@@ -44,9 +44,9 @@ import numba
 import numpy as np
 from numpy.typing import ArrayLike
 
-from kernels._bf16 import widened
-from kernels._f16 import round_to_half
+from kernels._bf16 import to_bfloat16
 from kernels._generated import batchnorm as _generated
+from kernels._strict import bfloat16_kernel, is_bfloat16, narrow
 from kernels._threads import thread_safe
 from kernels._validate import choice, eps_value, flag, float_array, real, strict_mode
 
@@ -71,11 +71,14 @@ class _Prepared:
     def __init__(
         self, x, gamma, beta, eps, training, running_mean, running_var, momentum, denom, strict
     ):
-        x = float_array(x, "x")
+        x = float_array(x, "x", bfloat16=True)
         if x.ndim not in (2, 4):
             raise ValueError(f"x: expected shape (N, D) or (N, C, H, W), got {x.shape}")
         self.denom = choice(denom, "denom", tuple(DENOMS))
         self.strict = strict_mode(strict, x.dtype)
+        self.bf = is_bfloat16(x)
+        if self.bf and not self.strict:
+            raise TypeError("x: bfloat16 reaches this path in strict mode only (bfloat16_kernel)")
         self.training = flag(training, "training")
         momentum = real(momentum, "momentum", low=0.0, high=1.0)
         features = x.shape[1]
@@ -92,7 +95,7 @@ class _Prepared:
                 raise ValueError(
                     "running_mean, running_var: required in inference mode (training=False)"
                 )
-            mean, var = _running_statistics(running_mean, running_var, features)
+            mean, var = _running_statistics(running_mean, running_var, features, self.bf)
             self.mean, self.var = self._statistic(mean), self._statistic(var)
         self.columns = self.layout(x)
         self.block = _block(features, numba.get_num_threads())
@@ -103,7 +106,7 @@ class _Prepared:
         return _features_last(array, self._compute)
 
     def _parameter(self, value, name, features):
-        array = float_array(value, name)
+        array = float_array(value, name, bfloat16=True)
         if array.shape != (features,):
             raise ValueError(
                 f"{name}: expected shape ({features},) (axis 1 of x), got {array.shape}"
@@ -115,36 +118,46 @@ class _Prepared:
         return np.ascontiguousarray(array, dtype=self._compute)
 
     def _statistic(self, array: np.ndarray) -> np.ndarray:
-        """A checked running statistic as the loops read it: float64, rounded to half in
-        strict mode (inf past 65519, as half arithmetic gives, without a warning)."""
+        """A checked running statistic as the loops read it: float64, rounded to the 16-bit
+        format in strict mode (float16: inf past 65519, as half arithmetic gives, without a
+        warning)."""
         values = np.ascontiguousarray(array, dtype=np.float64)
         if not self.strict:
             return values
+        if self.bf:
+            return to_bfloat16(values).astype(np.float64)
         with np.errstate(over="ignore"):  # strict mode: statistics rounded to half too
             return values.astype(np.float16).astype(np.float64)
 
     @property
     def _compute(self) -> np.dtype:
+        if self.strict:
+            return np.dtype(np.float64)
         if self.x.dtype == np.float16:
-            return np.dtype(np.float64 if self.strict else np.float32)
+            return np.dtype(np.float32)
         return self.x.dtype
 
     @property
     def path(self) -> str:
+        """The generated loops' path: f64, wide, or the strict f16s and bf16s."""
         if self.x.dtype == np.float64:
             return "f64"
-        return "f16s" if self.strict else "wide"
+        if self.strict:
+            return "bf16s" if self.bf else "f16s"
+        return "wide"
 
     def loop(self, name: str):
         mode = "" if self.training else "inference_"
         return thread_safe(getattr(_generated, f"{name}_{mode}{self.path}_{DENOMS[self.denom]}"))
 
     def loop_eps(self) -> float:
-        """eps rounded to half in strict mode (inf from 65520 on, without a warning)."""
-        return round_to_half(self.eps) if self.strict else self.eps
+        """eps rounded to the 16-bit format in strict mode (float16: inf from 65520 on,
+        without a warning)."""
+        return narrow(self.eps, self.bf) if self.strict else self.eps
 
     def buffer(self, shape) -> np.ndarray:
-        return np.empty(shape, np.float64 if self.x.dtype == np.float16 else self.x.dtype)
+        wide = self.x.dtype == np.float16 or self.bf
+        return np.empty(shape, np.float64 if wide else self.x.dtype)
 
     def finish(self, values: np.ndarray) -> np.ndarray:
         """Round once to x's dtype; an overflow to inf is a result, not a warning."""
@@ -188,14 +201,14 @@ def _features_last(array: np.ndarray, dtype) -> np.ndarray:
 
 
 def _running_statistics(
-    running_mean: ArrayLike, running_var: ArrayLike, features: int
+    running_mean: ArrayLike, running_var: ArrayLike, features: int, bfloat16: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
     """The running statistics checked alike wherever they are read (inference mode and
-    :func:`running_update`): float arrays of shape (features,), the variance >= 0 (NaN
-    passes and propagates)."""
+    :func:`running_update`): float arrays of shape (features,) (bfloat16 too, for a strict
+    bfloat16 call), the variance >= 0 (NaN passes and propagates)."""
     checked = []
     for name, value in (("running_mean", running_mean), ("running_var", running_var)):
-        array = float_array(value, name)
+        array = float_array(value, name, bfloat16=bfloat16)
         if array.shape != (features,):
             raise ValueError(
                 f"{name}: expected shape ({features},) (axis 1 of x), got {array.shape}"
@@ -229,7 +242,7 @@ def _prepare(x, gamma, beta, eps, training, running_mean, running_var, momentum,
     )
 
 
-@widened
+@bfloat16_kernel
 def forward(
     x: ArrayLike,
     gamma: ArrayLike,
@@ -255,7 +268,7 @@ def forward(
     return p.restore(p.finish(out))
 
 
-@widened
+@bfloat16_kernel
 def vjp(
     x: ArrayLike,
     g: ArrayLike,
@@ -274,7 +287,7 @@ def vjp(
     p = _prepare(
         x, gamma, beta, eps, training, running_mean, running_var, momentum, denom, strict_fp16
     )
-    g = float_array(g, "g")
+    g = float_array(g, "g", bfloat16=True)
     if g.shape != p.x.shape:
         raise ValueError(f"g: expected shape {p.x.shape} (the shape of x), got {g.shape}")
     if g.dtype != p.x.dtype:
@@ -291,7 +304,7 @@ def vjp(
     return p.restore(p.finish(dx)), p.finish(dgamma), p.finish(dbeta)
 
 
-@widened
+@bfloat16_kernel
 def jacobian(
     x: ArrayLike,
     gamma: ArrayLike,
@@ -327,7 +340,7 @@ def jacobian(
 def _inference_scale(p: _Prepared, j: int) -> float:
     """gamma_j r_j in inference mode, by the generated stages of the mode's arithmetic."""
     suffix = DENOMS[p.denom]
-    mode = "f16s" if p.strict else "f64"
+    mode = p.path if p.strict else "f64"
     r = getattr(_generated, f"scale_{suffix}_{mode}")(float(p.var[j]), p.loop_eps())
     return getattr(_generated, f"dx_inference_{mode}")(r, float(p.gamma[j]), 1.0)
 

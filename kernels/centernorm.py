@@ -24,15 +24,15 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from kernels import _rownorm
-from kernels._bf16 import widened
 from kernels._generated import centernorm as _generated
+from kernels._strict import bfloat16_kernel
 
 
 def _prepare(x, gamma, beta, strict_fp16) -> _rownorm.Prepared:
     return _rownorm.Prepared(x, gamma, beta, 0.0, 2, strict_fp16, "CenterNorm")
 
 
-@widened
+@bfloat16_kernel
 def forward(
     x: ArrayLike, gamma: ArrayLike, beta: ArrayLike, *, strict_fp16: bool = False
 ) -> np.ndarray:
@@ -40,7 +40,7 @@ def forward(
     return _rownorm.forward(_generated, _prepare(x, gamma, beta, strict_fp16))
 
 
-@widened
+@bfloat16_kernel
 def vjp(
     x: ArrayLike, g: ArrayLike, gamma: ArrayLike, beta: ArrayLike, *, strict_fp16: bool = False
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -48,7 +48,7 @@ def vjp(
     return _rownorm.vjp(_generated, _prepare(x, gamma, beta, strict_fp16), g)
 
 
-@widened
+@bfloat16_kernel
 def jacobian(
     x: ArrayLike, gamma: ArrayLike, beta: ArrayLike, *, strict_fp16: bool = False
 ) -> np.ndarray:

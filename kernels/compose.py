@@ -44,14 +44,15 @@ gradient of x's shape, one gradient per parameter of that parameter's shape, a J
 shape (output size, D), each in the input's (parameter's) dtype; else ValueError (shape)
 or TypeError (dtype, not an array) naming the stage (``branch``, ``stages[k]``).
 
-Arithmetic. Every stage is one kernel call in x's dtype, so a float32 or float16 branch
-rounds its intermediate results to that dtype between stages, as a network stored in that
-dtype does; ``strict_fp16`` is passed to every stage. Each kernel's own guarantee (computed
+Arithmetic. Every stage is one kernel call in x's dtype, so a float32, float16 or bfloat16
+branch rounds its intermediate results to that dtype between stages, as a network stored
+in that dtype does; ``strict_fp16`` is passed to every stage. Each kernel's own guarantee (computed
 wide, rounded once; a float16 result is inf only when its exact value rounds to inf) holds
 stage by stage, not for the composition: a float16 pre-activation can overflow although
 the block's exact output is finite. The Jacobian's matrix product is taken in float64
 (NumPy/BLAS) from the stages' Jacobians and rounded once to x's dtype; with
-``strict_fp16=True`` every product and partial sum of it is rounded to half.
+``strict_fp16=True`` every product and partial sum of it is rounded to x's 16-bit format
+(half or bfloat16).
 
 >>> import numpy as np
 >>> from kernels import compose
@@ -80,9 +81,10 @@ from numba import njit
 from numpy.typing import ArrayLike
 
 from kernels import gelu, layernorm, linear, relu, sigmoid, swish
+from kernels._bf16 import to_bfloat16
 from kernels._dd import dd_add, two_prod, two_sum
-from kernels._f16 import round_to_half
-from kernels._generated.weightnorm import matmul_nt_f16s
+from kernels._generated.weightnorm import matmul_nt_bf16s, matmul_nt_f16s
+from kernels._strict import is_bfloat16, narrow
 from kernels._validate import eps_value, float_array, strict_mode
 
 __all__ = [
@@ -145,12 +147,12 @@ class Linear:
     b: np.ndarray | None = None
 
     def __post_init__(self) -> None:
-        W = float_array(self.W, "W")
+        W = float_array(self.W, "W", bfloat16=True)
         if W.ndim != 2:
             raise ValueError(f"W: expected shape (O, D), got {W.shape}")
         object.__setattr__(self, "W", W)
         if self.b is not None:
-            b = float_array(self.b, "b")
+            b = float_array(self.b, "b", bfloat16=True)
             if b.shape != (W.shape[0],):
                 raise ValueError(f"b: expected shape ({W.shape[0]},) (rows of W), got {b.shape}")
             if b.dtype != W.dtype:
@@ -224,10 +226,10 @@ class LayerNorm:
     eps: float = 1e-5
 
     def __post_init__(self) -> None:
-        gamma = float_array(self.gamma, "gamma")
+        gamma = float_array(self.gamma, "gamma", bfloat16=True)
         if gamma.ndim != 1:
             raise ValueError(f"gamma: expected shape (D,), got {gamma.shape}")
-        beta = float_array(self.beta, "beta")
+        beta = float_array(self.beta, "beta", bfloat16=True)
         if beta.shape != gamma.shape:
             raise ValueError(
                 f"beta: expected shape {gamma.shape} (that of gamma), got {beta.shape}"
@@ -297,7 +299,7 @@ class Sequential:
         return inputs
 
     def forward(self, x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
-        x = float_array(x, "x")
+        x = float_array(x, "x", bfloat16=True)
         self.output_shape(x.shape)
         for index, stage in enumerate(self.stages):
             x = checked_forward(stage, x, strict_fp16, f"stages[{index}]")
@@ -320,8 +322,8 @@ class Sequential:
 
     def _arrays(self, x: ArrayLike, g: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """``x`` and ``g`` as float arrays, ``g`` of the output's shape (ValueError else)."""
-        x = float_array(x, "x")
-        g = float_array(g, "g")
+        x = float_array(x, "x", bfloat16=True)
+        g = float_array(g, "g", bfloat16=True)
         expected = self.output_shape(x.shape)
         if g.shape != expected:
             raise ValueError(
@@ -342,12 +344,12 @@ class Sequential:
         return g, tuple(grad for stage_grads in reversed(grads) for grad in stage_grads)
 
     def jacobian(self, x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
-        x = float_array(x, "x")
+        x = float_array(x, "x", bfloat16=True)
         return finish(self.wide_jacobian(x, strict_fp16=strict_fp16), x.dtype)
 
     def wide_jacobian(self, x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
         """The Jacobian as a float64 array before the final rounding to x's dtype."""
-        x = float_array(x, "x")
+        x = float_array(x, "x", bfloat16=True)
         if x.ndim != 1:
             raise ValueError(f"x: expected one sample of shape (D,), got shape {x.shape}")
         self.output_shape(x.shape)
@@ -355,7 +357,7 @@ class Sequential:
         product = None
         for index, (stage, stage_input) in enumerate(zip(self.stages, inputs, strict=True)):
             factor = checked_jacobian(stage, stage_input, strict_fp16, f"stages[{index}]")
-            product = factor if product is None else _matmul(factor, product, strict_fp16)
+            product = factor if product is None else _matmul(factor, product, strict_fp16, x.dtype)
         return product
 
 
@@ -366,7 +368,7 @@ def wide_jacobian(stage: Any, x: ArrayLike, *, strict_fp16: bool = False) -> np.
     that a residual block adds the identity before the only rounding.
     """
     require_stage(stage, "stage")
-    return checked_jacobian(stage, float_array(x, "x"), strict_fp16, "stage")
+    return checked_jacobian(stage, float_array(x, "x", bfloat16=True), strict_fp16, "stage")
 
 
 # --- checked calls of a stage: what it returns is checked before any loop reads it ---------
@@ -475,7 +477,7 @@ def ffn(W1: ArrayLike, b1: ArrayLike | None, W2: ArrayLike, b2: ArrayLike | None
 def check_block(x: ArrayLike, branch: Any, strict_fp16: Any) -> tuple[np.ndarray, bool]:
     """The checked input of a residual block and its strict flag: x of shape (..., D) with
     D >= 1, and a stage mapping that shape to itself (ValueError naming the branch)."""
-    x = float_array(x, "x")
+    x = float_array(x, "x", bfloat16=True)
     if x.ndim == 0:
         raise ValueError("x: expected shape (..., D), got a 0-d array")
     if x.shape[-1] == 0:
@@ -495,7 +497,10 @@ def check_block(x: ArrayLike, branch: Any, strict_fp16: Any) -> tuple[np.ndarray
 
 
 def finish(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """Round once to ``dtype``; an overflow to inf is a result, not a warning."""
+    """Round once to ``dtype`` (to bfloat16 directly from float64: ml_dtypes' own cast
+    rounds twice, through float32); an overflow to inf is a result, not a warning."""
+    if is_bfloat16(dtype):
+        return to_bfloat16(values)
     with np.errstate(over="ignore"):
         return values.astype(dtype, copy=False)
 
@@ -504,12 +509,14 @@ def _rows(array: np.ndarray, width: int) -> np.ndarray:
     return np.ascontiguousarray(array, dtype=np.float64).reshape(-1, width)
 
 
-def _matmul(a: np.ndarray, b: np.ndarray, strict_fp16: bool) -> np.ndarray:
-    """``a @ b`` in float64 (BLAS), or with every product and partial sum rounded to half."""
+def _matmul(a: np.ndarray, b: np.ndarray, strict_fp16: bool, dtype: np.dtype) -> np.ndarray:
+    """``a @ b`` in float64 (BLAS), or with every product and partial sum rounded to the
+    16-bit ``dtype`` (half or bfloat16)."""
     if not strict_fp16:
         return a @ b
     out = np.empty((a.shape[0], b.shape[1]))
-    matmul_nt_f16s(np.ascontiguousarray(a), np.ascontiguousarray(b.T), out)
+    strict = matmul_nt_bf16s if is_bfloat16(dtype) else matmul_nt_f16s
+    strict(np.ascontiguousarray(a), np.ascontiguousarray(b.T), out)
     return out
 
 
@@ -525,11 +532,12 @@ def _scaled_sum_dd(base, f, nu, out):
 
 
 @njit(cache=True)
-def _scaled_sum_f16s(base, f, nu, out):
-    """``out = h(base + h(nu f))``, ``h`` = rounding to half (halves in, halves out)."""
+def _scaled_sum_strict(base, f, nu, out, bf):
+    """``out = h(base + h(nu f))``, ``h`` = rounding to half (to bfloat16 if ``bf``; values
+    of that format in and out)."""
     for m in range(base.shape[0]):
         for i in range(base.shape[1]):
-            out[m, i] = round_to_half(base[m, i] + round_to_half(nu[i] * f[m, i]))
+            out[m, i] = narrow(base[m, i] + narrow(nu[i] * f[m, i], bf), bf)
 
 
 @njit(cache=True)
@@ -546,38 +554,48 @@ def _column_dots_dd(a, b, out):
 
 
 @njit(cache=True)
-def _column_dots_f16s(a, b, out):
-    """``out[i] = sum_m a[m, i] b[m, i]``, every product and partial sum rounded to half,
-    rows ascending."""
+def _column_dots_strict(a, b, out, bf):
+    """``out[i] = sum_m a[m, i] b[m, i]``, every product and partial sum rounded to half
+    (to bfloat16 if ``bf``), rows ascending."""
     for i in range(a.shape[1]):
         out[i] = 0.0
     for m in range(a.shape[0]):
         for i in range(a.shape[1]):
-            out[i] = round_to_half(out[i] + round_to_half(a[m, i] * b[m, i]))
+            out[i] = narrow(out[i] + narrow(a[m, i] * b[m, i], bf), bf)
 
 
-def scaled_sum(base: np.ndarray, f: np.ndarray, nu: np.ndarray, strict_fp16: bool) -> np.ndarray:
+def scaled_sum(
+    base: np.ndarray, f: np.ndarray, nu: np.ndarray, strict_fp16: bool, *, bf: bool = False
+) -> np.ndarray:
     """``base + nu * f`` in float64 (``nu`` of shape (D,) along the last axis), exact
-    before one rounding to float64; in strict mode ``h(base + h(nu f))``. Shape of base."""
+    before one rounding to float64; in strict mode ``h(base + h(nu f))``, ``h`` rounding to
+    half (to bfloat16 if ``bf``). Shape of base."""
     width = nu.shape[0]
     if f.shape != base.shape or base.ndim == 0 or base.shape[-1] != width:
         raise ValueError(  # the loop would read past the end of f
             f"f: expected shape {base.shape} (ending in {width}), got {f.shape}"
         )
     out = np.empty((base.size // width, width))
-    loop = _scaled_sum_f16s if strict_fp16 else _scaled_sum_dd
-    loop(_rows(base, width), _rows(f, width), nu, out)
+    if strict_fp16:
+        _scaled_sum_strict(_rows(base, width), _rows(f, width), nu, out, bf)
+    else:
+        _scaled_sum_dd(_rows(base, width), _rows(f, width), nu, out)
     return out.reshape(base.shape)
 
 
-def column_dots(a: np.ndarray, b: np.ndarray, width: int, strict_fp16: bool) -> np.ndarray:
+def column_dots(
+    a: np.ndarray, b: np.ndarray, width: int, strict_fp16: bool, *, bf: bool = False
+) -> np.ndarray:
     """``sum over rows of a * b`` for the arrays viewed as rows of ``width``: shape (width,),
-    float64 (double-double accumulation), or in half steps in strict mode."""
+    float64 (double-double accumulation), or in strict mode in half steps (bfloat16 steps
+    if ``bf``)."""
     if a.shape != b.shape or a.size % width:
         raise ValueError(  # the loop would read past the end of b
             f"b: expected shape {a.shape} (rows of {width}), got {b.shape}"
         )
     out = np.empty(width)
-    loop = _column_dots_f16s if strict_fp16 else _column_dots_dd
-    loop(_rows(a, width), _rows(b, width), out)
+    if strict_fp16:
+        _column_dots_strict(_rows(a, width), _rows(b, width), out, bf)
+    else:
+        _column_dots_dd(_rows(a, width), _rows(b, width), out)
     return out

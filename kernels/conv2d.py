@@ -27,17 +27,18 @@ forward sum (``0 * inf`` is NaN, as in PyTorch) and of dW; they have no dx.
 The Jacobian of one sample (C, H, Wd) is the dense matrix of this linear map, rows
 ``(o, i, j)`` and columns ``(c, r, s)`` in C order (numerator layout): entry = the sum of
 the ``W[o, c, p, q]`` whose tap lands on pixel (r, s) for output (i, j) (summed in float64
-and rounded once; in strict mode in half steps). Its 2-norm is the Lipschitz constant in
-the 2-norm; the paper's ``sigma_max(W^O_D)`` is the 2-norm of a different matrix, the
-(O, C Kh Kw) matrix of one window. :func:`linear_operator` gives the Jacobian as a linear
-operator (``matvec``: the convolution without bias, ``rmatvec``: its adjoint, the
-transposed convolution) for inputs too large for a dense matrix.
+and rounded once; in strict mode in steps of the input's format). Its 2-norm is the
+Lipschitz constant in the 2-norm; the paper's ``sigma_max(W^O_D)`` is the 2-norm of a
+different matrix, the (O, C Kh Kw) matrix of one window. :func:`linear_operator` gives the
+Jacobian as a linear operator (``matvec``: the convolution without bias, ``rmatvec``: its
+adjoint, the transposed convolution) for inputs too large for a dense matrix.
 
-Arithmetic. float64, float32 and float16 ("mixed") inputs: an im2col gather (Numba, one (n,
-c) plane after another, a block of samples at a time) widens the input exactly to float64
-columns; BLAS float64 matrix products (one per sample, batched by NumPy's matmul) form
-every sum (a product of two float32 or float16 values is exact in float64); and the float64
-results are rounded once to the input dtype. The backward pass, with stride 1, zero padding
+Arithmetic. float64, float32 and float16 ("mixed") inputs (bfloat16 too, widened to float64
+by ``kernels._bf16.widened`` first): an im2col gather (Numba, one (n, c) plane after
+another, a block of samples at a time) widens the input exactly to float64 columns; BLAS
+float64 matrix products (one per sample, batched by NumPy's matmul) form every sum (a
+product of two float32 or float16 values is exact in float64); and the float64 results are
+rounded once to the input dtype. The backward pass, with stride 1, zero padding
 ``ph <= Kh - 1``, ``pw <= Kw - 1`` and finite x, W and g (the common case), is a
 convolution of ``g``: one im2col of ``g`` padded by ``(Kh - 1 - ph, Kw - 1 - pw)`` feeds
 both ``dx = W_flipped gcols`` and ``dW = x gcols^T`` (BLAS); otherwise ``dW`` comes from
@@ -49,10 +50,14 @@ magnitudes of an output's terms and ``n`` their number, ``|result - exact| <= ga
 before that rounding (``gamma_n = n u / (1 - n u)``, ``u = 2^-53``, any summation order;
 Higham, Accuracy and Stability, Eq. 3.5): float64 is not compensated, float16 results are
 inf exactly when the exact value rounds to inf (up to that error). ``strict_fp16=True``
-(float16 only; small inputs: plain loops): every product and every partial sum is rounded
-to half, starting from +0 in a fixed order -- ``y`` over ``(c, p, q)`` then ``+ b``; ``dW``
-and ``db`` over ``(n, i, j)``; ``dx`` over ``(o, p, i, q, j)``; the Jacobian over ``(p,
-q)`` -- each lexicographic, ascending.
+(float16 or bfloat16 input; small inputs: plain loops): every product and every partial
+sum is rounded to the input's format (``kernels/_strict.narrow``), starting from +0 in a
+fixed order -- ``y`` over ``(c, p, q)`` (a padded zero is a term ``0 * W``) then ``+ b``;
+``dW`` and ``db`` over ``(n, i, j)``; ``dx`` over ``(o, p, i, q, j)``; the Jacobian over
+``(p, q)`` -- each lexicographic, ascending. In half a product or partial sum past 65504 is
+inf; bfloat16 has float32's range, and its 8 significant bits break the sums first: a
+running sum of ones stops at 256 (``256 + 1`` rounds back to 256; half's at 2048), so a
+1 x 1 kernel of ones over C = 300 channels of ones gives 256, not 300.
 
 NaN and inf propagate as IEEE arithmetic says. Nothing is written into the inputs; any
 strides work.
@@ -78,8 +83,7 @@ import numpy as np
 from numba import njit, prange
 from numpy.typing import ArrayLike
 
-from kernels._bf16 import widened
-from kernels._f16 import round_to_half
+from kernels._strict import bfloat16_kernel, is_bfloat16, narrow
 from kernels._threads import thread_safe
 from kernels._validate import MAX_EXTENT, choice, float_array, pair, strict_mode
 
@@ -188,8 +192,9 @@ def _all_finite(flat):
 
 @thread_safe
 @njit(cache=True, parallel=True)
-def _forward_f16s(x, w, b, has_bias, rows, cols, out):
-    """Strict half forward: y[n, o, i, j] summed over (c, p, q), then + b[o]."""
+def _forward_f16s(x, w, b, has_bias, rows, cols, out, bf):
+    """Strict half (bfloat16 if ``bf``) forward: y[n, o, i, j] summed over (c, p, q), then
+    + b[o]."""
     samples, channels = x.shape[0], x.shape[1]
     outputs, _, taps_h, taps_w = w.shape
     out_h, out_w = rows.shape[1], cols.shape[1]
@@ -205,16 +210,16 @@ def _forward_f16s(x, w, b, has_bias, rows, cols, out):
                         for q in range(taps_w):
                             s = cols[q, j]
                             v = x[n, c, r, s] if r >= 0 and s >= 0 else 0.0
-                            acc = round_to_half(acc + round_to_half(v * w[o, c, p, q]))
+                            acc = narrow(acc + narrow(v * w[o, c, p, q], bf), bf)
                 if has_bias:
-                    acc = round_to_half(acc + b[o])
+                    acc = narrow(acc + b[o], bf)
                 out[n, o, i, j] = acc
 
 
 @thread_safe
 @njit(cache=True, parallel=True)
-def _parameter_gradients_f16s(x, g, rows, cols, dw, db):
-    """Strict half dW[o, c, p, q] and db[o], each summed over (n, i, j)."""
+def _parameter_gradients_f16s(x, g, rows, cols, dw, db, bf):
+    """Strict half (bfloat16 if ``bf``) dW[o, c, p, q] and db[o], each summed over (n, i, j)."""
     samples, channels = x.shape[0], x.shape[1]
     outputs, out_h, out_w = g.shape[1], g.shape[2], g.shape[3]
     taps_h, taps_w = rows.shape[0], cols.shape[0]
@@ -223,7 +228,7 @@ def _parameter_gradients_f16s(x, g, rows, cols, dw, db):
         for n in range(samples):
             for i in range(out_h):
                 for j in range(out_w):
-                    total = round_to_half(total + g[n, o, i, j])
+                    total = narrow(total + g[n, o, i, j], bf)
         db[o] = total
         for c in range(channels):
             for p in range(taps_h):
@@ -235,14 +240,15 @@ def _parameter_gradients_f16s(x, g, rows, cols, dw, db):
                             for j in range(out_w):
                                 s = cols[q, j]
                                 v = x[n, c, r, s] if r >= 0 and s >= 0 else 0.0
-                                acc = round_to_half(acc + round_to_half(g[n, o, i, j] * v))
+                                acc = narrow(acc + narrow(g[n, o, i, j] * v, bf), bf)
                     dw[o, c, p, q] = acc
 
 
 @thread_safe
 @njit(cache=True, parallel=True)
-def _input_gradient_f16s(g, w, rows, cols, out):
-    """Strict half dx[n, c, r, s]: the terms g W in lexicographic order of (o, p, i, q, j)."""
+def _input_gradient_f16s(g, w, rows, cols, out, bf):
+    """Strict half (bfloat16 if ``bf``) dx[n, c, r, s]: the terms g W in lexicographic order
+    of (o, p, i, q, j)."""
     samples, outputs, out_h, out_w = g.shape
     channels, taps_h, taps_w = w.shape[1], w.shape[2], w.shape[3]
     height, width = out.shape[2], out.shape[3]
@@ -261,17 +267,18 @@ def _input_gradient_f16s(g, w, rows, cols, out):
                                 for j in range(out_w):
                                     if cols[q, j] != s:
                                         continue
-                                    term = round_to_half(g[n, o, i, j] * w[o, c, p, q])
-                                    acc = round_to_half(acc + term)
+                                    term = narrow(g[n, o, i, j] * w[o, c, p, q], bf)
+                                    acc = narrow(acc + term, bf)
                 out[n, c, r, s] = acc
 
 
 @thread_safe
 @njit(cache=True, parallel=True)
-def _jacobian(w, rows, cols, height, width, strict, out):
+def _jacobian(w, rows, cols, height, width, strict, out, bf):
     """out[(o, i, j), (c, r, s)] = sum of the W[o, c, p, q] whose tap lands on (r, s).
 
-    Rows of one o belong to one thread. ``strict``: every partial sum rounded to half.
+    Rows of one o belong to one thread. ``strict``: every partial sum rounded to half
+    (bfloat16 if ``bf``).
     """
     outputs, channels, taps_h, taps_w = w.shape
     out_h, out_w = rows.shape[1], cols.shape[1]
@@ -290,7 +297,7 @@ def _jacobian(w, rows, cols, height, width, strict, out):
                                 continue
                             column = (c * height + r) * width + s
                             total = out[row, column] + w[o, c, p, q]
-                            out[row, column] = round_to_half(total) if strict else total
+                            out[row, column] = narrow(total, bf) if strict else total
 
 
 # --------------------------------------------------------------------------------------
@@ -403,7 +410,7 @@ def _geometry(
 
 
 def _like_x(value: ArrayLike, name: str, dtype: np.dtype) -> np.ndarray:
-    array = float_array(value, name)
+    array = float_array(value, name, bfloat16=True)
     if array.dtype != dtype:
         raise TypeError(f"{name}: expected dtype {dtype} (the dtype of x), got {array.dtype}")
     return array
@@ -413,7 +420,7 @@ class _Prepared:
     """Checked arguments of one call, and the geometry."""
 
     def __init__(self, x, W, b, stride, padding, padding_mode, strict_fp16, sample_ndim=4):
-        x = float_array(x, "x")
+        x = float_array(x, "x", bfloat16=True)
         if x.ndim != sample_ndim:
             expected = "(N, C, H, Wd)" if sample_ndim == 4 else "one sample (C, H, Wd)"
             raise ValueError(f"x: expected shape {expected}, got {x.shape}")
@@ -425,6 +432,9 @@ class _Prepared:
             if b.shape != (W.shape[0],):
                 raise ValueError(f"b: expected shape ({W.shape[0]},) (axis 0 of W), got {b.shape}")
         self.strict = strict_mode(strict_fp16, x.dtype)
+        self.bf = is_bfloat16(x)
+        if self.bf and not self.strict:
+            raise TypeError("x: bfloat16 reaches this path in strict mode only (bfloat16_kernel)")
         self.geometry = _geometry(x.shape[-3:], W.shape, stride, padding, padding_mode)
         self.x, self.W, self.b = x, W, b
 
@@ -439,9 +449,9 @@ def _round(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 
 def _wide(array: np.ndarray) -> np.ndarray:
-    """float32 and float64 arrays as they are (the Numba gather widens them); float16
-    widened exactly to float64. C-contiguous."""
-    if array.dtype == np.float16:
+    """float32 and float64 arrays as they are (the Numba gather widens them); float16 and
+    bfloat16 widened exactly to float64. C-contiguous."""
+    if array.dtype == np.float16 or is_bfloat16(array):
         return np.ascontiguousarray(array, dtype=np.float64)
     return np.ascontiguousarray(array)
 
@@ -453,11 +463,11 @@ def _chunk_size(samples: int, geometry: _Geometry) -> int:
 
 
 # --------------------------------------------------------------------------------------
-# float64 values of the results (halves in strict mode). The samples are processed in
-# blocks; the block buffers are allocated once per call and reused (fresh memory costs a
-# page fault per page, about as much as the copy itself). Layouts: columns (n, C Kh Kw,
-# Ho Wo), so that y, g and dx keep their NCHW layout and every product is one batched
-# NumPy matmul (one BLAS call per sample).
+# float64 values of the results (halves or bfloat16 values in strict mode). The samples are
+# processed in blocks; the block buffers are allocated once per call and reused (fresh
+# memory costs a page fault per page, about as much as the copy itself). Layouts: columns
+# (n, C Kh Kw, Ho Wo), so that y, g and dx keep their NCHW layout and every product is one
+# batched NumPy matmul (one BLAS call per sample).
 # --------------------------------------------------------------------------------------
 
 
@@ -466,13 +476,15 @@ _IEEE = np.errstate(invalid="ignore", over="ignore")
 
 
 @_IEEE
-def _forward_values(geometry: _Geometry, x, W, b, strict: bool) -> np.ndarray:
+def _forward_values(geometry: _Geometry, x, W, b, strict: bool, bf: bool = False) -> np.ndarray:
     samples = x.shape[0]
     outputs = geometry.weight_shape[0]
     if strict:
         out = np.empty(geometry.output_shape(samples))
         bias = np.zeros(outputs) if b is None else np.ascontiguousarray(b, dtype=np.float64)
-        _forward_f16s(_wide(x), _wide(W), bias, b is not None, geometry.rows, geometry.cols, out)
+        _forward_f16s(
+            _wide(x), _wide(W), bias, b is not None, geometry.rows, geometry.cols, out, bf
+        )
         return out
     weights = np.ascontiguousarray(W, dtype=np.float64).reshape(outputs, geometry.taps)
     x = _wide(x)
@@ -518,19 +530,22 @@ def _transposed_geometry(geometry: _Geometry) -> _Geometry | None:
 
 
 @_IEEE
-def _backward_values(geometry: _Geometry, x, g, W, strict: bool, parameters: bool):
-    """float64 (dx, dW, db); dW and db only if ``parameters`` (x is then needed)."""
+def _backward_values(
+    geometry: _Geometry, x, g, W, strict: bool, parameters: bool, bf: bool = False
+):
+    """float64 (dx, dW, db); dW and db only if ``parameters`` (x is then needed). ``bf``:
+    strict bfloat16 (``strict`` True) instead of strict half."""
     samples = g.shape[0]
     outputs = geometry.weight_shape[0]
     if strict:
         dx = np.zeros((samples, *geometry.input_shape))
         dw = db = None
         g = _wide(g)
-        _input_gradient_f16s(g, _wide(W), geometry.rows, geometry.cols, dx)
+        _input_gradient_f16s(g, _wide(W), geometry.rows, geometry.cols, dx, bf)
         if parameters:
             dw = np.empty(geometry.weight_shape)
             db = np.empty(outputs)
-            _parameter_gradients_f16s(_wide(x), g, geometry.rows, geometry.cols, dw, db)
+            _parameter_gradients_f16s(_wide(x), g, geometry.rows, geometry.cols, dw, db, bf)
         return dx, dw, db
     db = None
     if parameters:
@@ -626,7 +641,7 @@ def _backward_by_scatter(geometry: _Geometry, x, g, W, parameters):
     return dx, dw
 
 
-def _jacobian_values(geometry: _Geometry, W, strict: bool) -> np.ndarray:
+def _jacobian_values(geometry: _Geometry, W, strict: bool, bf: bool = False) -> np.ndarray:
     outputs = geometry.weight_shape[0]
     out = np.zeros((outputs * geometry.pixels, int(np.prod(geometry.input_shape))))
     _, height, width = geometry.input_shape
@@ -638,6 +653,7 @@ def _jacobian_values(geometry: _Geometry, W, strict: bool) -> np.ndarray:
         width,
         strict,
         out,
+        bf,
     )
     return out
 
@@ -647,7 +663,7 @@ def _jacobian_values(geometry: _Geometry, W, strict: bool) -> np.ndarray:
 # --------------------------------------------------------------------------------------
 
 
-@widened
+@bfloat16_kernel
 def forward(
     x: ArrayLike,
     W: ArrayLike,
@@ -660,10 +676,11 @@ def forward(
 ) -> np.ndarray:
     """The convolution of ``x`` (N, C, H, Wd): shape (N, O, Ho, Wo), dtype of ``x``."""
     args = _Prepared(x, W, b, stride, padding, padding_mode, strict_fp16)
-    return args.finish(_forward_values(args.geometry, args.x, args.W, args.b, args.strict))
+    values = _forward_values(args.geometry, args.x, args.W, args.b, args.strict, args.bf)
+    return args.finish(values)
 
 
-@widened
+@bfloat16_kernel
 def vjp(
     x: ArrayLike,
     g: ArrayLike,
@@ -685,11 +702,13 @@ def vjp(
     expected = args.geometry.output_shape(args.x.shape[0])
     if g.shape != expected:
         raise ValueError(f"g: expected shape {expected} (the shape of y), got {g.shape}")
-    dx, dw, db = _backward_values(args.geometry, args.x, g, args.W, args.strict, parameters=True)
+    dx, dw, db = _backward_values(
+        args.geometry, args.x, g, args.W, args.strict, parameters=True, bf=args.bf
+    )
     return args.finish(dx), args.finish(dw), None if args.b is None else args.finish(db)
 
 
-@widened
+@bfloat16_kernel
 def jacobian(
     x: ArrayLike,
     W: ArrayLike,
@@ -704,7 +723,7 @@ def jacobian(
     dtype, rows and columns in C order (numerator layout). It does not depend on ``x`` or
     ``b``; with circular wrapping an entry may be a sum of several weights."""
     args = _Prepared(x, W, b, stride, padding, padding_mode, strict_fp16, sample_ndim=3)
-    return args.finish(_jacobian_values(args.geometry, args.W, args.strict))
+    return args.finish(_jacobian_values(args.geometry, args.W, args.strict, args.bf))
 
 
 class Conv2dOperator:

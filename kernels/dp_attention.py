@@ -23,22 +23,28 @@ Backward, for ``G = dL/dY`` (proven equal to sympy.diff of the forward; see
 ``jacobian`` is the dense (N dv, N D) matrix ``d vec(Y) / d vec(X)`` (C-order flattening,
 numerator layout), built from one VJP per row: meant for small N and D.
 
-Arithmetic (``kernels/_attention.py``): float64, float32 and float16 inputs are computed
-in float64 -- matrix products by NumPy/BLAS, the row softmax (max subtracted) and its
-backward pass (cancellation-free at each row's argmax) in Numba loops -- and rounded once
-to the input dtype, so a float16 result is inf exactly when the float64 value rounds to inf.
-The float64 error of S is that of a BLAS product, ``|error| <= gamma_d sum_c |q_ic k_jc|``
-(``gamma_d = d u / (1 - d u)``, ``u = 2^-53``; plus the roundings of Q, K and ``sqrt(d)``);
-P inherits it multiplied by |S| (exp is ill-conditioned for large logits), and Y and the
-gradients add one BLAS product each, bounded relative to the sums of magnitudes, not to
-the result (a cancelling sum keeps only an absolute accuracy, as in every BLAS).
-``strict_fp16=True`` (float16 only) rounds every product, partial sum (ascending index),
-quotient, difference and exp to half, in the order written above (S as
-``(Q K^T) / sqrt(d)``, the product first): this shows where naive half precision breaks.
-The max is subtracted, so exp never overflows; what overflows is Q K^T itself: a product
-``q_ic k_jc`` or a partial sum past 65504 (e.g. both factors about 256) makes the logit +-inf
-or NaN -- +inf or NaN turns its whole row of P into NaN (``inf - inf``), -inf gives the weight
-0 -- and so can the sums of Q, K, V, P V and of the backward products.
+Arithmetic (``kernels/_attention.py``): float64, float32 and float16 inputs (and bfloat16 in
+mixed mode) are computed in float64 -- matrix products by NumPy/BLAS, the row softmax (max
+subtracted) and its backward pass (cancellation-free at each row's argmax) in Numba loops --
+and rounded once to the input dtype, so a float16 result is inf exactly when the float64
+value rounds to inf. The float64 error of S is that of a BLAS product,
+``|error| <= gamma_d sum_c |q_ic k_jc|`` (``gamma_d = d u / (1 - d u)``, ``u = 2^-53``; plus
+the roundings of Q, K and ``sqrt(d)``); P inherits it multiplied by |S| (exp is
+ill-conditioned for large logits), and Y and the gradients add one BLAS product each,
+bounded relative to the sums of magnitudes, not to the result (a cancelling sum keeps only
+an absolute accuracy, as in every BLAS). ``strict_fp16=True`` (float16 or bfloat16 input)
+rounds every product, partial sum (ascending index), quotient, difference and exp to the
+input's format, in the order written above (S as ``(Q K^T) / sqrt(d)``, the product first;
+``sqrt(d)`` rounded first; the softmax as in ``kernels/_attention.py``): this shows where
+naive 16-bit arithmetic breaks. The max is subtracted, so exp never overflows; what
+overflows in half is Q K^T itself: a product ``q_ic k_jc`` or a partial sum past 65504 (e.g.
+both factors about 256) makes the logit +-inf or NaN -- +inf or NaN turns its whole row of P
+into NaN (``inf - inf``), -inf gives the weight 0 -- and so can the sums of Q, K, V, P V and
+of the backward products. bfloat16 (float32's range, 8 significant bits) keeps 300 * 300
+finite (90000 is held as 90112) but loses the sums first: the row sum of the exponentials
+stops at 256 (``256 + 1 = 256``; half's at 2048), so N > 256 tokens of equal logits get the
+weights ``1/256`` where the exact ones are ``1/N`` (N = 300: a lone value 1 among zeros
+comes out as 2^-8 = 0.0039 instead of 1/300).
 
 NaN and inf propagate as IEEE arithmetic says (a NaN logit makes its row of P NaN; see
 ``kernels/_attention.py`` for the softmax of non-finite rows). Nothing is written into the
@@ -59,6 +65,10 @@ array([[0.669762, 0.330238],
 array([300.,   0.], dtype=float16)
 >>> dp_attention.forward(Xh, Wh, Wh, Wh, strict_fp16=True)[0]  # 300 * 300 overflows half
 array([nan, nan], dtype=float16)
+>>> from ml_dtypes import bfloat16
+>>> Xb, Wb = Xh.astype(bfloat16), Wh.astype(bfloat16)
+>>> dp_attention.forward(Xb, Wb, Wb, Wb, strict_fp16=True)[0]  # not in bfloat16's range
+array([300, 0], dtype=bfloat16)
 """
 
 from __future__ import annotations
@@ -69,8 +79,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from kernels import _attention as _a
-from kernels._bf16 import widened
-from kernels._validate import strict_mode
+from kernels._strict import bfloat16_kernel
 
 __all__ = ["forward", "jacobian", "vjp"]
 
@@ -84,7 +93,7 @@ class _Prepared:
         Wk = _a.check_weight(Wk, "Wk", X, rows=Wq.shape[0])
         Wv = _a.check_weight(Wv, "Wv", X)
         self.dtype = X.dtype
-        self.ar = ar = _a.Arith(strict_mode(strict_fp16, X.dtype))
+        self.ar = ar = _a.arithmetic(X, strict_fp16)
         self.X, self.Wq, self.Wk, self.Wv = (ar.wide(a) for a in (X, Wq, Wk, Wv))
         self.root = ar.scalar(math.sqrt(Wq.shape[0]))
         self.n, self.dv = X.shape[0], Wv.shape[0]
@@ -115,7 +124,7 @@ class _Prepared:
         return dX, ar.mm(dQ.T, self.X), ar.mm(dK.T, self.X), ar.mm(dV.T, self.X)
 
 
-@widened
+@bfloat16_kernel
 def forward(
     X: ArrayLike, Wq: ArrayLike, Wk: ArrayLike, Wv: ArrayLike, *, strict_fp16: bool = False
 ) -> np.ndarray:
@@ -124,7 +133,7 @@ def forward(
     return _a.finish(p.forward(), p.dtype)
 
 
-@widened
+@bfloat16_kernel
 def vjp(
     X: ArrayLike,
     G: ArrayLike,
@@ -141,7 +150,7 @@ def vjp(
     return tuple(_a.finish(v, p.dtype) for v in p.backward(G))
 
 
-@widened
+@bfloat16_kernel
 def jacobian(
     X: ArrayLike, Wq: ArrayLike, Wk: ArrayLike, Wv: ArrayLike, *, strict_fp16: bool = False
 ) -> np.ndarray:

@@ -35,19 +35,23 @@ close together far from 0 (a Numba loop, N^2 d, like the logits).
 ``jacobian`` is the dense (N dv, N D) matrix ``d vec(Y) / d vec(X)`` (C-order flattening,
 numerator layout), built from one VJP per row: meant for small N and D.
 
-Arithmetic (``kernels/_attention.py``): float64, float32 and float16 inputs are computed in
-float64 -- matrix products by NumPy/BLAS, the distances, the row softmax (max subtracted;
-the max of a row is its diagonal 0) and its backward pass (cancellation-free at each row's
-argmax) in Numba loops -- and rounded once to the input dtype. ``strict_fp16=True`` (float16
-only) rounds every difference, square, partial sum (ascending index), quotient, product and
-exp to half, in the order written above (A first, then ``B = A Wv^T``, ``M = X B``,
+Arithmetic (``kernels/_attention.py``): float64, float32 and float16 inputs (and bfloat16
+in mixed mode) are computed in float64 -- matrix products by NumPy/BLAS, the distances, the
+row softmax (max subtracted; the max of a row is its diagonal 0) and its backward pass
+(cancellation-free at each row's argmax) in Numba loops -- and rounded once to the input
+dtype. ``strict_fp16=True`` (float16 or bfloat16 input) rounds every difference, square,
+partial sum (ascending index), quotient, product and exp to the input's format, in the
+order written above (A first, then ``B = A Wv^T``, ``M = X B``,
 ``Y = P M``; ``dQ`` as ``(-2/sqrt(d)) * (sum_j T_ij (q_i - q_j))``; ``dWq`` as
 ``dQ^T X + (Wq (F + F^T)) / sqrt(d)``). Where naive half precision breaks: a squared
 distance reaching 65520 (a coordinate difference of about 256) is inf, the logit -inf and the
 weight 0 -- harmless, since the exact weight ``exp(-65504 / sqrt(d))`` rounds to 0 in half
 anyway for any d below 14 million; the damage is in the value path (Wq^T Wq, A Wv^T,
 X B, P M) and in the backward products (``T_ij (q_i - q_j)``, dM B^T), which overflow like
-any half matrix product. The matrix products in float64 (BLAS) are accurate relative to the
+any half matrix product. bfloat16 has float32's range (a squared distance overflows only
+past 3.4e38) but 8 significant bits, and its sums break first: a squared distance over
+d > 256 coordinates that each differ by 1 stops at 256 (``256 + 1`` rounds back to 256;
+half's sums stop at 2048). The matrix products in float64 (BLAS) are accurate relative to the
 sums of the magnitudes of their terms, not to the result.
 
 NaN and inf propagate as IEEE arithmetic says. Nothing is written into the inputs; any
@@ -70,8 +74,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from kernels import _attention as _a
-from kernels._bf16 import widened
-from kernels._validate import strict_mode
+from kernels._strict import bfloat16_kernel
 
 __all__ = ["forward", "jacobian", "vjp"]
 
@@ -84,7 +87,7 @@ class _Prepared:
         Wq = _a.check_weight(Wq, "Wq", X)
         Wv = _a.check_weight(Wv, "Wv", X)
         self.dtype = X.dtype
-        self.ar = ar = _a.Arith(strict_mode(strict_fp16, X.dtype))
+        self.ar = ar = _a.arithmetic(X, strict_fp16)
         self.X, self.Wq, self.Wv = (ar.wide(a) for a in (X, Wq, Wv))
         self.root = ar.scalar(math.sqrt(Wq.shape[0]))
         self.n, self.dv = X.shape[0], Wv.shape[0]
@@ -119,14 +122,14 @@ class _Prepared:
         return dX, dWq, dWv
 
 
-@widened
+@bfloat16_kernel
 def forward(X: ArrayLike, Wq: ArrayLike, Wv: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     """``Y = P X A Wv^T`` with ``P = softmax_rows(-|q_i - q_j|^2 / sqrt(d))``: (N, dv)."""
     p = _Prepared(X, Wq, Wv, strict_fp16)
     return _a.finish(p.forward(), p.dtype)
 
 
-@widened
+@bfloat16_kernel
 def vjp(
     X: ArrayLike, G: ArrayLike, Wq: ArrayLike, Wv: ArrayLike, *, strict_fp16: bool = False
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -137,7 +140,7 @@ def vjp(
     return tuple(_a.finish(v, p.dtype) for v in p.backward(G))
 
 
-@widened
+@bfloat16_kernel
 def jacobian(
     X: ArrayLike, Wq: ArrayLike, Wv: ArrayLike, *, strict_fp16: bool = False
 ) -> np.ndarray:

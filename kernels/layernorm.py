@@ -38,15 +38,15 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from kernels import _rownorm
-from kernels._bf16 import widened
 from kernels._generated import layernorm as _generated
+from kernels._strict import bfloat16_kernel
 
 
 def _prepare(x, gamma, beta, eps, strict_fp16) -> _rownorm.Prepared:
     return _rownorm.Prepared(x, gamma, beta, eps, 1, strict_fp16, "LayerNorm")
 
 
-@widened
+@bfloat16_kernel
 def forward(
     x: ArrayLike, gamma: ArrayLike, beta: ArrayLike, eps: float = 1e-5, *, strict_fp16: bool = False
 ) -> np.ndarray:
@@ -54,7 +54,7 @@ def forward(
     return _rownorm.forward(_generated, _prepare(x, gamma, beta, eps, strict_fp16))
 
 
-@widened
+@bfloat16_kernel
 def vjp(
     x: ArrayLike,
     g: ArrayLike,
@@ -68,7 +68,7 @@ def vjp(
     return _rownorm.vjp(_generated, _prepare(x, gamma, beta, eps, strict_fp16), g)
 
 
-@widened
+@bfloat16_kernel
 def jacobian(
     x: ArrayLike, gamma: ArrayLike, beta: ArrayLike, eps: float = 1e-5, *, strict_fp16: bool = False
 ) -> np.ndarray:

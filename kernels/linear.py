@@ -24,18 +24,23 @@ number of rows for dW and db) and ``gamma_n = n u / (1 - n u)``, ``u = 2^-53``.
   (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., Eq. 3.5). This is
   not compensated: the bound is relative to ``S``, not to ``|y|``, so a cancelling sum
   may lose all its digits -- as in every BLAS.
-- float32 and float16 ("mixed", the default): the inputs are widened to float64 exactly,
-  multiplied there (a product of two float32 or float16 values is exact in float64) and
-  summed by BLAS, ``|error| <= gamma_n S``; the result is rounded once to the input dtype.
-  So the result is the correct rounding of a value within ``gamma_n S`` of the exact one:
-  a float16 result is inf exactly when the exact value rounds to inf (up to that float64
-  error, ~1e-16 relative to ``S``), never because an intermediate product or partial sum
-  passed 65504.
-- ``strict_fp16=True`` (float16 only): every product and every partial sum is rounded to
-  half, in a fixed sequential order: ``y_i = h(...h(h(0 + h(x_0 W_i0)) + h(x_1 W_i1))...)``,
-  then ``h(y_i + b_i)``, with ``h`` round-to-nearest-even to binary16 (inf past 65520). ``dx``
-  sums over ``i`` ascending, ``dW`` and ``db`` over rows ascending. This is what naive half
-  arithmetic does: a product past 65504 is inf even when the exact result is small.
+- float32 and float16 ("mixed", the default; bfloat16 too, by ``kernels._bf16.widened``):
+  the inputs are widened to float64 exactly, multiplied there (a product of two float32 or
+  float16 values is exact in float64) and summed by BLAS, ``|error| <= gamma_n S``; the
+  result is rounded once to the input dtype. So the result is the correct rounding of a
+  value within ``gamma_n S`` of the exact one: a float16 result is inf exactly when the
+  exact value rounds to inf (up to that float64 error, ~1e-16 relative to ``S``), never
+  because an intermediate product or partial sum passed 65504.
+- ``strict_fp16=True`` (float16 or bfloat16 input): every product and every partial sum is
+  rounded to the input's format, in a fixed sequential order:
+  ``y_i = h(...h(h(0 + h(x_0 W_i0)) + h(x_1 W_i1))...)``, then ``h(y_i + b_i)``, with ``h``
+  round-to-nearest-even to binary16 (inf past 65520) or, for bfloat16 input, to bfloat16
+  (``kernels/_strict.narrow``; inf from 2^128 - 2^119 on). ``dx`` sums over ``i`` ascending,
+  ``dW`` and ``db`` over rows ascending (``db_i = h(...h(0 + g_0i) + g_1i...)``, each term
+  ``g_mi * 1`` exact). This is what naive 16-bit arithmetic does: in half a product past
+  65504 is inf even when the exact result is small; bfloat16 has float32's range, and its 8
+  significant bits break the sums first: ``1 + 1 + ...`` stops at 256 (``256 + 1`` rounds
+  back to 256, where half stops at 2048), so a dot product of 300 ones is 256.
 
 NaN and inf propagate as IEEE arithmetic says (``0 * inf`` is NaN). Nothing is written
 into the inputs; any strides work. Empty shapes give the exact (empty) results: D = 0 makes
@@ -61,13 +66,33 @@ array([[11. ,  8.5]])
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 from numpy.typing import ArrayLike
 
-from kernels._bf16 import widened
-from kernels._generated.weightnorm import matmul_nt_f16s
+from kernels._strict import bfloat16_kernel, is_bfloat16, narrow
 from kernels._validate import float_array, strict_mode
 
 __all__ = ["forward", "jacobian", "vjp"]
+
+
+@njit(cache=True, error_model="numpy")
+def _matmul_nt_strict(a, b, out, bf):
+    """``out = a b^T``, every product and partial sum rounded to half (bfloat16 if ``bf``),
+    each sum from +0 over the columns ascending."""
+    for i in range(a.shape[0]):
+        for k in range(b.shape[0]):
+            acc = 0.0
+            for j in range(a.shape[1]):
+                acc = narrow(acc + narrow(a[i, j] * b[k, j], bf), bf)
+            out[i, k] = acc
+
+
+@njit(cache=True, error_model="numpy")
+def _add_bias_strict(y, b, bf):
+    """``y[m, i] = h(y[m, i] + b[i])`` in place (``h``: half, or bfloat16 if ``bf``)."""
+    for m in range(y.shape[0]):
+        for i in range(y.shape[1]):
+            y[m, i] = narrow(y[m, i] + b[i], bf)
 
 
 def _ieee() -> np.errstate:
@@ -79,10 +104,10 @@ class _Prepared:
     """Checked arguments of one call: x as rows (M, D), W, b, all widened to float64."""
 
     def __init__(self, x: ArrayLike, W: ArrayLike, b: ArrayLike | None, strict_fp16: bool):
-        x = float_array(x, "x")
+        x = float_array(x, "x", bfloat16=True)
         if x.ndim == 0:
             raise ValueError("x: expected shape (..., D), got a 0-d array")
-        W = float_array(W, "W")
+        W = float_array(W, "W", bfloat16=True)
         if W.ndim != 2 or W.shape[1] != x.shape[-1]:
             raise ValueError(
                 f"W: expected shape (O, {x.shape[-1]}) (D = last axis of x), got {W.shape}"
@@ -90,12 +115,15 @@ class _Prepared:
         if W.dtype != x.dtype:
             raise TypeError(f"W: expected dtype {x.dtype} (the dtype of x), got {W.dtype}")
         if b is not None:
-            b = float_array(b, "b")
+            b = float_array(b, "b", bfloat16=True)
             if b.shape != (W.shape[0],):
                 raise ValueError(f"b: expected shape ({W.shape[0]},) (rows of W), got {b.shape}")
             if b.dtype != x.dtype:
                 raise TypeError(f"b: expected dtype {x.dtype} (the dtype of x), got {b.dtype}")
         self.x, self.strict = x, strict_mode(strict_fp16, x.dtype)
+        self.bf = is_bfloat16(x)
+        if self.bf and not self.strict:
+            raise TypeError("x: bfloat16 reaches this path in strict mode only (bfloat16_kernel)")
         self.outputs = W.shape[0]
         #: The number of rows of the flattened batch axes (explicit: with D = 0 or O = 0 an
         #: empty array cannot infer it).
@@ -106,21 +134,24 @@ class _Prepared:
         self.b = None if b is None else np.ascontiguousarray(b, dtype=np.float64)
 
     def product_nt(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """``a b^T`` in float64 (BLAS), or in rounded half steps in strict mode."""
+        """``a b^T`` in float64 (BLAS), or in rounded steps of the strict format."""
         if self.strict:
             out = np.empty((a.shape[0], b.shape[0]))
-            matmul_nt_f16s(np.ascontiguousarray(a), np.ascontiguousarray(b), out)
+            _matmul_nt_strict(np.ascontiguousarray(a), np.ascontiguousarray(b), out, self.bf)
             return out
         with _ieee():
             return a @ b.T
 
     def add_bias(self, y: np.ndarray) -> np.ndarray:
-        """``y + b`` in float64 (halves: the sum of two halves is exact in float64, and the
-        caller's final rounding is then the strict mode's rounding of this step)."""
+        """``y + b`` in float64, or rounded to the strict format (y is the product's fresh
+        array, written in place)."""
         if self.b is None:
             return y
+        if self.strict:
+            _add_bias_strict(y, self.b, self.bf)
+            return y
         with _ieee():
-            y += self.b  # y is the product's fresh array
+            y += self.b
             return y
 
     def finish(self, values: np.ndarray) -> np.ndarray:
@@ -129,7 +160,7 @@ class _Prepared:
             return values.astype(self.x.dtype)
 
 
-@widened
+@bfloat16_kernel
 def forward(
     x: ArrayLike, W: ArrayLike, b: ArrayLike | None = None, *, strict_fp16: bool = False
 ) -> np.ndarray:
@@ -139,7 +170,7 @@ def forward(
     return p.finish(y).reshape(*p.x.shape[:-1], p.outputs)
 
 
-@widened
+@bfloat16_kernel
 def vjp(
     x: ArrayLike,
     g: ArrayLike,
@@ -154,7 +185,7 @@ def vjp(
     of ``g`` over all rows, shape (O,); ``db`` is None when ``b`` is None.
     """
     p = _Prepared(x, W, b, strict_fp16)
-    g = float_array(g, "g")
+    g = float_array(g, "g", bfloat16=True)
     expected = (*p.x.shape[:-1], p.outputs)
     if g.shape != expected:
         raise ValueError(f"g: expected shape {expected} (the shape of y), got {g.shape}")
@@ -177,7 +208,7 @@ def vjp(
     )
 
 
-@widened
+@bfloat16_kernel
 def jacobian(
     x: ArrayLike, W: ArrayLike, b: ArrayLike | None = None, *, strict_fp16: bool = False
 ) -> np.ndarray:

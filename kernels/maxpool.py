@@ -29,9 +29,13 @@ overlapping windows (stride < kernel), so a NaN or inf in ``g`` reaches that pix
 Arithmetic. The maxima are exact in every dtype. The global ``g / k`` is one float64
 division, correctly rounded to x's dtype (rounding the float64 quotient on to float32 or
 float16 cannot go wrong twice for k < 2^28). ``vjp2d`` sums the ``g`` of the windows that
-share an argmax in double-double and rounds once. ``strict_fp16=True`` (float16 input only)
-changes only those sums: each partial sum of ``vjp2d`` is rounded to half, in window order
-(the global ``g / k`` is one rounding in either mode; k is an exact count).
+share an argmax in double-double and rounds once. ``strict_fp16=True`` (float16 or
+bfloat16 input) changes only those sums: each partial sum of ``vjp2d`` is rounded to the
+input's format (``kernels/_strict.narrow``), from +0 in window order (row-major over the
+output), as ``h(...h(h(0 + g_1) + g_2)...)`` (the global ``g / k`` is one rounding in either
+mode, directly to the input's format; k is an exact count). bfloat16's 8 significant bits
+stall such a sum at 256 (``256 + 1`` rounds back to 256; half's at 2048): with ``g = 1``, a
+pixel that is the maximum of all 289 windows of a 17 x 17 kernel at stride 1 gets 256.
 
 Lipschitz constant of windowed max pooling (2-norm): ``sqrt(m)``, ``m`` the largest number
 of windows containing one pixel -- see :func:`lipschitz2d`.
@@ -55,9 +59,7 @@ import numpy as np
 from numba import njit, prange
 from numpy.typing import ArrayLike
 
-from kernels._bf16 import widened
 from kernels._dd import dd_add
-from kernels._f16 import round_to_half
 from kernels._pool import (
     IntPair,
     WindowGeometry,
@@ -72,6 +74,7 @@ from kernels._pool import (
     window_input,
     window_planes,
 )
+from kernels._strict import bfloat16_kernel, is_bfloat16, narrow
 from kernels._threads import thread_safe
 from kernels._validate import float_array, pair
 
@@ -130,8 +133,9 @@ def _argmax(plane, h0, w0, kh, kw):
 
 @thread_safe
 @njit(cache=True, parallel=True, error_model="numpy")
-def _vjp2d(planes, g, kh, kw, sh, sw, ph, pw, strict, dx):
-    """Scatter-add each window's g onto its argmax; one plane per thread (race-free)."""
+def _vjp2d(planes, g, kh, kw, sh, sw, ph, pw, strict, dx, bf=False):
+    """Scatter-add each window's g onto its argmax; one plane per thread (race-free).
+    ``strict``: each partial sum rounded to half (bfloat16 if ``bf``)."""
     n, height, width = planes.shape
     for p in prange(n):
         hi = np.zeros(height * width)
@@ -140,7 +144,7 @@ def _vjp2d(planes, g, kh, kw, sh, sw, ph, pw, strict, dx):
             for ow in range(g.shape[2]):
                 index = _argmax(planes[p], oh * sh - ph, ow * sw - pw, kh, kw)[1]
                 if strict:
-                    hi[index] = round_to_half(hi[index] + g[p, oh, ow])
+                    hi[index] = narrow(hi[index] + g[p, oh, ow], bf)
                 else:
                     hi[index], lo[index] = dd_add(hi[index], lo[index], g[p, oh, ow], 0.0)
         for i in range(height):
@@ -276,7 +280,7 @@ def _jacobian2d(planes, kh, kw, sh, sw, ph, pw, out_h, out_w, out):
 # --- public API -----------------------------------------------------------------------------
 
 
-@widened
+@bfloat16_kernel
 def forward(x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     """``max`` over the last axis: (..., D) -> (...); NaN if the row holds a NaN."""
     x, rows, _ = global_rows(x, strict_fp16)
@@ -285,7 +289,7 @@ def forward(x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     return finish(out, x.dtype, x.shape[:-1])
 
 
-@widened
+@bfloat16_kernel
 def vjp(x: ArrayLike, g: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     """``dx = (g / k) 1(x == max)``, k the number of maximisers; g has shape (...)."""
     x, rows, _ = global_rows(x, strict_fp16)
@@ -296,16 +300,16 @@ def vjp(x: ArrayLike, g: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     return finish(dx, x.dtype, x.shape)
 
 
-@widened
+@bfloat16_kernel
 def jacobian(x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     """``(1/k) 1(x == max)`` as a (1, D) array for one sample ``x`` of shape (D,)."""
-    x = float_array(x, "x")
+    x = float_array(x, "x", bfloat16=True)
     if x.ndim != 1:
         raise ValueError(f"x: expected one sample of shape (D,), got shape {x.shape}")
     return vjp(x, np.ones((), x.dtype), strict_fp16=strict_fp16).reshape(1, -1)
 
 
-@widened
+@bfloat16_kernel
 def forward2d(
     x: ArrayLike,
     kernel_size: IntPair,
@@ -322,7 +326,7 @@ def forward2d(
     return finish(out, x.dtype, (*x.shape[:-2], geometry.out_height, geometry.out_width))
 
 
-@widened
+@bfloat16_kernel
 def vjp2d(
     x: ArrayLike,
     g: ArrayLike,
@@ -343,11 +347,11 @@ def vjp2d(
     x, geometry, planes, strict = window_planes(x, kernel_size, stride, padding, strict_fp16)
     gplanes = window_gradient(g, x, geometry)
     dx = np.empty(planes.shape)
-    _vjp2d(planes, gplanes, *geometry.loop_args, strict, dx)
+    _vjp2d(planes, gplanes, *geometry.loop_args, strict, dx, is_bfloat16(x))
     return finish(dx, x.dtype, x.shape)
 
 
-@widened
+@bfloat16_kernel
 def jacobian2d(
     x: ArrayLike,
     kernel_size: IntPair,

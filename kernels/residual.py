@@ -19,11 +19,14 @@ after Eq. 27. At a ReLU kink (a pre-activation exactly 0) the kernels take
 ``relu'(0) = 0``, the indicator of Eq. 27: the Jacobian is the one-sided one of the side
 where that unit is off. Lipschitz constant: at most ``1 + Lip(f)`` (Table 2).
 
-Arithmetic. The branch runs in x's dtype (``kernels.compose``: float32/float16 round
-between its stages); the addition ``x + f`` (``g + J_f^T g``, ``I + J_f``) is exact in
-float64 and rounded once to x's dtype, which for float32 and float16 is the correctly
-rounded sum of the two stored values. ``strict_fp16=True`` is passed to every stage and
-the sums are rounded to half (for two halves that is the same single rounding).
+Arithmetic. The branch runs in x's dtype (``kernels.compose``: float32, float16 and
+bfloat16 round between its stages); the addition ``x + f`` (``g + J_f^T g``, ``I + J_f``)
+is computed in float64 and rounded once to x's dtype, which for float32, float16 and
+bfloat16 is the correctly rounded sum of the two stored values (the float64 sum of two
+bfloat16 values is exact unless their exponents lie so far apart that the smaller is below
+a 2^-37 part of the larger, far below half a bfloat16 step, and then both roundings give
+the larger). ``strict_fp16=True`` is passed to every stage and the sums are rounded to the
+16-bit format (for two such values that is the same single rounding).
 NaN and inf propagate as IEEE arithmetic says; nothing is written into the inputs.
 
 >>> import numpy as np
@@ -49,15 +52,17 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from kernels import compose
+from kernels._strict import is_bfloat16
 from kernels._validate import float_array, same_shape_and_dtype
 
 __all__ = ["forward", "jacobian", "vjp"]
 
 
 def _add(a: np.ndarray, b: np.ndarray, strict: bool) -> np.ndarray:
-    """``a + b`` (same shape) exactly in float64, rounded once to a's dtype."""
+    """``a + b`` (same shape) in float64, rounded once to a's dtype."""
     ones = np.ones(a.shape[-1])
-    return compose.finish(compose.scaled_sum(a, b, ones, strict), a.dtype)
+    total = compose.scaled_sum(a, b, ones, strict, bf=is_bfloat16(a))
+    return compose.finish(total, a.dtype)
 
 
 def forward(x: ArrayLike, branch: Any, *, strict_fp16: bool = False) -> np.ndarray:
@@ -71,7 +76,7 @@ def vjp(
 ) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
     """``(dx, grads)``: ``dx = g + J_f^T g`` and the branch's parameter gradients."""
     x, strict = compose.check_block(x, branch, strict_fp16)
-    g = float_array(g, "g")
+    g = float_array(g, "g", bfloat16=True)
     same_shape_and_dtype(x, g, "g")
     branch_dx, grads = compose.checked_vjp(branch, x, g, strict, "branch")
     return _add(g, branch_dx, strict), grads
@@ -84,5 +89,6 @@ def jacobian(x: ArrayLike, branch: Any, *, strict_fp16: bool = False) -> np.ndar
         raise ValueError(f"x: expected one sample of shape (D,), got shape {x.shape}")
     branch_jacobian = compose.checked_jacobian(branch, x, strict, "branch")
     identity = np.eye(x.shape[0])
-    total = compose.scaled_sum(identity, branch_jacobian, np.ones(x.shape[0]), strict)
+    ones = np.ones(x.shape[0])
+    total = compose.scaled_sum(identity, branch_jacobian, ones, strict, bf=is_bfloat16(x))
     return compose.finish(total, x.dtype)

@@ -28,15 +28,15 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from kernels import _rownorm
-from kernels._bf16 import widened
 from kernels._generated import rmsnorm as _generated
+from kernels._strict import bfloat16_kernel
 
 
 def _prepare(x, gamma, beta, eps, strict_fp16) -> _rownorm.Prepared:
     return _rownorm.Prepared(x, gamma, beta, eps, 1, strict_fp16, "RMSNorm")
 
 
-@widened
+@bfloat16_kernel
 def forward(
     x: ArrayLike,
     gamma: ArrayLike,
@@ -49,7 +49,7 @@ def forward(
     return _rownorm.forward(_generated, _prepare(x, gamma, beta, eps, strict_fp16))
 
 
-@widened
+@bfloat16_kernel
 def vjp(
     x: ArrayLike,
     g: ArrayLike,
@@ -63,7 +63,7 @@ def vjp(
     return _rownorm.vjp(_generated, _prepare(x, gamma, beta, eps, strict_fp16), g)
 
 
-@widened
+@bfloat16_kernel
 def jacobian(
     x: ArrayLike,
     gamma: ArrayLike,

@@ -30,23 +30,28 @@ Backward, for ``G = dL/dY`` (proven equal to sympy.diff of the forward; see
 ``jacobian`` is the dense (N dv, N D) matrix ``d vec(Y) / d vec(X)`` (C-order flattening,
 numerator layout), built from one VJP per row: meant for small N and D.
 
-Arithmetic (``kernels/_attention.py``): float64, float32 and float16 inputs are computed in
-float64 -- matrix products by NumPy/BLAS, the row softmax (max subtracted) and its
-backward pass (cancellation-free at each row's argmax) in Numba loops, the normalizations
-in NumPy -- and rounded once to the input dtype. The matrix products are accurate relative
-to the sums of the magnitudes of their terms. ``du - u (u . du)`` is evaluated as written:
-its error is of order ``2^-53 |du|``, not relative to the result, which is small when du is
-nearly parallel to u. In float64, ``|q|^2`` overflows for ``|q| > 1.3e154`` (then q~ = 0)
-and underflows below ``|q| = 1.5e-154`` (subnormal: digits lost; 0 below about 2e-162,
-which with eps = 0 gives NaN); float32 and float16 input cannot reach either.
+Arithmetic (``kernels/_attention.py``): float64, float32 and float16 inputs (and bfloat16 in
+mixed mode) are computed in float64 -- matrix products by NumPy/BLAS, the row softmax (max
+subtracted) and its backward pass (cancellation-free at each row's argmax) in Numba loops,
+the normalizations in NumPy -- and rounded once to the input dtype. The matrix products are
+accurate relative to the sums of the magnitudes of their terms. ``du - u (u . du)`` is
+evaluated as written: its error is of order ``2^-53 |du|``, not relative to the result,
+which is small when du is nearly parallel to u. In float64, ``|q|^2`` overflows for
+``|q| > 1.3e154`` (then q~ = 0) and underflows below ``|q| = 1.5e-154`` (subnormal: digits
+lost; 0 below about 2e-162, which with eps = 0 gives NaN); float32 and float16 input cannot
+reach either.
 
-``strict_fp16=True`` (float16 only) rounds nu, tau and eps to half first, then every
-product, partial sum (ascending index), difference, quotient, square root and exp, in the
-order written above (``S = tau (Q~ K~^T)``, ``Y = nu (P V~)``, ``dV~ = nu (P^T G)``,
-``dP = nu (G V~^T)``, ``dq = (du - u (u . du)) / r``). There the squared norms overflow
-first: a partial sum of ``|q_i|^2`` reaching 65520 (so already ``|q_i|`` about 256) gives
-``r = inf`` and ``q~_i = 0`` instead of a unit vector; eps at or below 2^-25 rounds to 0.
-Q~ K~^T itself cannot overflow (|q~|, |k~| <= 1).
+``strict_fp16=True`` (float16 or bfloat16 input) rounds nu, tau and eps to the input's
+format first, then every product, partial sum (ascending index), difference, quotient,
+square root and exp, in the order written above (``S = tau (Q~ K~^T)``, ``Y = nu (P V~)``,
+``dV~ = nu (P^T G)``, ``dP = nu (G V~^T)``, ``dq = (du - u (u . du)) / r``). There the
+squared norms overflow first: a partial sum of ``|q_i|^2`` reaching 65520 (so already
+``|q_i|`` about 256) gives ``r = inf`` and ``q~_i = 0`` instead of a unit vector; eps at or
+below 2^-25 rounds to 0. Q~ K~^T itself cannot overflow (|q~|, |k~| <= 1). In bfloat16
+(float32's range, 8 significant bits) the squared norms overflow only past 3.4e38 and eps
+rounds to 0 only at or below 2^-134, but the sum of squares stops growing first: ``|q_i|^2``
+over d > 256 coordinates equal to 1 stops at 256 (``256 + 1 = 256``), so ``r = 16`` instead
+of ``sqrt(d)`` and ``|q~_i| = sqrt(d) / 16 > 1``.
 
 NaN and inf propagate as IEEE arithmetic says. Nothing is written into the inputs; any
 strides work.
@@ -72,8 +77,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from kernels import _attention as _a
-from kernels._bf16 import widened
-from kernels._validate import eps_value, real, strict_mode
+from kernels._strict import bfloat16_kernel
+from kernels._validate import eps_value, real
 
 __all__ = ["forward", "jacobian", "vjp"]
 
@@ -87,7 +92,7 @@ class _Prepared:
         Wk = _a.check_weight(Wk, "Wk", X, rows=Wq.shape[0])
         Wv = _a.check_weight(Wv, "Wv", X)
         self.dtype = X.dtype
-        self.ar = ar = _a.Arith(strict_mode(strict_fp16, X.dtype))
+        self.ar = ar = _a.arithmetic(X, strict_fp16)
         self.nu = ar.scalar(real(nu, "nu"))
         self.tau = ar.scalar(real(tau, "tau"))
         self.eps = ar.scalar(eps_value(eps))
@@ -135,7 +140,7 @@ class _Prepared:
         return dX, ar.mm(dQ.T, self.X), ar.mm(dK.T, self.X), ar.mm(dV.T, self.X)
 
 
-@widened
+@bfloat16_kernel
 def forward(
     X: ArrayLike,
     Wq: ArrayLike,
@@ -152,7 +157,7 @@ def forward(
     return _a.finish(p.forward(), p.dtype)
 
 
-@widened
+@bfloat16_kernel
 def vjp(
     X: ArrayLike,
     G: ArrayLike,
@@ -172,7 +177,7 @@ def vjp(
     return tuple(_a.finish(v, p.dtype) for v in p.backward(G))
 
 
-@widened
+@bfloat16_kernel
 def jacobian(
     X: ArrayLike,
     Wq: ArrayLike,

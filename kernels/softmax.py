@@ -92,9 +92,9 @@ first-order ``1 + O(D u)`` factors dropped below are covered by the factor 2 tha
 Measured on rows of N(0, 1) input and gradient: 2 undecided entries of the forward and 7
 of the VJP in 4096 x 1024, none and 3 in 256 x 4096.
 
-``strict_fp16=True`` (float16 input only) runs the same algorithm in half precision, each
-difference, ``exp``, partial sum (sequential, left to right), quotient and product rounded
-to half (``kernels/_f16.round_to_half``). Where it breaks (measured, see
+``strict_fp16=True`` (float16 or bfloat16 input) runs the same algorithm in the input's
+format, each difference, ``exp``, partial sum (sequential, left to right), quotient and
+product rounded to it (``kernels/_strict.narrow``). Where float16 breaks (measured, see
 ``tests/kernels/test_softmax.py``): the partial sums of ``s`` stop growing at 2048, where the
 spacing of halves is 2 and ``2048 + 1`` rounds back to 2048, so a constant row of
 ``D > 2048`` gives ``y = 1/2048`` instead of ``1/D`` (D = 4096: every y_i twice too large);
@@ -102,7 +102,9 @@ spacing of halves is 2 and ``2048 + 1`` rounds back to 2048, so a constant row o
 (``x_j - x_m`` is rounded to 11 bits, so ``e_j`` is off by up to ``|x_j - x_m| 2^-11``
 relative), values below ``2^-24`` flush to 0, and in the backward pass ``g_i - g_m``
 overflows to inf for ``g = (65504, -65504)`` (mixed mode: finite). Without the max shift
-(not done here), ``exp`` would overflow to inf past ``x = 11.09``.
+(not done here), ``exp`` would overflow to inf past ``x = 11.09``. bfloat16's 8 bits
+stall the sum at 256 (``256 + 1`` rounds back to 256), so a constant row of ``D > 256``
+gives ``y = 1/256``.
 
 Conventions (``-inf`` masks, PyTorch's ``masked_fill(-inf)`` idiom):
 
@@ -142,7 +144,6 @@ import numpy as np
 from numba import njit, prange
 from numpy.typing import ArrayLike
 
-from kernels._bf16 import widened
 from kernels._dd import dd_add, dd_div, dd_exp, dd_mul, dd_sub, two_sum
 from kernels._f16 import (
     float64_to_half_bits,
@@ -152,6 +153,7 @@ from kernels._f16 import (
     round_to_half,
     widen_half_array_to_float32,
 )
+from kernels._strict import bfloat16_kernel, is_bfloat16, narrow
 from kernels._threads import thread_safe
 from kernels._validate import float_array, strict_mode
 from kernels._vmath import (
@@ -224,16 +226,17 @@ def _weights(row, m, yh, yl):
 
 
 @njit(cache=True)
-def _weights_strict(row, m, y):
-    """The same in half precision: every operation rounded, the sum left to right."""
+def _weights_strict(row, m, y, bf):
+    """The same in half precision (bfloat16 if ``bf``): every operation rounded, the sum
+    left to right."""
     top = row[m]
     s = 0.0
     for j in range(row.size):
-        e = round_to_half(math.exp(round_to_half(row[j] - top)))
+        e = narrow(math.exp(narrow(row[j] - top, bf)), bf)
         y[j] = e
-        s = round_to_half(s + e)
+        s = narrow(s + e, bf)
     for j in range(row.size):
-        y[j] = round_to_half(y[j] / s)
+        y[j] = narrow(y[j] / s, bf)
 
 
 @njit(cache=True)
@@ -261,15 +264,15 @@ def _vjp_row(row, g, m, yh, yl, dx):
 
 
 @njit(cache=True)
-def _vjp_row_strict(g, m, y, dx):
+def _vjp_row_strict(g, m, y, dx, bf):
     gm = g[m]
     c = 0.0
     for j in range(y.size):
         if j != m:
-            c = round_to_half(c + round_to_half(y[j] * round_to_half(gm - g[j])))
+            c = narrow(c + narrow(y[j] * narrow(gm - g[j], bf), bf), bf)
     for i in range(y.size):
-        d = c if i == m else round_to_half(round_to_half(g[i] - gm) + c)
-        dx[i] = round_to_half(y[i] * d)
+        d = c if i == m else narrow(narrow(g[i] - gm, bf) + c, bf)
+        dx[i] = narrow(y[i] * d, bf)
 
 
 # --- all rows -------------------------------------------------------------------------------
@@ -289,11 +292,11 @@ def _forward_rows(rows, out):
 
 @thread_safe
 @njit(cache=True, parallel=True, error_model="numpy")
-def _forward_rows_strict(rows, out):
+def _forward_rows_strict(rows, out, bf):
     for r in prange(rows.shape[0]):
         m, done = _special_row(rows[r], out[r])
         if not done:
-            _weights_strict(rows[r], m, out[r])
+            _weights_strict(rows[r], m, out[r], bf)
 
 
 @thread_safe
@@ -310,14 +313,14 @@ def _vjp_rows(rows, grows, out):
 
 @thread_safe
 @njit(cache=True, parallel=True, error_model="numpy")
-def _vjp_rows_strict(rows, grows, out):
+def _vjp_rows_strict(rows, grows, out, bf):
     n, size = rows.shape
     for r in prange(n):
         m, done = _special_row(rows[r], out[r])
         if not done:
             y = np.empty(size)
-            _weights_strict(rows[r], m, y)
-            _vjp_row_strict(grows[r], m, y, out[r])
+            _weights_strict(rows[r], m, y, bf)
+            _vjp_row_strict(grows[r], m, y, out[r], bf)
 
 
 @njit(cache=True, error_model="numpy")
@@ -345,25 +348,25 @@ def _jacobian_row(row, out):
 
 
 @njit(cache=True, error_model="numpy")
-def _jacobian_row_strict(row, out):
+def _jacobian_row_strict(row, out, bf):
     size = row.size
     m, done = _special_row(row, out)
     if done:
         return
     y = np.empty(size)
-    _weights_strict(row, m, y)
+    _weights_strict(row, m, y, bf)
     rest = 0.0
     for j in range(size):
         if j != m:
-            rest = round_to_half(rest + y[j])
+            rest = narrow(rest + y[j], bf)
     for i in range(size):
         for k in range(size):
             if i != k:
-                out[i, k] = 0.0 - round_to_half(y[i] * y[k])
+                out[i, k] = 0.0 - narrow(y[i] * y[k], bf)
             elif i == m:
-                out[i, i] = round_to_half(y[i] * rest)
+                out[i, i] = narrow(y[i] * rest, bf)
             else:
-                out[i, i] = round_to_half(y[i] * round_to_half(1.0 - y[i]))
+                out[i, i] = narrow(y[i] * narrow(1.0 - y[i], bf), bf)
 
 
 # --- float32 and float16 (mixed mode): the bounded fast path -----------------------------------
@@ -680,12 +683,15 @@ class _Prepared:
     float16 in mixed mode) gets float32 rows, every other case float64 rows."""
 
     def __init__(self, x: ArrayLike, strict_fp16: object, exact: bool = False):
-        x = float_array(x, "x")
+        x = float_array(x, "x", bfloat16=True)
         if x.ndim == 0:
             raise ValueError("x: expected shape (..., D), got a 0-d array")
         if x.shape[-1] == 0:
             raise ValueError("x: softmax needs D >= 1 on the last axis, got D = 0")
         self.x, self.strict = x, strict_mode(strict_fp16, x.dtype)
+        self.bf = is_bfloat16(x)
+        if self.bf and not self.strict:
+            raise TypeError("x: bfloat16 reaches this path in strict mode only (bfloat16_kernel)")
         self.fast = (
             not exact
             and not self.strict
@@ -706,7 +712,7 @@ class _Prepared:
 
     def gradient(self, g: ArrayLike) -> np.ndarray:
         """Checked ``g`` as rows of the same kind."""
-        g = float_array(g, "g")
+        g = float_array(g, "g", bfloat16=True)
         if g.shape != self.x.shape:
             raise ValueError(f"g: expected shape {self.x.shape} (the shape of x), got {g.shape}")
         if g.dtype != self.x.dtype:
@@ -728,7 +734,10 @@ def _forward(p: _Prepared) -> np.ndarray:
     if p.fast:
         _forward_rows_fast(p.rows, out, p.half)
     else:
-        (_forward_rows_strict if p.strict else _forward_rows)(p.rows, out)
+        if p.strict:
+            _forward_rows_strict(p.rows, out, p.bf)
+        else:
+            _forward_rows(p.rows, out)
     return p.finish(out, p.x.shape)
 
 
@@ -738,17 +747,20 @@ def _vjp(p: _Prepared, g: ArrayLike) -> np.ndarray:
     if p.fast:
         _vjp_rows_fast(p.rows, grows, out, p.half)
     else:
-        (_vjp_rows_strict if p.strict else _vjp_rows)(p.rows, grows, out)
+        if p.strict:
+            _vjp_rows_strict(p.rows, grows, out, p.bf)
+        else:
+            _vjp_rows(p.rows, grows, out)
     return p.finish(out, p.x.shape)
 
 
-@widened
+@bfloat16_kernel
 def forward(x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     """Softmax of each row (last axis) of ``x``; same shape and dtype as ``x``."""
     return _forward(_Prepared(x, strict_fp16))
 
 
-@widened
+@bfloat16_kernel
 def vjp(x: ArrayLike, g: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     """``dx_i = y_i (g_i - <g, y>)`` per row, for ``g`` of the shape and dtype of ``x``."""
     return _vjp(_Prepared(x, strict_fp16), g)
@@ -764,7 +776,7 @@ def _vjp_exact(x: ArrayLike, g: ArrayLike, *, strict_fp16: bool = False) -> np.n
     return _vjp(_Prepared(x, strict_fp16, exact=True), g)
 
 
-@widened
+@bfloat16_kernel
 def jacobian(x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     """``diag(y) - y y^T`` for one sample ``x`` of shape (D,): (D, D), numerator layout."""
     p = _Prepared(x, strict_fp16, exact=True)
@@ -772,5 +784,8 @@ def jacobian(x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
         raise ValueError(f"x: expected one sample of shape (D,), got shape {p.x.shape}")
     size = p.x.shape[0]
     out = np.empty((size, size))
-    (_jacobian_row_strict if p.strict else _jacobian_row)(p.rows[0], out)
+    if p.strict:
+        _jacobian_row_strict(p.rows[0], out, p.bf)
+    else:
+        _jacobian_row(p.rows[0], out)
     return p.finish(out, (size, size))

@@ -23,12 +23,13 @@ where ``df/dx`` is ``J_f^T``: the transpose of the same matrix. For the FFN of E
 indicator of Eq. 27). ``nu = 0`` gives the identity map, whatever the branch (ReZero's
 initial Lipschitz constant 1), but ``dnu`` is still ``sum g f(x)``.
 
-Arithmetic. The branch runs in x's dtype (float32/float16 round between its stages, and
-``nu * g`` is rounded to x's dtype before entering the branch's VJP, as in a network of
-that dtype). ``x + nu * f`` (likewise ``g + J_f^T(nu g)``, ``I + diag(nu) J_f``) is formed
-exactly (double-double) and rounded to float64, then once to x's dtype; ``dnu`` is summed
-in double-double and rounded once. ``strict_fp16=True`` is passed to every stage and rounds
-``nu * f``, the sum, and every product and partial sum of ``dnu`` to half.
+Arithmetic. The branch runs in x's dtype (float32, float16 and bfloat16 round between its
+stages, and ``nu * g`` is rounded to x's dtype before entering the branch's VJP, as in a
+network of that dtype). ``x + nu * f`` (likewise ``g + J_f^T(nu g)``, ``I + diag(nu)
+J_f``) is formed exactly (double-double) and rounded to float64, then once to x's dtype;
+``dnu`` is summed in double-double and rounded once. ``strict_fp16=True`` is passed to
+every stage and rounds ``nu * f``, the sum, and every product and partial sum of ``dnu``
+to x's 16-bit format (half or bfloat16).
 NaN and inf propagate as IEEE arithmetic says; nothing is written into the inputs.
 
 >>> import numpy as np
@@ -54,6 +55,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from kernels import compose
+from kernels._strict import is_bfloat16
 from kernels._validate import float_array, same_shape_and_dtype
 
 __all__ = ["forward", "jacobian", "vjp"]
@@ -65,7 +67,7 @@ def _nu(nu: Any, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if isinstance(nu, numbers.Real) and not isinstance(nu, (bool, np.bool_, np.generic)):
         value = compose.finish(np.asarray(float(nu)), x.dtype)
     else:
-        value = float_array(nu, "nu")
+        value = float_array(nu, "nu", bfloat16=True)
         if value.dtype != x.dtype:
             raise TypeError(f"nu: expected dtype {x.dtype} (the dtype of x), got {value.dtype}")
     if value.shape not in ((), (size,)):
@@ -81,7 +83,7 @@ def forward(x: ArrayLike, branch: Any, nu: Any, *, strict_fp16: bool = False) ->
     x, strict = compose.check_block(x, branch, strict_fp16)
     _, nu64 = _nu(nu, x)
     f = compose.checked_forward(branch, x, strict, "branch")
-    return compose.finish(compose.scaled_sum(x, f, nu64, strict), x.dtype)
+    return compose.finish(compose.scaled_sum(x, f, nu64, strict, bf=is_bfloat16(x)), x.dtype)
 
 
 def vjp(
@@ -90,15 +92,16 @@ def vjp(
     """``(dx, grads, dnu)``; ``dnu`` has the shape of ``nu`` and x's dtype."""
     x, strict = compose.check_block(x, branch, strict_fp16)
     value, nu64 = _nu(nu, x)
-    g = float_array(g, "g")
+    g = float_array(g, "g", bfloat16=True)
     same_shape_and_dtype(x, g, "g")
     with np.errstate(invalid="ignore", over="ignore"):  # IEEE: 0 * inf is NaN, no warning
-        # exact for float16 and float32 (and so the single rounding of strict mode)
+        # exact for float16, bfloat16 and float32 (and so the single rounding of strict mode)
         weighted_g = compose.finish(nu64 * g.astype(np.float64), x.dtype)
     f, branch_dx, grads = compose.checked_forward_and_vjp(branch, x, weighted_g, strict, "branch")
-    dx = compose.scaled_sum(g, branch_dx, np.ones(x.shape[-1]), strict)
+    bf = is_bfloat16(x)
+    dx = compose.scaled_sum(g, branch_dx, np.ones(x.shape[-1]), strict, bf=bf)
     width = x.shape[-1] if value.ndim else 1
-    dnu = compose.column_dots(g, f, width, strict).reshape(value.shape)
+    dnu = compose.column_dots(g, f, width, strict, bf=bf).reshape(value.shape)
     return compose.finish(dx, x.dtype), grads, compose.finish(dnu, x.dtype)
 
 
@@ -112,5 +115,5 @@ def jacobian(x: ArrayLike, branch: Any, nu: Any, *, strict_fp16: bool = False) -
     # scaled_sum scales along the last axis; here nu scales the rows i of J[i, j], so the
     # sum is formed on the transposes: J^T = I + J_f^T diag(nu).
     identity = np.eye(x.shape[0])
-    total = compose.scaled_sum(identity, branch_jacobian.T, nu64, strict)
+    total = compose.scaled_sum(identity, branch_jacobian.T, nu64, strict, bf=is_bfloat16(x))
     return compose.finish(total.T, x.dtype)

@@ -12,7 +12,8 @@ Backward (proven equal to sympy.diff of the forward, D = 1..5, O = 1, 2; see
 Arithmetic: W and the parameter gradients are computed by the generated loops (float64
 with compensated sums for float64 input; float64 for float32 and float16 input); the three
 matrix products run in float64 (NumPy/BLAS) and the results are rounded once to the input
-dtype. ``strict_fp16=True`` computes everything, products included, in rounded half steps.
+dtype. ``strict_fp16=True`` computes everything, products included, in rounded steps of the
+input's format (float16 or bfloat16).
 
 A zero row v_i with eps = 0 gives 0/0: NaN in that row of W. The Lipschitz constant is
 ``sigma_max(W) <= ||W||_F = sqrt(sum_i gamma_i^2 |v_i|^2 / (|v_i|^2 + eps)) <=
@@ -29,28 +30,27 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from kernels._bf16 import widened
-from kernels._f16 import round_to_half
 from kernels._generated import weightnorm as _generated
+from kernels._strict import bfloat16_kernel, is_bfloat16, narrow
 from kernels._threads import thread_safe
 from kernels._validate import eps_value, float_array, strict_mode
 
 
 class _Prepared:
     def __init__(self, x, v, gamma, eps, strict_fp16):
-        x = float_array(x, "x")
+        x = float_array(x, "x", bfloat16=True)
         if x.ndim == 0:
             raise ValueError("x: expected shape (..., D), got a 0-d array")
         if x.shape[-1] == 0:
             raise ValueError("x: WeightNorm needs D >= 1 on the last axis, got D = 0")
-        v = float_array(v, "v")
+        v = float_array(v, "v", bfloat16=True)
         if v.ndim != 2 or v.shape[1] != x.shape[-1]:
             raise ValueError(
                 f"v: expected shape (O, {x.shape[-1]}) (D = last axis of x), got {v.shape}"
             )
         if v.dtype != x.dtype:
             raise TypeError(f"v: expected dtype {x.dtype} (the dtype of x), got {v.dtype}")
-        gamma = float_array(gamma, "gamma")
+        gamma = float_array(gamma, "gamma", bfloat16=True)
         if gamma.shape != (v.shape[0],):
             raise ValueError(
                 f"gamma: expected shape ({v.shape[0]},) (rows of v), got {gamma.shape}"
@@ -58,6 +58,9 @@ class _Prepared:
         if gamma.dtype != x.dtype:
             raise TypeError(f"gamma: expected dtype {x.dtype} (the dtype of x), got {gamma.dtype}")
         self.x, self.strict = x, strict_mode(strict_fp16, x.dtype)
+        self.bf = is_bfloat16(x)
+        if self.bf and not self.strict:
+            raise TypeError("x: bfloat16 reaches this path in strict mode only (bfloat16_kernel)")
         self.eps = eps_value(eps)
         #: Rows of the flattened batch axes, explicit (an empty array cannot infer it).
         self.count = int(np.prod(x.shape[:-1], dtype=np.int64))
@@ -67,20 +70,23 @@ class _Prepared:
         if x.dtype == np.float64:
             self.path = "f64"
         else:
-            self.path = "f16s" if self.strict else "wide"
+            self.path = ("bf16s" if self.bf else "f16s") if self.strict else "wide"
 
     @property
     def _compute(self) -> np.dtype:
+        if self.strict:
+            return np.dtype(np.float64)
         if self.x.dtype == np.float16:
-            return np.dtype(np.float64 if self.strict else np.float32)
+            return np.dtype(np.float32)
         return self.x.dtype
 
     def loop_eps(self) -> float:
-        """eps rounded to half in strict mode (inf from 65520 on, without a warning)."""
-        return round_to_half(self.eps) if self.strict else self.eps
+        """eps rounded to the 16-bit format in strict mode (float16: inf from 65520 on,
+        without a warning)."""
+        return narrow(self.eps, self.bf) if self.strict else self.eps
 
     def weights(self) -> np.ndarray:
-        """W in float64 (halves in strict mode)."""
+        """W in float64 (16-bit values in strict mode)."""
         out = np.empty(self.v.shape)
         thread_safe(getattr(_generated, f"weights_{self.path}"))(
             self.v, self.gamma, self.loop_eps(), out
@@ -88,7 +94,7 @@ class _Prepared:
         return out
 
     def product_nt(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """a b^T in float64, or in rounded half steps in strict mode.
+        """a b^T in float64, or in rounded 16-bit steps in strict mode.
 
         BLAS reads transposed views as they are (a transpose flag), so only a dtype other
         than float64 is converted, in the array's own memory order: no transposing copy.
@@ -97,7 +103,7 @@ class _Prepared:
             a = np.ascontiguousarray(a, dtype=np.float64)
             b = np.ascontiguousarray(b, dtype=np.float64)
             out = np.empty((a.shape[0], b.shape[0]))
-            _generated.matmul_nt_f16s(a, b, out)
+            getattr(_generated, f"matmul_nt_{self.path}")(a, b, out)
             return out
         a = np.asarray(a, dtype=np.float64)
         b = np.asarray(b, dtype=np.float64)
@@ -110,7 +116,7 @@ class _Prepared:
             return values.astype(self.x.dtype)
 
 
-@widened
+@bfloat16_kernel
 def forward(
     x: ArrayLike, v: ArrayLike, gamma: ArrayLike, eps: float = 0.0, *, strict_fp16: bool = False
 ) -> np.ndarray:
@@ -120,7 +126,7 @@ def forward(
     return p.finish(y).reshape(*p.x.shape[:-1], p.v.shape[0])
 
 
-@widened
+@bfloat16_kernel
 def vjp(
     x: ArrayLike,
     g: ArrayLike,
@@ -132,7 +138,7 @@ def vjp(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(dx, dv, dgamma)`` for the upstream gradient ``g`` of shape (..., O)."""
     p = _Prepared(x, v, gamma, eps, strict_fp16)
-    g = float_array(g, "g")
+    g = float_array(g, "g", bfloat16=True)
     expected = (*p.x.shape[:-1], p.v.shape[0])
     if g.shape != expected:
         raise ValueError(f"g: expected shape {expected} (the shape of y), got {g.shape}")
@@ -150,7 +156,7 @@ def vjp(
     return p.finish(dx).reshape(p.x.shape), p.finish(dv), p.finish(dgamma)
 
 
-@widened
+@bfloat16_kernel
 def jacobian(
     x: ArrayLike, v: ArrayLike, gamma: ArrayLike, eps: float = 0.0, *, strict_fp16: bool = False
 ) -> np.ndarray:

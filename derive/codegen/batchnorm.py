@@ -19,7 +19,7 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.codegen.emit import Constants
-from derive.codegen.templates import PATHS, emit_stages, module_text
+from derive.codegen.templates import PATHS, emit_stages, module_text, strict_variants
 from derive.definitions import batchnorm as bn
 from derive.definitions import norms
 
@@ -32,7 +32,12 @@ CONTRACT = '{"contract"}'
 SUFFIX = {"sqrt_var_eps": "sqrt", "std_plus_eps": "std"}
 
 STATISTICS_IMPORT = (
-    "from kernels._generated.layernorm import statistics_f16s, statistics_f64, statistics_wide"
+    "from kernels._generated.layernorm import (\n"
+    "    statistics_bf16s,\n"
+    "    statistics_f16s,\n"
+    "    statistics_f64,\n"
+    "    statistics_wide,\n"
+    ")"
 )
 
 JACOBIAN_LOOP = '''\
@@ -150,6 +155,8 @@ def column_statistics_f16s(x, c0, c1):
 """,
 }
 
+COLUMN_STATISTICS |= strict_variants(COLUMN_STATISTICS["f16s"])
+
 COLUMN_SUMS = {
     "f64": """\
         sums = np.zeros((8, width))
@@ -189,6 +196,8 @@ COLUMN_SUMS = {
                     sum_gz[k] = round_to_half(sum_gz[k] + summand_gz_f16s(dk, r[k], gk))
                     sum_g[k] = round_to_half(sum_g[k] + gk)""",
 }
+
+COLUMN_SUMS |= strict_variants(COLUMN_SUMS["f16s"])
 
 WIDE_COLUMN_SUMS = """\
 #: Rows per sweep of the float32 loops over a block of features (see column_statistics_wide).
@@ -390,9 +399,9 @@ def batchnorm_source() -> str:
     functions = _stages(constants)
     loops = []
     for path in PATHS:
-        if path.name == "f16s":
-            acc_gz = "round_to_half(sum_gz[k] + summand_gz_f16s(dk, r[k], gk))"
-            acc_g = "round_to_half(sum_g[k] + gk)"
+        if path.rounding:
+            acc_gz = path.rounded(f"sum_gz[k] + summand_gz_{path.mode}(dk, r[k], gk)")
+            acc_g = path.rounded("sum_g[k] + gk")
         else:
             acc_gz, acc_g = "sum_gz[k] + summand_gz_f64(dk, r[k], gk)", "sum_g[k] + gk"
         loops.append(COLUMN_STATISTICS[path.name].format(contract=CONTRACT))

@@ -23,6 +23,8 @@ by the second moment or by a constant). Three arithmetic paths:
           (``read_row``); float rows are read in place.
 ``f16s``  strict half precision: every operation, each step of every sum included,
           rounded to binary16, as naive half arithmetic would do.
+``bf16s`` strict bfloat16: the ``f16s`` loops, every step rounded to bfloat16 instead
+          (:func:`derive.codegen.templates.strict_variants`).
 
 Rows run in parallel (``prange``); the parameter gradients are summed per block of
 :data:`BLOCK_ROWS` rows and the blocks combined in a fixed order, so results do not depend
@@ -34,7 +36,14 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.codegen.emit import Constants
-from derive.codegen.templates import PATHS, REDUCE, emit_stages, module_text
+from derive.codegen.templates import (
+    PATHS,
+    REDUCE,
+    STRICT,
+    emit_stages,
+    module_text,
+    strict_variants,
+)
 from derive.definitions import norms
 from derive.definitions.norms import ROW_NORMS, WEIGHTNORM, RowNorm
 
@@ -95,14 +104,15 @@ def statistics_wide(row):
     if moment < 0.0:
         moment = 0.0
     return m, correction, moment
+'''
 
-
+STRICT_STATISTICS = '''\
 @njit(cache=True, error_model="numpy")
 def statistics_f16s(row):
-    """(center, 0, second moment) of a row of halves, every operation rounded to half."""
+    """(center, 0, second moment) of a row, every operation rounded to half."""
     size = round_to_half(np.float64(row.size))
     m = 0.0
-{center_f16s}    acc = 0.0
+{center}    acc = 0.0
     for j in range(row.size):
         dj = round_to_half(row[j] - m)
         acc = round_to_half(acc + round_to_half(dj * dj))
@@ -202,6 +212,8 @@ MEANS = {
             maz = round_to_half(maz / n)""",
 }
 
+MEANS |= strict_variants(MEANS["f16s"])
+
 ACCUMULATE = {
     "f64": """\
                 hi, e = two_sum(dgamma_blocks[b, 0, j], summand_gz_f64(dj, r, gj))
@@ -222,6 +234,8 @@ ACCUMULATE = {
                 dbeta_blocks[b, 0, j] = round_to_half(dbeta_blocks[b, 0, j] + gj)
 """,
 }
+
+ACCUMULATE |= strict_variants(ACCUMULATE["f16s"])
 
 WIDE_VJP_SUMS = """\
 @njit(cache=True, error_model="numpy", fastmath={reduce})
@@ -258,8 +272,9 @@ def combine_blocks_wide(blocks):
         for j in range(blocks.shape[2]):
             out[j] += blocks[b, 0, j]
     return out
+'''
 
-
+STRICT_COMBINE = '''\
 @njit(cache=True, error_model="numpy")
 def combine_blocks_f16s(blocks):
     """Sum of the block partials, every addition rounded to half."""
@@ -272,7 +287,7 @@ def combine_blocks_f16s(blocks):
 
 
 def _stage_functions(module: RowNorm, constants: Constants) -> list[str]:
-    """The emitted per-element functions of ``module``, in modes f64 and f16s."""
+    """The emitted per-element functions of ``module``, in modes f64, f16s and bf16s."""
     stages = [
         ("scale", module.scale, (norms.s, norms.eps, norms.n), "the row's scale r"),
         ("output", module.output, (norms.d, norms.r, norms.gamma_i, norms.beta_i), "y_i"),
@@ -313,8 +328,13 @@ def row_norm_source(module: RowNorm) -> str:
         centered=module.centered,
         center_dd=CENTER["dd"] if module.centered else "",
         center_wide=CENTER["wide"] if module.centered else "",
-        center_f16s=CENTER["f16s"] if module.centered else "",
     )
+    strict_statistics = [
+        strict_variants(STRICT_STATISTICS)[name].format(
+            center=strict_variants(CENTER["f16s"])[name] if module.centered else ""
+        )
+        for name in STRICT
+    ]
     loops = [
         ROW_LOOPS.format(
             path=path.name,
@@ -334,9 +354,11 @@ def row_norm_source(module: RowNorm) -> str:
         "\n".join(constants.lines),
         *functions,
         statistics.strip("\n"),
+        *(text.strip("\n") for text in strict_statistics),
         WIDE_VJP_SUMS.format(reduce=REDUCE).strip("\n"),
         *(loop.strip("\n") for loop in loops),
         COMBINE.strip("\n"),
+        *(strict_variants(STRICT_COMBINE)[name].strip("\n") for name in STRICT),
     ]
     return module_text(
         definitions="norms.py",
@@ -411,8 +433,9 @@ def dot_wide(a, b):
     for j in range(a.size):
         total += np.float64(a[j]) * np.float64(b[j])
     return total
+'''
 
-
+STRICT_REDUCTIONS = '''\
 @njit(cache=True, error_model="numpy")
 def norm2_f16s(row):
     """|row|^2, every product and partial sum rounded to half."""
@@ -474,6 +497,7 @@ def weightnorm_source() -> str:
         "\n".join(constants.lines),
         *functions,
         WEIGHT_REDUCTIONS.format(reduce=REDUCE).strip("\n"),
+        *(strict_variants(STRICT_REDUCTIONS)[name].strip("\n") for name in STRICT),
         *(loop.strip("\n") for loop in loops),
     ]
     return module_text(

@@ -29,7 +29,8 @@ Source: {source}.
 
 Paths: ``*_f64`` (float64 arrays: compensated row sums), ``*_wide`` (float32 arrays, and
 float16 widened to float32: float64 arithmetic, rounded once by the caller's output
-array) and ``*_f16s`` (strict half: every operation rounded to binary16).
+array), ``*_f16s`` (strict half: every operation rounded to binary16) and ``*_bf16s``
+(strict bfloat16: the same operations, each rounded to bfloat16).
 """
 
 {imports}
@@ -48,8 +49,8 @@ SERIAL = 'cache=True, error_model="numpy"'
 class Path:
     """One arithmetic path of the generated loops (see :mod:`derive.codegen.norms`)."""
 
-    name: str  # the loops' suffix: f64, wide or f16s
-    mode: str  # the suffix of the stage functions it calls: f64 or f16s
+    name: str  # the loops' suffix: f64, wide, f16s or bf16s
+    mode: str  # the suffix of the stage functions it calls: f64, f16s or bf16s
     range: str  # the outer loop: prange (parallel) or range (serial)
     rounding: str  # applied to each step of strict half arithmetic, or "" for none
     jit: str  # the loops' njit options
@@ -63,13 +64,32 @@ PATHS = (
     Path("f64", "f64", "prange", "", PARALLEL),
     Path("wide", "f64", "prange", "", PARALLEL),
     Path("f16s", "f16s", "range", "round_to_half", SERIAL),
+    Path("bf16s", "bf16s", "range", "round_to_bfloat16", SERIAL),
 )
+
+#: The strict paths: the same operations, rounded to binary16 or to bfloat16.
+STRICT = ("f16s", "bf16s")
+
+
+def strict_variants(template: str) -> dict[str, str]:
+    """``template``, written for strict half (``round_to_half``, stage functions ``*_f16s``),
+    for both strict paths: ``bf16s`` rounds every step with ``round_to_bfloat16`` and calls
+    the ``*_bf16s`` stages, in the same order of operations."""
+    bfloat16 = (
+        template.replace("round_to_half", "round_to_bfloat16")
+        .replace("_f16s", "_bf16s")
+        .replace("rounded to half", "rounded to bfloat16")
+        .replace("of halves", "of bfloat16 values")
+        .replace("for halves", "for bfloat16 values")
+    )
+    return {"f16s": template, "bf16s": bfloat16}
 
 
 def emit_stages(title: str, stages: Sequence[tuple], constants: Constants) -> list[str]:
-    """Each stage ``(name, expr, arguments, what)`` as a function per mode (f64, f16s)."""
+    """Each stage ``(name, expr, arguments, what)`` as a function per mode (f64, f16s,
+    bf16s)."""
     functions = []
-    for mode in (MODES["f64"], MODES["f16s"]):
+    for mode in (MODES["f64"], MODES["f16s"], MODES["bf16s"]):
         for name, expr, arguments, what in stages:
             doc = f"{title} {name}, mode {mode.name}: {what} = {sp.sstr(expr)}."
             functions.append(
@@ -87,6 +107,7 @@ def imports(body: str, extra: Sequence[str] = ()) -> str:
         "import numpy as np",
         "from numba import njit, prange",
         "",
+        *(["from kernels._bf16 import round_to_bfloat16"] if "round_to_bfloat16(" in body else []),
         f"from kernels._dd import {', '.join(dd)}",
         "from kernels._f16 import round_to_half",
         *extra,

@@ -10,7 +10,8 @@ Source: 001_76ce3a8a4b6079c3.txt Eq. 15-17; 004_a581282367ea7257.txt Definition 
 
 Paths: ``*_f64`` (float64 arrays: compensated row sums), ``*_wide`` (float32 arrays, and
 float16 widened to float32: float64 arithmetic, rounded once by the caller's output
-array) and ``*_f16s`` (strict half: every operation rounded to binary16).
+array), ``*_f16s`` (strict half: every operation rounded to binary16) and ``*_bf16s``
+(strict bfloat16: the same operations, each rounded to bfloat16).
 """
 
 import math
@@ -18,12 +19,19 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from kernels._bf16 import round_to_bfloat16
 from kernels._dd import dd_div, two_sum
 from kernels._f16 import round_to_half
-from kernels._generated.layernorm import statistics_f16s, statistics_f64, statistics_wide
+from kernels._generated.layernorm import (
+    statistics_bf16s,
+    statistics_f16s,
+    statistics_f64,
+    statistics_wide,
+)
 
 _F64_0 = np.float64(1.0)  # 1
 _F16S_1 = np.float64(1.0)  # 1
+_BF16S_2 = np.float64(1.0)  # 1
 
 
 @njit(cache=True, error_model="numpy")
@@ -239,6 +247,114 @@ def weight_std_f16s(s, epsilon, r):
     t0 = round_to_half(math.sqrt(s))
     t1 = round_to_half(_F16S_1 / t0)
     t2 = round_to_half(r * t1)
+    return t2
+
+
+@njit(cache=True, error_model="numpy")
+def output_bf16s(d, r, gamma_i, beta_i):
+    """BatchNorm output, mode bf16s: y = beta_i + d*gamma_i*r."""
+    t0 = round_to_bfloat16(d * gamma_i)
+    t1 = round_to_bfloat16(t0 * r)
+    t2 = round_to_bfloat16(beta_i + t1)
+    return t2
+
+
+@njit(cache=True, error_model="numpy")
+def dx_bf16s(d, r, gamma_i, g_i, m_a, m_ad, w):
+    """BatchNorm dx, mode bf16s: dL/dx_k, m_a = mean(gamma g), m_ad = mean(gamma g d), w the
+    sigma-path weight = r*(-d*m_ad*w + g_i*gamma_i - m_a).
+    """
+    t0 = round_to_bfloat16(g_i * gamma_i)
+    t1 = round_to_bfloat16(t0 - m_a)
+    t2 = round_to_bfloat16(d * m_ad)
+    t3 = round_to_bfloat16(t2 * w)
+    t4 = round_to_bfloat16(t1 - t3)
+    t5 = round_to_bfloat16(r * t4)
+    return t5
+
+
+@njit(cache=True, error_model="numpy")
+def entry_bf16s(d, d_j, r, gamma_i, M, w, delta):
+    """BatchNorm entry, mode bf16s: J_kl (one feature; delta is 1 on the diagonal) =
+    gamma_i*r*(delta - d*d_j*w/M - 1/M).
+    """
+    t0 = round_to_bfloat16(gamma_i * r)
+    t1 = round_to_bfloat16(_BF16S_2 / M)
+    t2 = round_to_bfloat16(delta - t1)
+    t3 = round_to_bfloat16(d * d_j)
+    t4 = round_to_bfloat16(t3 * w)
+    t5 = round_to_bfloat16(t4 / M)
+    t6 = round_to_bfloat16(t2 - t5)
+    t7 = round_to_bfloat16(t0 * t6)
+    return t7
+
+
+@njit(cache=True, error_model="numpy")
+def summand_a_bf16s(gamma_i, g_i):
+    """BatchNorm summand_a, mode bf16s: a summand of m_a = g_i*gamma_i."""
+    t0 = round_to_bfloat16(g_i * gamma_i)
+    return t0
+
+
+@njit(cache=True, error_model="numpy")
+def summand_ad_bf16s(d, gamma_i, g_i):
+    """BatchNorm summand_ad, mode bf16s: a summand of m_ad = d*g_i*gamma_i."""
+    t0 = round_to_bfloat16(d * g_i)
+    t1 = round_to_bfloat16(t0 * gamma_i)
+    return t1
+
+
+@njit(cache=True, error_model="numpy")
+def summand_gz_bf16s(d, r, g_i):
+    """BatchNorm summand_gz, mode bf16s: a summand of dgamma = d*g_i*r."""
+    t0 = round_to_bfloat16(d * g_i)
+    t1 = round_to_bfloat16(t0 * r)
+    return t1
+
+
+@njit(cache=True, error_model="numpy")
+def dx_inference_bf16s(r, gamma_i, g_i):
+    """BatchNorm dx_inference, mode bf16s: dL/dx in inference mode = g_i*gamma_i*r."""
+    t0 = round_to_bfloat16(g_i * gamma_i)
+    t1 = round_to_bfloat16(t0 * r)
+    return t1
+
+
+@njit(cache=True, error_model="numpy")
+def scale_sqrt_bf16s(s, epsilon):
+    """BatchNorm scale_sqrt, mode bf16s: the scale r (sqrt_var_eps) = 1/sqrt(epsilon + s)."""
+    t0 = round_to_bfloat16(epsilon + s)
+    t1 = round_to_bfloat16(math.sqrt(t0))
+    t2 = round_to_bfloat16(_BF16S_2 / t1)
+    return t2
+
+
+@njit(cache=True, error_model="numpy")
+def weight_sqrt_bf16s(s, epsilon, r):
+    """BatchNorm weight_sqrt, mode bf16s: the sigma-path weight w (sqrt_var_eps; the caller
+    takes 0 at zero variance) = r**2.
+    """
+    t0 = round_to_bfloat16(r * r)
+    return t0
+
+
+@njit(cache=True, error_model="numpy")
+def scale_std_bf16s(s, epsilon):
+    """BatchNorm scale_std, mode bf16s: the scale r (std_plus_eps) = 1/(epsilon + sqrt(s))."""
+    t0 = round_to_bfloat16(math.sqrt(s))
+    t1 = round_to_bfloat16(epsilon + t0)
+    t2 = round_to_bfloat16(_BF16S_2 / t1)
+    return t2
+
+
+@njit(cache=True, error_model="numpy")
+def weight_std_bf16s(s, epsilon, r):
+    """BatchNorm weight_std, mode bf16s: the sigma-path weight w (std_plus_eps; the caller
+    takes 0 at zero variance) = r/sqrt(s).
+    """
+    t0 = round_to_bfloat16(math.sqrt(s))
+    t1 = round_to_bfloat16(_BF16S_2 / t0)
+    t2 = round_to_bfloat16(r * t1)
     return t2
 
 
@@ -1104,3 +1220,270 @@ def jacobian_f16s_std(x, gamma_i, epsilon, out):
             dj = round_to_half((np.float64(x[j]) - mh) - ml)
             kronecker = 1.0 if k == j else 0.0
             out[k, j] = entry_f16s(dk, dj, r, np.float64(gamma_i), n, w, kronecker)
+
+
+@njit(cache=True, error_model="numpy")
+def column_statistics_bf16s(x, c0, c1):
+    """(mean, 0, biased variance) of features c0..c1, every operation rounded to bfloat16."""
+    width = c1 - c0
+    count = round_to_bfloat16(np.float64(x.shape[0] * x.shape[1]))
+    acc = np.zeros(width)
+    for a in range(x.shape[0]):
+        for p in range(x.shape[1]):
+            for c in range(c0, c1):
+                acc[c - c0] = round_to_bfloat16(acc[c - c0] + x[a, p, c])
+    m = np.empty(width)
+    for k in range(width):
+        m[k] = round_to_bfloat16(acc[k] / count)
+    acc[:] = 0.0
+    for a in range(x.shape[0]):
+        for p in range(x.shape[1]):
+            for c in range(c0, c1):
+                d = round_to_bfloat16(x[a, p, c] - m[c - c0])
+                acc[c - c0] = round_to_bfloat16(acc[c - c0] + round_to_bfloat16(d * d))
+    moment = np.empty(width)
+    for k in range(width):
+        moment[k] = round_to_bfloat16(acc[k] / count)
+    return m, np.zeros(width), moment
+
+
+@njit(cache=True, error_model="numpy")
+def forward_bf16s_sqrt(x, gamma, beta, epsilon, block, out):
+    """Training mode on x (A, L, C): features c (the last axis) normalized over (a, p),
+    blocks of features in parallel."""
+    A, L, C = x.shape
+    for b in range((C + block - 1) // block):
+        c0, c1 = b * block, min(C, (b + 1) * block)
+        mh, ml, s = column_statistics_bf16s(x, c0, c1)
+        r = np.empty(c1 - c0)
+        for k in range(c1 - c0):
+            r[k] = scale_sqrt_bf16s(s[k], epsilon)
+        gammas, betas = gamma[c0:c1], beta[c0:c1]
+        for a in range(A):
+            for p in range(L):
+                xs, ys = x[a, p, c0:c1], out[a, p, c0:c1]
+                for k in range(c1 - c0):
+                    dk = round_to_bfloat16((np.float64(xs[k]) - mh[k]) - ml[k])
+                    gamma_k, beta_k = np.float64(gammas[k]), np.float64(betas[k])
+                    ys[k] = output_bf16s(dk, r[k], gamma_k, beta_k)
+
+
+@njit(cache=True, error_model="numpy")
+def vjp_bf16s_sqrt(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
+    """Training mode on x (A, L, C): dx, and each feature's dgamma and dbeta."""
+    A, L, C = x.shape
+    n = round_to_bfloat16(np.float64(A * L))
+    for b in range((C + block - 1) // block):
+        c0, c1 = b * block, min(C, (b + 1) * block)
+        width = c1 - c0
+        mh, ml, s = column_statistics_bf16s(x, c0, c1)
+        r, w, gammas = np.empty(width), np.empty(width), np.empty(width)
+        for k in range(width):
+            r[k] = scale_sqrt_bf16s(s[k], epsilon)
+            # The sigma path vanishes with the deviations: w = 0 at zero variance (its limit),
+            # NaN when r is inf there (eps = 0: 0/0).
+            w[k] = weight_sqrt_bf16s(s[k], epsilon, r[k]) if s[k] > 0.0 else 0.0 * r[k] * r[k]
+            gammas[k] = np.float64(gamma[c0 + k])
+        sum_a, sum_ad = np.zeros(width), np.zeros(width)
+        sum_gz, sum_g = np.zeros(width), np.zeros(width)
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    k = c - c0
+                    dk = round_to_bfloat16((x[a, p, c] - mh[k]) - ml[k])
+                    gk = g[a, p, c]
+                    sum_a[k] = round_to_bfloat16(sum_a[k] + summand_a_bf16s(gammas[k], gk))
+                    sum_ad[k] = round_to_bfloat16(sum_ad[k] + summand_ad_bf16s(dk, gammas[k], gk))
+                    sum_gz[k] = round_to_bfloat16(sum_gz[k] + summand_gz_bf16s(dk, r[k], gk))
+                    sum_g[k] = round_to_bfloat16(sum_g[k] + gk)
+        ma, mad = np.empty(width), np.empty(width)
+        for k in range(width):
+            ma[k] = round_to_bfloat16(sum_a[k] / n)
+            mad[k] = round_to_bfloat16(sum_ad[k] / n)
+            dgamma[c0 + k] = sum_gz[k]
+            dbeta[c0 + k] = sum_g[k]
+        for a in range(A):
+            for p in range(L):
+                xs, gs, dxs = x[a, p, c0:c1], g[a, p, c0:c1], dx[a, p, c0:c1]
+                for k in range(width):
+                    dk = round_to_bfloat16((np.float64(xs[k]) - mh[k]) - ml[k])
+                    gk = np.float64(gs[k])
+                    dxs[k] = dx_bf16s(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k])
+
+
+@njit(cache=True, error_model="numpy")
+def forward_inference_bf16s_sqrt(x, gamma, beta, mean, var, epsilon, block, out):
+    """Inference mode: the affine map with the running statistics."""
+    A, L, C = x.shape
+    for b in range((C + block - 1) // block):
+        c0, c1 = b * block, min(C, (b + 1) * block)
+        r = np.empty(c1 - c0)
+        for k in range(c1 - c0):
+            r[k] = scale_sqrt_bf16s(np.float64(var[c0 + k]), epsilon)
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    dk = round_to_bfloat16(np.float64(x[a, p, c]) - np.float64(mean[c]))
+                    gamma_c, beta_c = np.float64(gamma[c]), np.float64(beta[c])
+                    out[a, p, c] = output_bf16s(dk, r[c - c0], gamma_c, beta_c)
+
+
+@njit(cache=True, error_model="numpy")
+def vjp_inference_bf16s_sqrt(x, g, gamma, mean, var, epsilon, block, dx, dgamma, dbeta):
+    """Inference mode: dx = gamma r g, dgamma = sum g (x - mean) r, dbeta = sum g."""
+    A, L, C = x.shape
+    for b in range((C + block - 1) // block):
+        c0, c1 = b * block, min(C, (b + 1) * block)
+        r = np.empty(c1 - c0)
+        sum_gz, sum_g = np.zeros(c1 - c0), np.zeros(c1 - c0)
+        for k in range(c1 - c0):
+            r[k] = scale_sqrt_bf16s(np.float64(var[c0 + k]), epsilon)
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    k = c - c0
+                    dk = round_to_bfloat16(np.float64(x[a, p, c]) - np.float64(mean[c]))
+                    gk = np.float64(g[a, p, c])
+                    dx[a, p, c] = dx_inference_bf16s(r[k], np.float64(gamma[c]), gk)
+                    sum_gz[k] = round_to_bfloat16(sum_gz[k] + summand_gz_bf16s(dk, r[k], gk))
+                    sum_g[k] = round_to_bfloat16(sum_g[k] + gk)
+        for k in range(c1 - c0):
+            dgamma[c0 + k] = sum_gz[k]
+            dbeta[c0 + k] = sum_g[k]
+
+
+@njit(cache=True, error_model="numpy")
+def jacobian_bf16s_sqrt(x, gamma_i, epsilon, out):
+    """Training mode: the (M, M) block J[k, p] = dy_k / dx_l of one feature."""
+    size = x.size
+    n = round_to_bfloat16(np.float64(size))
+    mh, ml, s = statistics_bf16s(x)
+    r = scale_sqrt_bf16s(s, epsilon)
+    w = weight_sqrt_bf16s(s, epsilon, r) if s > 0.0 else 0.0 * r * r
+    for k in range(size):
+        dk = round_to_bfloat16((np.float64(x[k]) - mh) - ml)
+        for j in range(size):
+            dj = round_to_bfloat16((np.float64(x[j]) - mh) - ml)
+            kronecker = 1.0 if k == j else 0.0
+            out[k, j] = entry_bf16s(dk, dj, r, np.float64(gamma_i), n, w, kronecker)
+
+
+@njit(cache=True, error_model="numpy")
+def forward_bf16s_std(x, gamma, beta, epsilon, block, out):
+    """Training mode on x (A, L, C): features c (the last axis) normalized over (a, p),
+    blocks of features in parallel."""
+    A, L, C = x.shape
+    for b in range((C + block - 1) // block):
+        c0, c1 = b * block, min(C, (b + 1) * block)
+        mh, ml, s = column_statistics_bf16s(x, c0, c1)
+        r = np.empty(c1 - c0)
+        for k in range(c1 - c0):
+            r[k] = scale_std_bf16s(s[k], epsilon)
+        gammas, betas = gamma[c0:c1], beta[c0:c1]
+        for a in range(A):
+            for p in range(L):
+                xs, ys = x[a, p, c0:c1], out[a, p, c0:c1]
+                for k in range(c1 - c0):
+                    dk = round_to_bfloat16((np.float64(xs[k]) - mh[k]) - ml[k])
+                    gamma_k, beta_k = np.float64(gammas[k]), np.float64(betas[k])
+                    ys[k] = output_bf16s(dk, r[k], gamma_k, beta_k)
+
+
+@njit(cache=True, error_model="numpy")
+def vjp_bf16s_std(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
+    """Training mode on x (A, L, C): dx, and each feature's dgamma and dbeta."""
+    A, L, C = x.shape
+    n = round_to_bfloat16(np.float64(A * L))
+    for b in range((C + block - 1) // block):
+        c0, c1 = b * block, min(C, (b + 1) * block)
+        width = c1 - c0
+        mh, ml, s = column_statistics_bf16s(x, c0, c1)
+        r, w, gammas = np.empty(width), np.empty(width), np.empty(width)
+        for k in range(width):
+            r[k] = scale_std_bf16s(s[k], epsilon)
+            # The sigma path vanishes with the deviations: w = 0 at zero variance (its limit),
+            # NaN when r is inf there (eps = 0: 0/0).
+            w[k] = weight_std_bf16s(s[k], epsilon, r[k]) if s[k] > 0.0 else 0.0 * r[k] * r[k]
+            gammas[k] = np.float64(gamma[c0 + k])
+        sum_a, sum_ad = np.zeros(width), np.zeros(width)
+        sum_gz, sum_g = np.zeros(width), np.zeros(width)
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    k = c - c0
+                    dk = round_to_bfloat16((x[a, p, c] - mh[k]) - ml[k])
+                    gk = g[a, p, c]
+                    sum_a[k] = round_to_bfloat16(sum_a[k] + summand_a_bf16s(gammas[k], gk))
+                    sum_ad[k] = round_to_bfloat16(sum_ad[k] + summand_ad_bf16s(dk, gammas[k], gk))
+                    sum_gz[k] = round_to_bfloat16(sum_gz[k] + summand_gz_bf16s(dk, r[k], gk))
+                    sum_g[k] = round_to_bfloat16(sum_g[k] + gk)
+        ma, mad = np.empty(width), np.empty(width)
+        for k in range(width):
+            ma[k] = round_to_bfloat16(sum_a[k] / n)
+            mad[k] = round_to_bfloat16(sum_ad[k] / n)
+            dgamma[c0 + k] = sum_gz[k]
+            dbeta[c0 + k] = sum_g[k]
+        for a in range(A):
+            for p in range(L):
+                xs, gs, dxs = x[a, p, c0:c1], g[a, p, c0:c1], dx[a, p, c0:c1]
+                for k in range(width):
+                    dk = round_to_bfloat16((np.float64(xs[k]) - mh[k]) - ml[k])
+                    gk = np.float64(gs[k])
+                    dxs[k] = dx_bf16s(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k])
+
+
+@njit(cache=True, error_model="numpy")
+def forward_inference_bf16s_std(x, gamma, beta, mean, var, epsilon, block, out):
+    """Inference mode: the affine map with the running statistics."""
+    A, L, C = x.shape
+    for b in range((C + block - 1) // block):
+        c0, c1 = b * block, min(C, (b + 1) * block)
+        r = np.empty(c1 - c0)
+        for k in range(c1 - c0):
+            r[k] = scale_std_bf16s(np.float64(var[c0 + k]), epsilon)
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    dk = round_to_bfloat16(np.float64(x[a, p, c]) - np.float64(mean[c]))
+                    gamma_c, beta_c = np.float64(gamma[c]), np.float64(beta[c])
+                    out[a, p, c] = output_bf16s(dk, r[c - c0], gamma_c, beta_c)
+
+
+@njit(cache=True, error_model="numpy")
+def vjp_inference_bf16s_std(x, g, gamma, mean, var, epsilon, block, dx, dgamma, dbeta):
+    """Inference mode: dx = gamma r g, dgamma = sum g (x - mean) r, dbeta = sum g."""
+    A, L, C = x.shape
+    for b in range((C + block - 1) // block):
+        c0, c1 = b * block, min(C, (b + 1) * block)
+        r = np.empty(c1 - c0)
+        sum_gz, sum_g = np.zeros(c1 - c0), np.zeros(c1 - c0)
+        for k in range(c1 - c0):
+            r[k] = scale_std_bf16s(np.float64(var[c0 + k]), epsilon)
+        for a in range(A):
+            for p in range(L):
+                for c in range(c0, c1):
+                    k = c - c0
+                    dk = round_to_bfloat16(np.float64(x[a, p, c]) - np.float64(mean[c]))
+                    gk = np.float64(g[a, p, c])
+                    dx[a, p, c] = dx_inference_bf16s(r[k], np.float64(gamma[c]), gk)
+                    sum_gz[k] = round_to_bfloat16(sum_gz[k] + summand_gz_bf16s(dk, r[k], gk))
+                    sum_g[k] = round_to_bfloat16(sum_g[k] + gk)
+        for k in range(c1 - c0):
+            dgamma[c0 + k] = sum_gz[k]
+            dbeta[c0 + k] = sum_g[k]
+
+
+@njit(cache=True, error_model="numpy")
+def jacobian_bf16s_std(x, gamma_i, epsilon, out):
+    """Training mode: the (M, M) block J[k, p] = dy_k / dx_l of one feature."""
+    size = x.size
+    n = round_to_bfloat16(np.float64(size))
+    mh, ml, s = statistics_bf16s(x)
+    r = scale_std_bf16s(s, epsilon)
+    w = weight_std_bf16s(s, epsilon, r) if s > 0.0 else 0.0 * r * r
+    for k in range(size):
+        dk = round_to_bfloat16((np.float64(x[k]) - mh) - ml)
+        for j in range(size):
+            dj = round_to_bfloat16((np.float64(x[j]) - mh) - ml)
+            kronecker = 1.0 if k == j else 0.0
+            out[k, j] = entry_bf16s(dk, dj, r, np.float64(gamma_i), n, w, kronecker)

@@ -9,7 +9,8 @@ Source: 001_76ce3a8a4b6079c3.txt, Table 2 row LayerNorm; Eq. 18.
 
 Paths: ``*_f64`` (float64 arrays: compensated row sums), ``*_wide`` (float32 arrays, and
 float16 widened to float32: float64 arithmetic, rounded once by the caller's output
-array) and ``*_f16s`` (strict half: every operation rounded to binary16).
+array), ``*_f16s`` (strict half: every operation rounded to binary16) and ``*_bf16s``
+(strict bfloat16: the same operations, each rounded to bfloat16).
 """
 
 import math
@@ -17,6 +18,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from kernels._bf16 import round_to_bfloat16
 from kernels._dd import dd_div, two_sum
 from kernels._f16 import round_to_half
 from kernels._rownorm import narrow, read_row, row_buffer, widen
@@ -26,6 +28,7 @@ BLOCK_ROWS = 32
 
 _F64_0 = np.float64(1.0)  # 1
 _F16S_1 = np.float64(1.0)  # 1
+_BF16S_2 = np.float64(1.0)  # 1
 
 
 @njit(cache=True, error_model="numpy")
@@ -175,6 +178,79 @@ def summand_gz_f16s(d, r, g_i):
 
 
 @njit(cache=True, error_model="numpy")
+def scale_bf16s(s, epsilon, D):
+    """LayerNorm scale, mode bf16s: the row's scale r = 1/sqrt(epsilon + s)."""
+    t0 = round_to_bfloat16(epsilon + s)
+    t1 = round_to_bfloat16(math.sqrt(t0))
+    t2 = round_to_bfloat16(_BF16S_2 / t1)
+    return t2
+
+
+@njit(cache=True, error_model="numpy")
+def output_bf16s(d, r, gamma_i, beta_i):
+    """LayerNorm output, mode bf16s: y_i = beta_i + d*gamma_i*r."""
+    t0 = round_to_bfloat16(d * gamma_i)
+    t1 = round_to_bfloat16(t0 * r)
+    t2 = round_to_bfloat16(beta_i + t1)
+    return t2
+
+
+@njit(cache=True, error_model="numpy")
+def dx_bf16s(d, r, gamma_i, g_i, m_a, m_az):
+    """LayerNorm dx, mode bf16s: dL/dx_i from the row means m_a = mean(gamma g), m_az =
+    mean(gamma g z) = r*(-d*m_az*r + g_i*gamma_i - m_a).
+    """
+    t0 = round_to_bfloat16(g_i * gamma_i)
+    t1 = round_to_bfloat16(t0 - m_a)
+    t2 = round_to_bfloat16(d * m_az)
+    t3 = round_to_bfloat16(t2 * r)
+    t4 = round_to_bfloat16(t1 - t3)
+    t5 = round_to_bfloat16(r * t4)
+    return t5
+
+
+@njit(cache=True, error_model="numpy")
+def entry_bf16s(d, d_j, r, gamma_i, D, delta):
+    """LayerNorm entry, mode bf16s: J_ij (numerator layout); delta is 1 on the diagonal =
+    gamma_i*r*(delta - d*d_j*r**2/D - 1/D).
+    """
+    t0 = round_to_bfloat16(gamma_i * r)
+    t1 = round_to_bfloat16(_BF16S_2 / D)
+    t2 = round_to_bfloat16(delta - t1)
+    t3 = round_to_bfloat16(d * d_j)
+    t4 = round_to_bfloat16(r * r)
+    t5 = round_to_bfloat16(t3 * t4)
+    t6 = round_to_bfloat16(t5 / D)
+    t7 = round_to_bfloat16(t2 - t6)
+    t8 = round_to_bfloat16(t0 * t7)
+    return t8
+
+
+@njit(cache=True, error_model="numpy")
+def summand_a_bf16s(gamma_i, g_i):
+    """LayerNorm summand_a, mode bf16s: a summand of m_a = g_i*gamma_i."""
+    t0 = round_to_bfloat16(g_i * gamma_i)
+    return t0
+
+
+@njit(cache=True, error_model="numpy")
+def summand_az_bf16s(d, r, gamma_i, g_i):
+    """LayerNorm summand_az, mode bf16s: a summand of m_az = d*g_i*gamma_i*r."""
+    t0 = round_to_bfloat16(d * g_i)
+    t1 = round_to_bfloat16(t0 * gamma_i)
+    t2 = round_to_bfloat16(t1 * r)
+    return t2
+
+
+@njit(cache=True, error_model="numpy")
+def summand_gz_bf16s(d, r, g_i):
+    """LayerNorm summand_gz, mode bf16s: a summand of dgamma = d*g_i*r."""
+    t0 = round_to_bfloat16(d * g_i)
+    t1 = round_to_bfloat16(t0 * r)
+    return t1
+
+
+@njit(cache=True, error_model="numpy")
 def statistics_f64(row):
     """(center hi, center lo, second moment) of a float64 row, in double-double."""
     size = row.size
@@ -231,7 +307,7 @@ def statistics_wide(row):
 
 @njit(cache=True, error_model="numpy")
 def statistics_f16s(row):
-    """(center, 0, second moment) of a row of halves, every operation rounded to half."""
+    """(center, 0, second moment) of a row, every operation rounded to half."""
     size = round_to_half(np.float64(row.size))
     m = 0.0
     acc = 0.0
@@ -243,6 +319,22 @@ def statistics_f16s(row):
         dj = round_to_half(row[j] - m)
         acc = round_to_half(acc + round_to_half(dj * dj))
     return m, 0.0, round_to_half(acc / size)
+
+
+@njit(cache=True, error_model="numpy")
+def statistics_bf16s(row):
+    """(center, 0, second moment) of a row, every operation rounded to bfloat16."""
+    size = round_to_bfloat16(np.float64(row.size))
+    m = 0.0
+    acc = 0.0
+    for j in range(row.size):
+        acc = round_to_bfloat16(acc + row[j])
+    m = round_to_bfloat16(acc / size)
+    acc = 0.0
+    for j in range(row.size):
+        dj = round_to_bfloat16(row[j] - m)
+        acc = round_to_bfloat16(acc + round_to_bfloat16(dj * dj))
+    return m, 0.0, round_to_bfloat16(acc / size)
 
 
 @njit(cache=True, error_model="numpy", fastmath={"reassoc", "contract"})
@@ -429,6 +521,64 @@ def jacobian_f16s(x, gamma, epsilon, out):
 
 
 @njit(cache=True, error_model="numpy")
+def forward_bf16s(x, gamma, beta, epsilon, out):
+    """y = gamma z + beta for every row of x (rows in parallel)."""
+    rows, size = x.shape
+    n = round_to_bfloat16(np.float64(size))
+    for i in range(rows):
+        xi = read_row(x[i], row_buffer(x))
+        mh, ml, s = statistics_bf16s(xi)
+        r = scale_bf16s(s, epsilon, n)
+        for j in range(size):
+            dj = round_to_bfloat16((widen(xi[j]) - mh) - ml)
+            y = output_bf16s(dj, r, widen(gamma[j]), widen(beta[j]))
+            out[i, j] = narrow(y, out)
+
+
+@njit(cache=True, error_model="numpy")
+def vjp_bf16s(x, g, gamma, epsilon, dx, dgamma_blocks, dbeta_blocks):
+    """dx for every row; per block of rows, the partial sums of dgamma and dbeta."""
+    rows, size = x.shape
+    n = round_to_bfloat16(np.float64(size))
+    for b in range(dgamma_blocks.shape[0]):
+        x_buffer, g_buffer = row_buffer(x), row_buffer(g)
+        for i in range(b * BLOCK_ROWS, min(rows, (b + 1) * BLOCK_ROWS)):
+            xi, gi = read_row(x[i], x_buffer), read_row(g[i], g_buffer)
+            mh, ml, s = statistics_bf16s(xi)
+            r = scale_bf16s(s, epsilon, n)
+            ma, maz = 0.0, 0.0
+            for j in range(size):
+                dj = round_to_bfloat16((x[i, j] - mh) - ml)
+                ma = round_to_bfloat16(ma + summand_a_bf16s(gamma[j], g[i, j]))
+                maz = round_to_bfloat16(maz + summand_az_bf16s(dj, r, gamma[j], g[i, j]))
+            ma = round_to_bfloat16(ma / n)
+            maz = round_to_bfloat16(maz / n)
+            for j in range(size):
+                dj = round_to_bfloat16((widen(xi[j]) - mh) - ml)
+                gj = widen(gi[j])
+                dx[i, j] = narrow(dx_bf16s(dj, r, widen(gamma[j]), gj, ma, maz), dx)
+                dgamma_blocks[b, 0, j] = round_to_bfloat16(
+                    dgamma_blocks[b, 0, j] + summand_gz_bf16s(dj, r, gj)
+                )
+                dbeta_blocks[b, 0, j] = round_to_bfloat16(dbeta_blocks[b, 0, j] + gj)
+
+
+@njit(cache=True, error_model="numpy")
+def jacobian_bf16s(x, gamma, epsilon, out):
+    """J[i, j] = dy_i / dx_j for one sample x (numerator layout)."""
+    size = x.size
+    n = round_to_bfloat16(np.float64(size))
+    mh, ml, s = statistics_bf16s(x)
+    r = scale_bf16s(s, epsilon, n)
+    for i in range(size):
+        di = round_to_bfloat16((np.float64(x[i]) - mh) - ml)
+        for j in range(size):
+            dj = round_to_bfloat16((np.float64(x[j]) - mh) - ml)
+            kronecker = 1.0 if i == j else 0.0
+            out[i, j] = entry_bf16s(di, dj, r, np.float64(gamma[i]), n, kronecker)
+
+
+@njit(cache=True, error_model="numpy")
 def combine_blocks_f64(blocks):
     """Sum of the (hi, lo) block partials, block by block, compensated."""
     size = blocks.shape[2]
@@ -459,4 +609,14 @@ def combine_blocks_f16s(blocks):
     for b in range(blocks.shape[0]):
         for j in range(blocks.shape[2]):
             out[j] = round_to_half(out[j] + blocks[b, 0, j])
+    return out
+
+
+@njit(cache=True, error_model="numpy")
+def combine_blocks_bf16s(blocks):
+    """Sum of the block partials, every addition rounded to bfloat16."""
+    out = np.zeros(blocks.shape[2])
+    for b in range(blocks.shape[0]):
+        for j in range(blocks.shape[2]):
+            out[j] = round_to_bfloat16(out[j] + blocks[b, 0, j])
     return out

@@ -10,7 +10,8 @@ Source: 001_76ce3a8a4b6079c3.txt, Table 2 row WeightNorm.
 
 Paths: ``*_f64`` (float64 arrays: compensated row sums), ``*_wide`` (float32 arrays, and
 float16 widened to float32: float64 arithmetic, rounded once by the caller's output
-array) and ``*_f16s`` (strict half: every operation rounded to binary16).
+array), ``*_f16s`` (strict half: every operation rounded to binary16) and ``*_bf16s``
+(strict bfloat16: the same operations, each rounded to bfloat16).
 """
 
 import math
@@ -18,6 +19,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from kernels._bf16 import round_to_bfloat16
 from kernels._dd import two_sum
 from kernels._f16 import round_to_half
 
@@ -26,6 +28,7 @@ BLOCK_ROWS = 32
 
 _F64_0 = np.float64(1.0)  # 1
 _F16S_1 = np.float64(1.0)  # 1
+_BF16S_2 = np.float64(1.0)  # 1
 
 
 @njit(cache=True, error_model="numpy")
@@ -105,6 +108,44 @@ def dgamma_f16s(r, p):
 
 
 @njit(cache=True, error_model="numpy")
+def scale_bf16s(q, epsilon):
+    """WeightNorm scale, mode bf16s: 1/sqrt(|v_i|^2 + eps) = 1/sqrt(epsilon + q)."""
+    t0 = round_to_bfloat16(epsilon + q)
+    t1 = round_to_bfloat16(math.sqrt(t0))
+    t2 = round_to_bfloat16(_BF16S_2 / t1)
+    return t2
+
+
+@njit(cache=True, error_model="numpy")
+def weight_bf16s(gamma_o, v_ij, r):
+    """WeightNorm weight, mode bf16s: W_ij = gamma_o*r*v_ij."""
+    t0 = round_to_bfloat16(gamma_o * r)
+    t1 = round_to_bfloat16(t0 * v_ij)
+    return t1
+
+
+@njit(cache=True, error_model="numpy")
+def dv_bf16s(gamma_o, r, dW_ij, v_ij, p):
+    """WeightNorm dv, mode bf16s: dL/dv_ij, with p = sum_j dW_ij v_ij = gamma_o*r*(dW_ij -
+    p*r**2*v_ij).
+    """
+    t0 = round_to_bfloat16(gamma_o * r)
+    t1 = round_to_bfloat16(r * r)
+    t2 = round_to_bfloat16(p * t1)
+    t3 = round_to_bfloat16(t2 * v_ij)
+    t4 = round_to_bfloat16(dW_ij - t3)
+    t5 = round_to_bfloat16(t0 * t4)
+    return t5
+
+
+@njit(cache=True, error_model="numpy")
+def dgamma_bf16s(r, p):
+    """WeightNorm dgamma, mode bf16s: dL/dgamma_i = p*r."""
+    t0 = round_to_bfloat16(p * r)
+    return t0
+
+
+@njit(cache=True, error_model="numpy")
 def norm2_f64(row):
     """|row|^2 of a float64 row, compensated."""
     hi, lo = 0.0, 0.0
@@ -167,6 +208,32 @@ def matmul_nt_f16s(a, b, out):
     for i in range(a.shape[0]):
         for k in range(b.shape[0]):
             out[i, k] = dot_f16s(a[i], b[k])
+
+
+@njit(cache=True, error_model="numpy")
+def norm2_bf16s(row):
+    """|row|^2, every product and partial sum rounded to bfloat16."""
+    acc = 0.0
+    for j in range(row.size):
+        acc = round_to_bfloat16(acc + round_to_bfloat16(row[j] * row[j]))
+    return acc
+
+
+@njit(cache=True, error_model="numpy")
+def dot_bf16s(a, b):
+    """sum a_j b_j, every product and partial sum rounded to bfloat16."""
+    acc = 0.0
+    for j in range(a.size):
+        acc = round_to_bfloat16(acc + round_to_bfloat16(a[j] * b[j]))
+    return acc
+
+
+@njit(cache=True, error_model="numpy")
+def matmul_nt_bf16s(a, b, out):
+    """out = a b^T for bfloat16 values, every product and partial sum rounded to bfloat16."""
+    for i in range(a.shape[0]):
+        for k in range(b.shape[0]):
+            out[i, k] = dot_bf16s(a[i], b[k])
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -233,3 +300,25 @@ def parameter_gradients_f16s(v, gamma, epsilon, dw, dv, dgamma):
         dgamma[i] = dgamma_f16s(r, p)
         for j in range(v.shape[1]):
             dv[i, j] = dv_f16s(gamma_i, r, dw[i, j], np.float64(v[i, j]), p)
+
+
+@njit(cache=True, error_model="numpy")
+def weights_bf16s(v, gamma, epsilon, out):
+    """W_i = gamma_i v_i / sqrt(|v_i|^2 + eps), row by row (rows in parallel)."""
+    for i in range(v.shape[0]):
+        r = scale_bf16s(norm2_bf16s(v[i]), epsilon)
+        gamma_i = np.float64(gamma[i])
+        for j in range(v.shape[1]):
+            out[i, j] = weight_bf16s(gamma_i, np.float64(v[i, j]), r)
+
+
+@njit(cache=True, error_model="numpy")
+def parameter_gradients_bf16s(v, gamma, epsilon, dw, dv, dgamma):
+    """dv and dgamma from dW = g^T x (float64 or halves), row by row of v."""
+    for i in range(v.shape[0]):
+        r = scale_bf16s(norm2_bf16s(v[i]), epsilon)
+        gamma_i = np.float64(gamma[i])
+        p = dot_bf16s(dw[i], v[i])
+        dgamma[i] = dgamma_bf16s(r, p)
+        for j in range(v.shape[1]):
+            dv[i, j] = dv_bf16s(gamma_i, r, dw[i, j], np.float64(v[i, j]), p)

@@ -92,6 +92,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+import ml_dtypes
 import mpmath
 import numpy as np
 import pytest
@@ -100,12 +101,14 @@ from hypothesis import strategies as st
 
 from derive.reference import attention as reference_attention
 from derive.reference.core import round_to_dtype, ulp
+from derive.reference.formats import round_float64
 from kernels import dp_attention, l2_attention, scs_attention
 from tests.helpers.norms import assert_same_values, mp
 
 DTYPES = (np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.float16))
 DTYPE_IDS = [dtype.name for dtype in DTYPES]
 HALF = np.dtype(np.float16)
+BF16 = np.dtype(ml_dtypes.bfloat16)
 
 #: Unit roundoff of the float64 arithmetic every kernel path computes in.
 UNIT_FLOAT64 = 2.0**-53
@@ -738,6 +741,242 @@ def test_strict_fp16_scs_eps_below_half_the_smallest_subnormal_is_zero():
 
 
 # --------------------------------------------------------------------------------------
+# Strict bfloat16
+# --------------------------------------------------------------------------------------
+
+
+def test_strict_bfloat16_softmax_row_sum_stalls_at_256():
+    """DP attention over N = 300 tokens ``x_t = (1, v_t)`` with ``Wq = Wk = (1, 0)`` and
+    ``Wv = (0, 1)``: every logit is ``(1 * 1) / bf(sqrt(1)) = 1``, the max is subtracted,
+    so every ``e_j = bf(exp(0)) = 1``, and the row sum ``total = bf(total + 1)`` counts up
+    to 256 exactly; there bfloat16's spacing is 2 (8 significant bits), ``256 + 1`` is the
+    tie between 256 and 258 and rounds to the even significand, 256, and the sum stays 256.
+    So every weight is ``bf(1 / 256) = 2^-8`` instead of 1/300. With ``v_t = 0`` except
+    ``v_299 = 1``, Y is the weight of the last token: 2^-8 = 0.00390625 in every row (the
+    other 299 products are 0); the exact value is 1/300 (mixed bfloat16: bf(1/300) =
+    0.0033264), and strict float16 (whose sums stall at 2048) gives h(1/300)."""
+    X = np.zeros((300, 2), BF16)
+    X[:, 0] = 1.0
+    X[-1, 1] = 1.0
+    Wqk, Wv = np.array([[1.0, 0.0]], BF16), np.array([[0.0, 1.0]], BF16)
+    Y = dp_attention.forward(X, Wqk, Wqk, Wv, strict_fp16=True)
+    assert Y.dtype == BF16 and Y.shape == (300, 1)
+    assert_same_values("strict bfloat16 Y", Y, np.full((300, 1), 2.0**-8))
+    mixed = dp_attention.forward(X, Wqk, Wqk, Wv)
+    assert_same_values("mixed Y", mixed, np.full((300, 1), float(round_float64(1 / 300, BF16))))
+    half = dp_attention.forward(*(a.astype(HALF) for a in (X, Wqk, Wqk, Wv)), strict_fp16=True)
+    assert_same_values("strict float16 Y", half, np.full((300, 1), np.float16(1 / 300)))
+
+
+def test_strict_bfloat16_scs_squared_norm_stalls_at_256():
+    """SCS attention of one token ``x = (1)`` with ``Wq = Wk = Wv`` = 300 rows of 1 (d = dv =
+    300), nu = tau = 1, eps = 0: q = k = v = 300 ones; ``|q|^2`` sums 300 products 1 * 1,
+    which stalls at 256 (``256 + 1`` rounds to the even 256, spacing 2), so
+    ``r = bf(sqrt(256 + 0)) = 16`` and ``q~ = bf(1/16)`` = 0.0625 in every coordinate
+    (exact: ``1/sqrt(300) = 0.0577``). One token has the weight P = 1, so
+    ``Y = bf(1 * bf(1 * 0.0625)) = 0.0625`` for every coordinate."""
+    X = np.ones((1, 1), BF16)
+    W = np.ones((300, 1), BF16)
+    Y = scs_attention.forward(X, W, W, W, 1.0, 1.0, 0.0, strict_fp16=True)
+    assert Y.dtype == BF16 and Y.shape == (1, 300)
+    assert_same_values("strict bfloat16 Y", Y, np.full((1, 300), 0.0625))
+
+
+def _bf(value: float) -> ml_dtypes.bfloat16:
+    """A bfloat16 scalar of a value that is one (exact)."""
+    out = ml_dtypes.bfloat16(value)
+    assert float(out) == value, value
+    return out
+
+
+def bf_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` in bfloat16 scalars: each product and partial sum (from +0, ascending
+    index) rounded (``_matmul_nt_strict``)."""
+    out = np.empty((a.shape[0], b.shape[1]), BF16)
+    for i, k in np.ndindex(out.shape):
+        acc = _bf(0.0)
+        for j in range(a.shape[1]):
+            acc = acc + a[i, j] * b[j, k]
+        out[i, k] = acc
+    return out
+
+
+def bf_exp(value: ml_dtypes.bfloat16) -> ml_dtypes.bfloat16:
+    """libm's float64 exp rounded once to bfloat16, directly (as the kernels round it)."""
+    return round_float64(math.exp(float(value)), BF16)[()]
+
+
+def bf_softmax(S: np.ndarray) -> tuple[np.ndarray, list[int]]:
+    """The strict row softmax of kernels/_attention.py (finite rows): m = the first index
+    of the maximum, ``e_j = bf(exp(bf(s_j - s_m)))``, the sum ascending, ``P_j = bf(e_j / sum)``."""
+    P = np.empty(S.shape, BF16)
+    argmax = []
+    for i in range(S.shape[0]):
+        row = [float(v) for v in S[i]]
+        m = row.index(max(row))
+        argmax.append(m)
+        total = _bf(0.0)
+        for j in range(S.shape[1]):
+            P[i, j] = bf_exp(S[i, j] - S[i, m])
+            total = total + P[i, j]
+        for j in range(S.shape[1]):
+            P[i, j] = P[i, j] / total
+    return P, argmax
+
+
+def bf_softmax_backward(P: np.ndarray, dP: np.ndarray, argmax: list[int]) -> np.ndarray:
+    """``dS`` of kernels/_attention.py: ``c = sum_{j != m} P_j (dP_m - dP_j)`` ascending,
+    ``dS_m = P_m c``, ``dS_j = P_j ((dP_j - dP_m) + c)``, every operation rounded."""
+    dS = np.empty(P.shape, BF16)
+    for i, m in enumerate(argmax):
+        c = _bf(0.0)
+        for j in range(P.shape[1]):
+            if j != m:
+                c = c + P[i, j] * (dP[i, m] - dP[i, j])
+        for j in range(P.shape[1]):
+            dS[i, j] = P[i, j] * c if j == m else P[i, j] * ((dP[i, j] - dP[i, m]) + c)
+    return dS
+
+
+def bf_dp_attention(X, G, Wq, Wk, Wv) -> tuple[np.ndarray, ...]:
+    """Strict bfloat16 DP attention in the order of kernels/dp_attention.py's docstring:
+    ``(Y, dX, dWq, dWk, dWv)``."""
+    root = np.sqrt(_bf(float(Wq.shape[0])))
+    Q, K, V = bf_matmul(X, Wq.T), bf_matmul(X, Wk.T), bf_matmul(X, Wv.T)
+    S = bf_matmul(Q, K.T) / root
+    P, argmax = bf_softmax(S)
+    Y = bf_matmul(P, V)
+    dV = bf_matmul(P.T, G)
+    dS = bf_softmax_backward(P, bf_matmul(G, V.T), argmax)
+    dQ = bf_matmul(dS, K) / root
+    dK = bf_matmul(dS.T, Q) / root
+    dX = (bf_matmul(dQ, Wq) + bf_matmul(dK, Wk)) + bf_matmul(dV, Wv)
+    return Y, dX, bf_matmul(dQ.T, X), bf_matmul(dK.T, X), bf_matmul(dV.T, X)
+
+
+def bf_l2_attention(X, Wq, Wv) -> np.ndarray:
+    """Strict bfloat16 L2 attention's Y (kernels/l2_attention.py): the logits from the
+    differences, ``S_ij = -bf(sum_c bf(t^2) / root)``, ``t = bf(q_ic - q_jc)``; then
+    ``A = bf(Wq^T Wq / root)``, ``B = A Wv^T``, ``M = X B``, ``Y = P M``."""
+    root = np.sqrt(_bf(float(Wq.shape[0])))
+    Q = bf_matmul(X, Wq.T)
+    n = Q.shape[0]
+    S = np.empty((n, n), BF16)
+    for i, j in np.ndindex(S.shape):
+        acc = _bf(0.0)
+        for c in range(Q.shape[1]):
+            t = Q[i, c] - Q[j, c]
+            acc = acc + t * t
+        S[i, j] = -(acc / root)
+    P, _ = bf_softmax(S)
+    A = bf_matmul(Wq.T, Wq) / root
+    return bf_matmul(P, bf_matmul(X, bf_matmul(A, Wv.T)))
+
+
+def bf_scs_attention(X, Wq, Wk, Wv, nu, tau, eps) -> np.ndarray:
+    """Strict bfloat16 SCS attention's Y (kernels/scs_attention.py): per row
+    ``r = bf(sqrt(bf(|q|^2 + eps)))`` (the squares summed ascending), ``q~ = bf(q / r)``;
+    ``S = bf((Q~ K~^T) tau)``, ``Y = bf((P V~) nu)``."""
+    nu, tau, eps = _bf(nu), _bf(tau), _bf(eps)
+
+    def normalized(W):
+        q = bf_matmul(X, W.T)
+        out = np.empty(q.shape, BF16)
+        for i in range(q.shape[0]):
+            acc = _bf(0.0)
+            for j in range(q.shape[1]):
+                acc = acc + q[i, j] * q[i, j]
+            r = np.sqrt(acc + eps)
+            out[i] = [v / r for v in q[i]]
+        return out
+
+    Qn, Kn, Vn = normalized(Wq), normalized(Wk), normalized(Wv)
+    P, _ = bf_softmax(bf_matmul(Qn, Kn.T) * tau)
+    return bf_matmul(P, Vn) * nu
+
+
+def bf16_case(seed: int, module: Attention) -> Case:
+    """Small random inputs: N, D, d, dv in 1..4, values of magnitude 2^-6..2 rounded to
+    bfloat16 (logits stay small: no weight or product near the subnormal range, where
+    ml_dtypes' float32 arithmetic would round twice)."""
+    rng = np.random.default_rng(seed)
+    N, D, d, dv = (int(v) for v in rng.integers(1, 5, 4))
+
+    def rows(shape):
+        values = rng.uniform(-2.0, 2.0, shape)
+        values = np.where(np.abs(values) < 2.0**-6, 0.5, values)
+        return tuple(map(tuple, values.astype(BF16).astype(np.float64).tolist()))
+
+    weights = tuple(rows(module.weight_shape(name, D, d, dv)) for name in module.weights)
+    return Case(rows((N, D)), weights, rows((N, dv)), (0.75, 1.5, 2.0**-10))
+
+
+def assert_same_bits(what: str, actual: np.ndarray, expected: np.ndarray) -> None:
+    """Equal bfloat16 bit patterns, naming the first difference."""
+    assert actual.dtype == expected.dtype == BF16, (what, actual.dtype)
+    assert actual.shape == expected.shape, (what, actual.shape, expected.shape)
+    same = actual.view(np.uint16) == expected.view(np.uint16)
+    if not np.all(same):
+        index = tuple(int(i) for i in np.argwhere(~same)[0])
+        raise AssertionError(
+            f"{what} at index {index}: got {actual[index]!r}, expected {expected[index]!r}"
+        )
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_strict_bfloat16_matches_an_ml_dtypes_emulation(seed):
+    """The three kernels in strict bfloat16 bit for bit against the emulations above, in
+    ``ml_dtypes.bfloat16`` scalar arithmetic (each + - * / and sqrt computed in float32 and
+    rounded once to bfloat16: the correctly rounded bfloat16 operation, 24 >= 2 * 8 + 2; exp
+    as libm's float64 exp rounded once). DP: Y and every gradient, and the Jacobian's rows
+    are the VJPs of unit gradients; L2 and SCS: Y."""
+    c = bf16_case(seed, DP)
+    X, G, (Wq, Wk, Wv) = c.arrays(BF16)
+    expected = bf_dp_attention(X, G, Wq, Wk, Wv)
+    strict = {"strict_fp16": True}
+    assert_same_bits("dp Y", dp_attention.forward(X, Wq, Wk, Wv, **strict), expected[0])
+    got = dp_attention.vjp(X, G, Wq, Wk, Wv, **strict)
+    for name, actual, wanted in zip(("dX", "dWq", "dWk", "dWv"), got, expected[1:], strict=True):
+        assert_same_bits(f"dp {name}", actual, wanted)
+    J = dp_attention.jacobian(X, Wq, Wk, Wv, **strict)
+    for r in range(J.shape[0]):
+        unit = np.zeros(G.shape, BF16)
+        unit.flat[r] = 1.0
+        assert_same_bits(f"dp J row {r}", J[r], bf_dp_attention(X, unit, Wq, Wk, Wv)[1].ravel())
+    c = bf16_case(seed, L2)
+    X, _, (Wq, Wv) = c.arrays(BF16)
+    Y = l2_attention.forward(X, Wq, Wv, **strict)
+    assert_same_bits("l2 Y", Y, bf_l2_attention(X, Wq, Wv))
+    c = bf16_case(seed, SCS)
+    X, _, (Wq, Wk, Wv) = c.arrays(BF16)
+    Y = scs_attention.forward(X, Wq, Wk, Wv, *c.scalars, **strict)
+    assert_same_bits("scs Y", Y, bf_scs_attention(X, Wq, Wk, Wv, *c.scalars))
+
+
+@pytest.mark.parametrize("module", MODULES, ids=MODULE_IDS)
+def test_strict_bfloat16_results_are_bfloat16_and_other_dtypes_are_type_errors(module):
+    """bfloat16 in strict mode: every result a bfloat16 array of the float64 result's shape;
+    a weight or G of another float dtype is a TypeError naming it (strict and mixed alike);
+    a bfloat16 X reaching the undecorated kernel in mixed mode is a TypeError too."""
+    values = arguments(module, BF16)
+    wide = arguments(module, np.float64)
+    for kind in KINDS:
+        got = as_tuple(invoke(module, kind, values, strict_fp16=True))
+        shapes = [a.shape for a in as_tuple(invoke(module, kind, wide))]
+        assert [a.shape for a in got] == shapes, (kind, [a.shape for a in got], shapes)
+        assert all(a.dtype == BF16 for a in got), kind
+    for name in (*module.weights, "G"):
+        for other in (np.float16, np.float32):
+            spoiled = {**values, name: values[name].astype(other)}
+            for strict in (True, False):
+                with pytest.raises(TypeError, match=rf"^{name}: expected dtype bfloat16"):
+                    invoke(module, "vjp", spoiled, strict_fp16=strict)
+    names = ("X", *module.weights, *module.scalars)
+    with pytest.raises(TypeError, match=r"^X: bfloat16 reaches this path in strict mode only"):
+        module.kernel.forward.__wrapped__(*(values[name] for name in names))
+
+
+# --------------------------------------------------------------------------------------
 # SCS: eps = 0 and zero rows
 # --------------------------------------------------------------------------------------
 
@@ -812,15 +1051,20 @@ def invoke(module: Attention, kind: str, values: dict[str, Any], **options: Any)
 
 
 BAD_ARRAYS = [
-    ("X", lambda v: v.astype(np.int64), TypeError, r"^X: expected a float16, float32 or float64"),
-    ("X", lambda v: v.astype(np.complex128), TypeError, r"^X: expected a float16"),
+    (
+        "X",
+        lambda v: v.astype(np.int64),
+        TypeError,
+        r"^X: expected a bfloat16, float16, float32 or float64",
+    ),
+    ("X", lambda v: v.astype(np.complex128), TypeError, r"^X: expected a bfloat16, float16"),
     ("X", lambda v: v[0], ValueError, r"^X: expected shape \(N, D\)"),
     ("X", lambda v: v[:0], ValueError, r"^X: expected shape \(N, D\) with N >= 1"),
     ("Wq", lambda v: v[:, :1], ValueError, r"^Wq: expected shape \(d, 2\)"),
     ("Wq", lambda v: v.astype(np.float32), TypeError, r"^Wq: expected dtype float64"),
     ("Wq", lambda v: v[:0], ValueError, r"^Wq: expected shape \(d, 2\) with d >= 1"),
     ("Wv", lambda v: v.T, ValueError, r"^Wv: expected shape \(d, 2\)"),
-    ("Wv", lambda v: v.astype(bool), TypeError, r"^Wv: expected a float16"),
+    ("Wv", lambda v: v.astype(bool), TypeError, r"^Wv: expected a bfloat16, float16"),
     ("Wk", lambda v: v[:1], ValueError, r"^Wk: expected shape \(2, 2\)"),
     ("Wk", lambda v: v.astype(np.float16), TypeError, r"^Wk: expected dtype float64"),
 ]
@@ -850,7 +1094,7 @@ def test_bad_array_raises_naming_the_argument(kind, module, name, spoil, error, 
         (lambda v: v[:, :0], ValueError, r"^G: expected shape \(3, 1\)"),
         (lambda v: v.T, ValueError, r"^G: expected shape \(3, 1\)"),
         (lambda v: v.astype(np.float32), TypeError, r"^G: expected dtype float64"),
-        (lambda v: v.astype(np.int32), TypeError, r"^G: expected a float16"),
+        (lambda v: v.astype(np.int32), TypeError, r"^G: expected a bfloat16, float16"),
     ],
 )
 def test_bad_upstream_gradient_raises_naming_g(module, spoil, error, message):
@@ -887,8 +1131,8 @@ def test_strict_fp16_is_for_float16_only(module, dtype):
         invoke(module, "forward", arguments(module, dtype), strict_fp16=True)
 
 
-MODES = [(dtype, False) for dtype in DTYPES] + [(HALF, True)]
-MODE_IDS = [*DTYPE_IDS, "float16-strict"]
+MODES = [(dtype, False) for dtype in DTYPES] + [(HALF, True), (BF16, True)]
+MODE_IDS = [*DTYPE_IDS, "float16-strict", "bfloat16-strict"]
 
 
 def layouts(values: dict[str, Any]) -> dict[str, Any]:

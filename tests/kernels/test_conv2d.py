@@ -5,7 +5,8 @@ VJP by explicit index sums over every (output pixel, kernel tap) pair of the def
 Both padding modes, strides 1 and 2 (also mixed per axis), non-square kernels, paddings
 0..2 per axis. float16 is tested in "mixed" mode against the references and in
 ``strict_fp16`` mode bit for bit against a sequential half-precision evaluation written
-here with NumPy float16 rounding, in the kernel's documented order.
+here with NumPy float16 rounding, in the kernel's documented order; strict bfloat16 against
+the same evaluation in ``ml_dtypes.bfloat16`` scalar arithmetic.
 
 Error bound: that of ``tests/kernels/test_linear.py`` (its module docstring derives it): every
 output is a sum of ``n`` terms, computed in float64 within ``gamma_n S`` of the exact value
@@ -33,6 +34,7 @@ tensordot, col2im by strided adds).
 from __future__ import annotations
 
 import itertools
+import operator
 import time
 import warnings
 
@@ -48,6 +50,8 @@ import kernels.conv2d as conv2d
 from derive.reference import linear as reference_linear
 from tests.helpers.norms import assert_same_values
 from tests.kernels.test_linear import (
+    BF16,
+    BF16_VALUES,
     DTYPE_IDS,
     DTYPE_MODE_IDS,
     DTYPE_MODES,
@@ -56,8 +60,10 @@ from tests.kernels.test_linear import (
     SPECIAL_VALUES,
     absolute,
     arrays,
+    assert_same_bits,
     assert_same_halves,
     assert_within,
+    bf16_sum,
     gamma,
     h,
     half_sum,
@@ -291,11 +297,19 @@ def source(padded: int, pad: int, size: int, circular: bool) -> int | None:
     return index if 0 <= index < size else None
 
 
-def strict_reference(x, g, W, b, geometry) -> tuple[np.ndarray, ...]:
+def strict_reference(x, g, W, b, geometry, bfloat16: bool = False) -> tuple[np.ndarray, ...]:
     """Every product and partial sum rounded to half, in the kernel's documented order:
     y over (c, p, q) then + b; dW and db over (n, i, j); dx over (o, p, i, q, j); the
-    Jacobian over (p, q)."""
-    x, g, W = (a.astype(np.float64) for a in (x, g, W))
+    Jacobian over (p, q). ``bfloat16``: the same in ``ml_dtypes.bfloat16`` scalar
+    arithmetic (bfloat16 arrays in and out; each operation computed in float32 and rounded
+    once, the correctly rounded bfloat16 operation, 24 >= 2 * 8 + 2)."""
+    if bfloat16:
+        out, zero, total, result = BF16, BF16.type(0.0), bf16_sum, BF16
+        product, plus = operator.mul, operator.add
+    else:
+        x, g, W = (a.astype(np.float64) for a in (x, g, W))
+        out, zero, total, result = np.float64, 0.0, half_sum, HALF
+        product, plus = (lambda a, b: h(a * b)), (lambda a, b: h(a + float(b)))
     samples, channels, height, width = x.shape
     outputs, _, kh, kw = W.shape
     _, _, out_h, out_w = g.shape
@@ -306,31 +320,31 @@ def strict_reference(x, g, W, b, geometry) -> tuple[np.ndarray, ...]:
     col = lambda j, q: source(j * sw + q, pw, width, circular)  # noqa: E731
 
     def xp(n, c, r, s):
-        return 0.0 if r is None or s is None else x[n, c, r, s]
+        return zero if r is None or s is None else x[n, c, r, s]
 
-    y = np.empty(g.shape)
+    y = np.empty(g.shape, out)
     for n, o, i, j in np.ndindex(g.shape):
         terms = [
-            h(xp(n, c, row(i, p), col(j, q)) * W[o, c, p, q])
+            product(xp(n, c, row(i, p), col(j, q)), W[o, c, p, q])
             for c, p, q in itertools.product(range(channels), range(kh), range(kw))
         ]
-        y[n, o, i, j] = half_sum(terms)
+        y[n, o, i, j] = total(terms)
         if b is not None:
-            y[n, o, i, j] = h(y[n, o, i, j] + float(b[o]))
-    dW = np.empty(W.shape)
+            y[n, o, i, j] = plus(y[n, o, i, j], b[o])
+    dW = np.empty(W.shape, out)
     for o, c, p, q in np.ndindex(W.shape):
-        dW[o, c, p, q] = half_sum(
+        dW[o, c, p, q] = total(
             [
-                h(g[n, o, i, j] * xp(n, c, row(i, p), col(j, q)))
+                product(g[n, o, i, j], xp(n, c, row(i, p), col(j, q)))
                 for n, i, j in itertools.product(range(samples), range(out_h), range(out_w))
             ]
         )
-    db = np.array([half_sum(list(g[:, o].reshape(-1))) for o in range(outputs)])
-    dx = np.empty(x.shape)
+    db = np.array([total(list(g[:, o].reshape(-1))) for o in range(outputs)], out)
+    dx = np.empty(x.shape, out)
     for n, c, r, s in np.ndindex(x.shape):
-        dx[n, c, r, s] = half_sum(
+        dx[n, c, r, s] = total(
             [
-                h(g[n, o, i, j] * W[o, c, p, q])
+                product(g[n, o, i, j], W[o, c, p, q])
                 for o in range(outputs)
                 for p in range(kh)
                 for i in range(out_h)
@@ -340,11 +354,11 @@ def strict_reference(x, g, W, b, geometry) -> tuple[np.ndarray, ...]:
                 if col(j, q) == s
             ]
         )
-    J = np.empty((outputs * out_h * out_w, channels * height * width))
+    J = np.empty((outputs * out_h * out_w, channels * height * width), out)
     for (o, i, j), (c, r, s) in itertools.product(
         np.ndindex(outputs, out_h, out_w), np.ndindex(channels, height, width)
     ):
-        J[(o * out_h + i) * out_w + j, (c * height + r) * width + s] = half_sum(
+        J[(o * out_h + i) * out_w + j, (c * height + r) * width + s] = total(
             [
                 W[o, c, p, q]
                 for p, q in itertools.product(range(kh), range(kw))
@@ -352,7 +366,7 @@ def strict_reference(x, g, W, b, geometry) -> tuple[np.ndarray, ...]:
             ]
         )
     with np.errstate(over="ignore"):
-        return tuple(None if a is None else a.astype(HALF) for a in (y, dx, dW, db, J))
+        return tuple(None if a is None else a.astype(result) for a in (y, dx, dW, db, J))
 
 
 #: Values of the strict draws: products and sums overflow half often enough.
@@ -392,6 +406,124 @@ def test_strict_fp16_overflows_where_mixed_does_not():
     g = np.array([300.0], HALF).reshape(1, 1, 1, 1)
     dx = conv2d.vjp(x, g, W)[0]
     assert_same_values("mixed dx = g W", dx.reshape(-1), np.array([np.inf, -np.inf], HALF))
+
+
+# --------------------------------------------------------------------------------------
+# Strict bfloat16
+# --------------------------------------------------------------------------------------
+
+
+def _as_bf16(case: tuple) -> tuple:
+    """A drawn case of bfloat16-valued float64 arrays as bfloat16 arrays (exact)."""
+    return (*(None if a is None else a.astype(BF16) for a in case[:4]), case[4])
+
+
+def _pinned_bf16() -> list[tuple]:
+    """@example cases: 300 channels of ones (the running sum stalls at 256); a product past
+    bfloat16's range (1.9e19^2 > 3.39e38) cancelled by the next term; the nine taps of a
+    circular 3x3 window on one pixel with absorption (``256 + 1`` and ``256 + 258 = 514``
+    round to 256 and 512: y = 2.75 where the exact value is 8.75)."""
+    arr = lambda values, shape: np.array(values, np.float64).reshape(shape).astype(BF16)  # noqa: E731
+    return [
+        (
+            arr([1.0] * 300, (1, 300, 1, 1)),
+            arr([1.0], (1, 1, 1, 1)),
+            arr([1.0] * 300, (1, 300, 1, 1)),
+            arr([1.0], (1,)),
+            {"x": (1, 300, 1, 1), "W": (1, 300, 1, 1), "stride": 1, "padding": 0,
+             "padding_mode": "zeros"},
+        ),
+        (
+            arr([1.9e19, 1.0], (1, 2, 1, 1)),
+            arr([3.0], (1, 1, 1, 1)),
+            arr([1.9e19, -1.0], (1, 2, 1, 1)),
+            None,
+            {"x": (1, 2, 1, 1), "W": (1, 2, 1, 1), "stride": 1, "padding": 0,
+             "padding_mode": "circular"},
+        ),
+        (
+            arr([1.0], (1, 1, 1, 1)),
+            arr([255.0], (1, 1, 1, 1)),
+            arr([256.0, 1.0, 1.0, 258.0, 1.0, -512.0, 3.0, 0.5, 0.25], (1, 1, 3, 3)),
+            arr([-1.0], (1,)),
+            {"x": (1, 1, 1, 1), "W": (1, 1, 3, 3), "stride": 1, "padding": 1,
+             "padding_mode": "circular"},
+        ),
+    ]  # fmt: skip
+
+
+@settings(max_examples=EXAMPLES)
+@given(case=cases(np.dtype(np.float64), BF16_VALUES).map(_as_bf16))
+def test_strict_bfloat16_matches_an_ml_dtypes_emulation(case):
+    """Strict bfloat16 forward, VJP and Jacobian bit for bit against
+    ``strict_reference(..., bfloat16=True)`` (ml_dtypes scalar arithmetic in the documented
+    order); the draws are those of tests/kernels/test_linear.py's strict bfloat16 test."""
+    check_strict_bf16(case)
+
+
+@pytest.mark.parametrize("case", _pinned_bf16(), ids=["300-channels", "overflow", "wrap"])
+def test_strict_bfloat16_pinned_cases_match_the_emulation(case):
+    check_strict_bf16(case)
+
+
+def check_strict_bf16(case: tuple) -> None:
+    x, g, W, b, geometry = case
+    y, dx, dW, db, J = strict_reference(x, g, W, b, geometry, bfloat16=True)
+    strict = {**keywords(geometry), "strict_fp16": True}
+    assert_same_bits("strict y", conv2d.forward(x, W, b, **strict), y)
+    got = conv2d.vjp(x, g, W, b, **strict)
+    assert_same_bits("strict dx", got[0], dx)
+    assert_same_bits("strict dW", got[1], dW)
+    if b is None:
+        assert got[2] is None
+    else:
+        assert_same_bits("strict db", got[2], db)
+    assert_same_bits("strict jacobian", conv2d.jacobian(x[0], W, b, **strict), J)
+
+
+def test_strict_bfloat16_convolution_sums_stall_at_256():
+    """A 17 x 17 kernel of ones on a 17 x 17 image of ones: one output, the sum of 289
+    products 1 * 1 over (p, q). bfloat16 holds every integer up to 256 (8 significant bits);
+    between 256 and 512 its spacing is 2, so ``256 + 1 = 257`` is the tie between 256 and
+    258 and rounds to the even significand, 256: every later term is lost, y = 256 (strict
+    float16, exact below 2048, gives 289). The VJP of a 1 x 1 kernel with g = 1 on the same
+    image sums 289 terms over (n, i, j) for dW (products g x = 1) and for db: both 256; each
+    pixel's dx = g W = 1 is one term."""
+    ones = np.ones((1, 1, 17, 17), BF16)
+    y = conv2d.forward(ones, ones, strict_fp16=True)
+    assert y.dtype == BF16 and y.shape == (1, 1, 1, 1)
+    assert_same_values("y", y, np.full((1, 1, 1, 1), 256.0))
+    half = ones.astype(HALF)
+    assert_same_values("float16 y", conv2d.forward(half, half, strict_fp16=True), 289.0)
+    unit = np.ones((1, 1, 1, 1), BF16)
+    dx, dW, db = conv2d.vjp(ones, ones, unit, np.zeros(1, BF16), strict_fp16=True)
+    assert_same_values("dW", dW, np.full((1, 1, 1, 1), 256.0))
+    assert_same_values("db", db, [256.0])
+    assert_same_values("dx", dx, ones)
+
+
+def test_strict_bfloat16_results_are_bfloat16_and_other_dtypes_are_type_errors():
+    """bfloat16 in strict mode: bfloat16 results of the documented shapes; W, b or g of
+    another float dtype is a TypeError naming it; a bfloat16 x reaching the undecorated
+    kernel in mixed mode is a TypeError too."""
+    x, W, b = np.ones((2, 3, 5, 4), BF16), np.ones((2, 3, 3, 2), BF16), np.ones(2, BF16)
+    g = np.ones((2, 2, 3, 3), BF16)
+    strict = {"strict_fp16": True, "padding": 0}
+    assert conv2d.forward(x, W, b, **strict).shape == g.shape
+    results = conv2d.vjp(x, g, W, b, **strict)
+    assert [r.shape for r in results] == [x.shape, W.shape, b.shape]
+    assert all(r.dtype == BF16 for r in results)
+    J = conv2d.jacobian(x[0], W, b, **strict)
+    assert J.dtype == BF16 and J.shape == (2 * 3 * 3, 3 * 5 * 4)
+    for other in (np.float16, np.float32):
+        with pytest.raises(TypeError, match=r"^W: expected dtype bfloat16"):
+            conv2d.forward(x, W.astype(other), b, **strict)
+        with pytest.raises(TypeError, match=r"^b: expected dtype bfloat16"):
+            conv2d.forward(x, W, b.astype(other), **strict)
+        with pytest.raises(TypeError, match=r"^g: expected dtype bfloat16"):
+            conv2d.vjp(x, g.astype(other), W, b, **strict)
+    with pytest.raises(TypeError, match=r"^x: bfloat16 reaches this path in strict mode only"):
+        conv2d.forward.__wrapped__(x, W, b)
 
 
 # --------------------------------------------------------------------------------------

@@ -3,7 +3,9 @@
 Reference: ``derive/reference/linear.py`` (mpmath at 50 digits, inputs taken exactly; the
 VJP by explicit index sums of the chain rule). float16 is tested in "mixed" mode against
 the references and in ``strict_fp16`` mode bit for bit against a sequential half-precision
-evaluation written here with NumPy float16 scalars.
+evaluation written here with NumPy float16 scalars; strict bfloat16 likewise against one in
+``ml_dtypes.bfloat16`` scalars (each operation computed in float32 and rounded once: the
+correctly rounded bfloat16 operation, 24 >= 2 * 8 + 2).
 
 The error bound, derived
 ------------------------
@@ -51,6 +53,7 @@ from __future__ import annotations
 
 import warnings
 
+import ml_dtypes
 import mpmath
 import numpy as np
 import pytest
@@ -66,9 +69,10 @@ from tests.helpers.norms import assert_same_values
 DTYPES = (np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.float16))
 DTYPE_IDS = [dtype.name for dtype in DTYPES]
 HALF = np.dtype(np.float16)
-#: Every dtype in its default mode, and float16 also in strict mode.
-DTYPE_MODES = (*((dtype, False) for dtype in DTYPES), (HALF, True))
-DTYPE_MODE_IDS = ("float64", "float32", "float16", "float16-strict")
+BF16 = np.dtype(ml_dtypes.bfloat16)
+#: Every dtype in its default mode, and float16 and bfloat16 also in strict mode.
+DTYPE_MODES = (*((dtype, False) for dtype in DTYPES), (HALF, True), (BF16, True))
+DTYPE_MODE_IDS = ("float64", "float32", "float16", "float16-strict", "bfloat16-strict")
 
 #: The unit roundoff of the float64 arithmetic every path computes in.
 UNIT = mpmath.mpf(2) ** -53
@@ -427,6 +431,159 @@ def test_strict_fp16_rounds_every_step_in_order(case):
 
 
 # --------------------------------------------------------------------------------------
+# Strict bfloat16
+# --------------------------------------------------------------------------------------
+
+
+def bf16_sum(terms: list) -> ml_dtypes.bfloat16:
+    """A running bfloat16 sum from +0, left to right, in ml_dtypes scalar arithmetic (each
+    ``+`` computed in float32 and rounded once to bfloat16: the correctly rounded bfloat16
+    sum, 24 >= 2 * 8 + 2)."""
+    acc = ml_dtypes.bfloat16(0.0)
+    for term in terms:
+        acc = acc + term
+    return acc
+
+
+def strict_bf16_reference(x, g, W, b):
+    """Strict bfloat16 linear in ml_dtypes scalars, in the order of kernels/linear.py's
+    docstring: ``y_mi`` over k ascending, then ``+ b_i``; ``dx_mk`` over i ascending;
+    ``dW_ik`` and ``db_i`` over the rows ascending (db's terms ``g_mi * 1`` exact)."""
+    rows = x.reshape(-1, x.shape[-1])
+    grows = g.reshape(-1, W.shape[0])
+    outputs, features = W.shape
+    y = np.empty((len(rows), outputs), BF16)
+    dx = np.empty(rows.shape, BF16)
+    for m in range(len(rows)):
+        for i in range(outputs):
+            y[m, i] = bf16_sum([rows[m, k] * W[i, k] for k in range(features)])
+            if b is not None:
+                y[m, i] = y[m, i] + b[i]
+        for k in range(features):
+            dx[m, k] = bf16_sum([grows[m, i] * W[i, k] for i in range(outputs)])
+    dW = np.empty(W.shape, BF16)
+    for i in range(outputs):
+        for k in range(features):
+            dW[i, k] = bf16_sum([grows[m, i] * rows[m, k] for m in range(len(rows))])
+    db = None if b is None else np.array([bf16_sum(list(grows[:, i])) for i in range(outputs)])
+    return y.reshape(*x.shape[:-1], outputs), dx.reshape(x.shape), dW, db
+
+
+def assert_same_bits(what: str, actual: np.ndarray, expected: np.ndarray) -> None:
+    """Equal bit patterns, any NaN equal to any NaN; naming the first difference."""
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape, what
+    wide_a, wide_e = actual.astype(np.float32), expected.astype(np.float32)
+    same = (actual.view(np.uint16) == expected.view(np.uint16)) | (
+        np.isnan(wide_a) & np.isnan(wide_e)
+    )
+    if not np.all(same):
+        index = tuple(int(i) for i in np.argwhere(~same)[0])
+        raise AssertionError(
+            f"{what} at index {index}: got {actual[index]!r}, expected {expected[index]!r}"
+        )
+
+
+#: bfloat16 draws: 0 or magnitudes in [2^-20, 400] (no product near the subnormal range,
+#: where ml_dtypes' float32 product would round twice), and values whose products or sums
+#: overflow bfloat16 (1.9e19^2 > 3.39e38) or cancel.
+BF16_VALUES = st.one_of(
+    st.floats(2.0**-20, 400.0),
+    st.floats(-400.0, -(2.0**-20)),
+    st.sampled_from([0.0, -0.0, 1.0, -1.0, 255.0, 257.0, 1.9e19, -1.9e19, 3.38e38, -3.38e38]),
+).map(lambda v: float(ml_dtypes.bfloat16(v)))
+
+
+@st.composite
+def strict_bf16_cases(draw: st.DrawFn) -> tuple[np.ndarray, ...]:
+    batch = draw(st.sampled_from(BATCH_SHAPES))
+    features = draw(st.integers(1, MAX_FEATURES))
+    outputs = draw(st.integers(1, MAX_OUTPUTS))
+    values = lambda shape: hnp.arrays(np.float64, shape, elements=BF16_VALUES).map(  # noqa: E731
+        lambda a: a.astype(BF16)
+    )
+    x, g = draw(values((*batch, features))), draw(values((*batch, outputs)))
+    W = draw(values((outputs, features)))
+    b = draw(st.one_of(st.none(), values((outputs,))))
+    return x, g, W, b
+
+
+#: 300 ones in a sum of products, and products that overflow bfloat16 (1.9e19^2).
+PINNED_BF16_CASE = (
+    np.array([[1.9e19, 1.0, 257.0], [1.0, 1.0, 1.0]], BF16),
+    np.array([[1.0, 3.0], [-2.0, 255.0]], BF16),
+    np.array([[1.9e19, -1.0, 1.0], [1.0, 1.0, -1.0]], BF16),
+    np.array([3.38e38, 1.0], BF16),
+)
+
+
+@settings(max_examples=EXAMPLES)
+@given(case=strict_bf16_cases())
+@example(case=PINNED_BF16_CASE)
+def test_strict_bfloat16_matches_an_ml_dtypes_emulation(case):
+    x, g, W, b = case
+    y, dx, dW, db = strict_bf16_reference(x, g, W, b)
+    assert_same_bits("strict y", linear.forward(x, W, b, strict_fp16=True), y)
+    kernel = linear.vjp(x, g, W, b, strict_fp16=True)
+    assert_same_bits("strict dx", kernel[0], dx)
+    assert_same_bits("strict dW", kernel[1], dW)
+    if b is None:
+        assert kernel[2] is None
+    else:
+        assert_same_bits("strict db", kernel[2], db)
+    sample = x.reshape(-1, x.shape[-1])[0]
+    assert_same_bits("strict J", linear.jacobian(sample, W, b, strict_fp16=True), W)
+
+
+def test_strict_bfloat16_dot_product_stalls_at_256():
+    """A dot product of 300 ones in strict bfloat16: the running sum reaches 256 exactly (each
+    partial sum k <= 256 is a bfloat16), then ``256 + 1 = 257`` lies halfway between the
+    neighbours 256 and 258 (spacing 2 in [256, 512), 8 significant bits) and rounds to the
+    even significand, 256: every later step stays at 256, so y = 256; with a bias 1,
+    ``256 + 1`` rounds to 256 again. The same sum over 300 rows gives dW and db = 256, and
+    dx = g W = 1. Strict float16 (11 bits, stalling only at 2048) gives the exact 300, 301."""
+    ones = np.ones(300, BF16)
+    W = np.ones((1, 300), BF16)
+    y = linear.forward(ones, W, strict_fp16=True)
+    assert y.dtype == BF16 and y.shape == (1,)
+    assert_same_values("y", y, [256.0])
+    assert_same_values(
+        "y + b", linear.forward(ones, W, np.ones(1, BF16), strict_fp16=True), [256.0]
+    )
+    half = linear.forward(ones.astype(HALF), W.astype(HALF), np.ones(1, HALF), strict_fp16=True)
+    assert_same_values("float16 y + b", half, [301.0])
+    column = np.ones((300, 1), BF16)
+    one, zero = np.ones((1, 1), BF16), np.zeros(1, BF16)
+    dx, dW, db = linear.vjp(column, column, one, zero, strict_fp16=True)
+    assert_same_values("dW", dW, [[256.0]])
+    assert_same_values("db", db, [256.0])
+    assert_same_values("dx", dx, column)
+
+
+def test_strict_bfloat16_results_are_bfloat16_and_other_dtypes_are_type_errors():
+    """bfloat16 in strict mode: bfloat16 results of the documented shapes; W, b or g of
+    another float dtype is a TypeError naming it (strict and mixed mode alike); a bfloat16 x
+    reaching the undecorated kernel in mixed mode is a TypeError too."""
+    x, g = np.ones((2, 3, 4), BF16), np.ones((2, 3, 5), BF16)
+    W, b = np.ones((5, 4), BF16), np.ones(5, BF16)
+    assert linear.forward(x, W, b, strict_fp16=True).shape == (2, 3, 5)
+    results = linear.vjp(x, g, W, b, strict_fp16=True)
+    assert [r.shape for r in results] == [x.shape, W.shape, b.shape]
+    assert all(r.dtype == BF16 for r in results)
+    J = linear.jacobian(x[0, 0], W, b, strict_fp16=True)
+    assert J.dtype == BF16 and J.shape == (5, 4)
+    for other in (np.float16, np.float32):
+        for strict in (True, False):
+            with pytest.raises(TypeError, match=r"^W: expected dtype bfloat16"):
+                linear.forward(x, W.astype(other), b, strict_fp16=strict)
+            with pytest.raises(TypeError, match=r"^b: expected dtype bfloat16"):
+                linear.forward(x, W, b.astype(other), strict_fp16=strict)
+            with pytest.raises(TypeError, match=r"^g: expected dtype bfloat16"):
+                linear.vjp(x, g.astype(other), W, b, strict_fp16=strict)
+    with pytest.raises(TypeError, match=r"^x: bfloat16 reaches this path in strict mode only"):
+        linear.forward.__wrapped__(x, W, b)
+
+
+# --------------------------------------------------------------------------------------
 # Non-finite values, layouts, inputs, bad arguments
 # --------------------------------------------------------------------------------------
 
@@ -568,7 +725,7 @@ def test_float16_overflow_gives_inf_without_a_warning():
     assert np.isposinf(y[0]) and np.isposinf(ys[0])
 
 
-@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("dtype", [BF16, np.float16, np.float32, np.float64], ids=str)
 def test_empty_weight_shapes_give_the_exact_empty_results(dtype):
     """W of shape (O, 0) or (0, D) used to fail in vjp (and with D = 0 in forward) with
     "cannot reshape array of size 0". D = 0: every sum is empty, y = b, dx is empty, dW is
@@ -576,7 +733,7 @@ def test_empty_weight_shapes_give_the_exact_empty_results(dtype):
     g = np.array([[1.0, 2.0], [3.0, -1.0]], dtype)
     b = np.array([0.5, -2.0], dtype)
     x0, W0 = np.zeros((2, 0), dtype), np.zeros((2, 0), dtype)
-    for strict in (False, True) if dtype == np.float16 else (False,):
+    for strict in (False, True) if dtype in (np.float16, BF16) else (False,):
         y = linear.forward(x0, W0, b, strict_fp16=strict)
         assert_same_values("y (D = 0)", y, np.broadcast_to(b, (2, 2)))
         dx, dW, db = linear.vjp(x0, g, W0, b, strict_fp16=strict)

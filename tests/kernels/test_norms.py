@@ -65,6 +65,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
+import ml_dtypes
 import mpmath
 import numba
 import numpy as np
@@ -92,8 +93,12 @@ from tests.helpers.tolerances import UNIT_FLOAT64
 
 DTYPES = (np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.float16))
 #: Every dtype in its default mode, and float16 also in strict mode.
-DTYPE_MODES = (*((dtype, False) for dtype in DTYPES), (np.dtype(np.float16), True))
-DTYPE_MODE_IDS = ("float64", "float32", "float16", "float16-strict")
+DTYPE_MODES = (
+    *((dtype, False) for dtype in DTYPES),
+    (np.dtype(np.float16), True),
+    (np.dtype(ml_dtypes.bfloat16), True),
+)
+DTYPE_MODE_IDS = ("float64", "float32", "float16", "float16-strict", "bfloat16-strict")
 DTYPE_IDS = [dtype.name for dtype in DTYPES]
 HALF = np.dtype(np.float16)
 

@@ -24,11 +24,16 @@ Error bounds (u = 2^-53, u_h = 2^-11; "exact" is the reference value)
   ``4 u^2`` of its result; a narrower format first rounds the pair to float64 (u). Sums of
   float64 past 2^960 are scaled by 2^-64: entries below 2^-958 then err by 2^-1011, and
   subnormal pairs by a subnormal ULP: ``SUM_UNDERFLOW = 2^-1010``.
-* ``strict_fp16=True``: a left-to-right half sum of n terms errs by at most
-  ``gamma_{n-1} A + (n-1) 2^-25`` (``gamma_k = k u_h / (1 - k u_h)``; each partial sum is
-  rounded once, ``2^-25`` covering subnormal results); the final division by the exact half
-  ``D`` (``D <= 2048``) rounds once more; ``avg.vjp2d`` first rounds each share ``g / (kh kw)``.
-  The drawn values keep every partial sum below 65504 (strict overflow has its own test).
+* ``strict_fp16=True``: a left-to-right sum of n terms in the strict format errs by at most
+  ``gamma_{n-1} A + (n-1) s`` (``gamma_k = k u_s / (1 - k u_s)``; each partial sum is
+  rounded once, ``s`` covering subnormal results): half has ``u_s = u_h = 2^-11`` and
+  ``s = 2^-25``, bfloat16 ``u_s = 2^-8`` and ``s = 2^-134``; the final division by the exact
+  ``D`` (``D <= 2048`` in half, ``<= 256`` in bfloat16) rounds once more; ``avg.vjp2d`` first
+  rounds each share ``g / (kh kw)``. The drawn values keep every partial sum below 65504
+  (strict overflow has its own test). bfloat16 values are handed to the references as
+  float32 (exact). Strict bfloat16 is also compared bit for bit with an emulation in
+  ``ml_dtypes.bfloat16`` scalar arithmetic (each operation computed in float32 and rounded
+  once to bfloat16: the correctly rounded bfloat16 operation, as 24 >= 2 * 8 + 2).
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ import itertools
 import math
 import warnings
 
+import ml_dtypes
 import mpmath
 import numpy as np
 import pytest
@@ -51,13 +57,17 @@ from tests.helpers.norms import assert_same_values, mp
 
 DTYPES = (np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.float16))
 HALF = np.dtype(np.float16)
-MODES = [(dtype, False) for dtype in DTYPES] + [(HALF, True)]
-MODE_IDS = ["float64", "float32", "float16", "float16-strict"]
+BF16 = np.dtype(ml_dtypes.bfloat16)
+MODES = [(dtype, False) for dtype in DTYPES] + [(HALF, True), (BF16, True)]
+MODE_IDS = ["float64", "float32", "float16", "float16-strict", "bfloat16-strict"]
 
 BOUND_DPS = 30
 UNIT = mpmath.mpf(2) ** -53
 UNIT_HALF = mpmath.mpf(2) ** -11
 HALF_SUBNORMAL_ROUNDING = mpmath.mpf(2) ** -25
+#: Strict arithmetic per format: unit roundoff and half the smallest subnormal.
+STRICT_UNIT = {HALF: UNIT_HALF, BF16: mpmath.mpf(2) ** -8}
+STRICT_SUBNORMAL_ROUNDING = {HALF: HALF_SUBNORMAL_ROUNDING, BF16: mpmath.mpf(2) ** -134}
 #: Residue of a double-double sum of n terms and one division: (n + SUM_ROUNDINGS) u^2 A.
 SUM_ROUNDINGS = 6
 SUM_UNDERFLOW = mpmath.mpf(2) ** -1010
@@ -73,8 +83,14 @@ SVD_SLACK = 1e-12
 NORM_SLACK = 2.0**-40
 
 
-def gamma_half(k: int) -> mpmath.mpf:
-    return k * UNIT_HALF / (1 - k * UNIT_HALF)
+def gamma_strict(k: int, dtype: np.dtype) -> mpmath.mpf:
+    unit = STRICT_UNIT[dtype]
+    return k * unit / (1 - k * unit)
+
+
+def exact_input(array: np.ndarray) -> np.ndarray:
+    """``array`` for the references: bfloat16 as float32 (exact), others as they are."""
+    return array.astype(np.float32) if array.dtype == BF16 else array
 
 
 # --------------------------------------------------------------------------------------
@@ -115,11 +131,11 @@ def check_sum(
                 assert_same_values(where, actual[index], float(value))
                 continue
             if strict:
-                n = terms
-                share = UNIT_HALF * a + n * HALF_SUBNORMAL_ROUNDING if shares else 0
-                bound = share + gamma_half(n - 1) * (a + share) + n * HALF_SUBNORMAL_ROUNDING
+                n, unit, tiny = terms, STRICT_UNIT[dtype], STRICT_SUBNORMAL_ROUNDING[dtype]
+                share = unit * a + n * tiny if shares else 0
+                bound = share + gamma_strict(n - 1, dtype) * (a + share) + n * tiny
                 if divided:
-                    bound += UNIT_HALF * (abs(value) + bound) + HALF_SUBNORMAL_ROUNDING
+                    bound += unit * (abs(value) + bound) + tiny
             else:
                 bound = ulp(value, dtype) / 2 + (terms + SUM_ROUNDINGS) * UNIT**2 * a
                 bound += SUM_UNDERFLOW + (UNIT * abs(value) if dtype != np.float64 else 0)
@@ -146,7 +162,8 @@ def call(function, *args, **kwargs):
 # Strategies
 # --------------------------------------------------------------------------------------
 
-_WIDTH = {np.dtype(np.float64): 64, np.dtype(np.float32): 32, np.dtype(np.float16): 16}
+#: Widths of the drawn floats (bfloat16: float32 draws, rounded when the array is made).
+_WIDTH = {np.dtype(np.float64): 64, np.dtype(np.float32): 32, HALF: 16, BF16: 32}
 _LARGEST = {np.dtype(np.float64): 1.7e308, np.dtype(np.float32): 3e38, HALF: 65504.0}
 
 
@@ -238,27 +255,29 @@ def window_counts(height: int, width: int, kernel, stride, padding) -> np.ndarra
 @example(case=("float16", False, [[math.inf, 1.0, math.inf], [-math.inf] * 3], [3.0, -1.0]))
 @example(case=("float64", False, [[1.7e308, 1.7e308], [1e-300, -1e-300]], [1.0, 1e300]))
 @example(case=("float16", True, [[4096.0] * 8, [1.0, math.nan] * 4], [4096.0, 1.0]))
+@example(case=("bfloat16", True, [[4096.0, 1.0, 3.0, 255.0, 1.0, 1.0, 1.0, -2.5]], [3.0]))
 @example(case=("float32", False, [[0.0, -0.0], [2.0**-24, 2.0**-24]], [7.0, 3.0]))
 @given(case=global_cases())
 def test_global_pooling_matches_reference(case):
     name, strict, x, g = case
     dtype = np.dtype(name)
     x, g = np.array(x, dtype), np.array(g, dtype)
+    xr, gr = exact_input(x), exact_input(g)
     check_equal(
         "maxpool.forward",
         maxpool.forward(x, strict_fp16=strict),
-        reference.maxpool_forward(x),
+        reference.maxpool_forward(xr),
         dtype,
     )
     check_equal(
-        "maxpool.vjp", maxpool.vjp(x, g, strict_fp16=strict), reference.maxpool_vjp(x, g), dtype
+        "maxpool.vjp", maxpool.vjp(x, g, strict_fp16=strict), reference.maxpool_vjp(xr, gr), dtype
     )
     check_equal(
-        "avgpool.vjp", avgpool.vjp(x, g, strict_fp16=strict), reference.avgpool_vjp(x, g), dtype
+        "avgpool.vjp", avgpool.vjp(x, g, strict_fp16=strict), reference.avgpool_vjp(xr, gr), dtype
     )
     y = call(avgpool.forward, x, strict_fp16=strict)
-    exact = reference.avgpool_forward(x)
-    magnitude = reference.avgpool_forward(np.abs(x))
+    exact = reference.avgpool_forward(xr)
+    magnitude = reference.avgpool_forward(np.abs(xr))
     check_sum("avgpool.forward", y, exact, magnitude, x.shape[1], dtype, strict, divided=True)
     for row in x:
         assert_same_values(
@@ -301,6 +320,195 @@ def test_float16_avg_of_65504_overflows_only_in_strict_mode():
     # a long strict sum stalls: 2048 + 1 rounds back to 2048
     assert avgpool.forward(np.ones(4096, HALF), strict_fp16=True) == np.float16(0.5)
     assert avgpool.forward(np.ones(4096, HALF)) == 1.0
+
+
+def test_strict_bfloat16_sums_stall_at_256():
+    """bfloat16 has 8 significant bits: between 256 and 512 its spacing is 2, so
+    ``256 + 1 = 257`` is the tie between 256 and 258 and rounds to the even significand,
+    256 (128 * 2, not 129 * 2): a running sum of ones stops at 256 (half's at 2048, past the
+    counts here, so strict float16 is exact).
+
+    * ``avgpool.forward`` of 300 ones: the sum is 256; ``D = 300 = 75 * 4`` is a bfloat16;
+      ``256 / 300 = 0.85333...`` lies between ``218 * 2^-8`` and ``219 * 2^-8`` (spacing
+      2^-8 in [0.5, 1)), nearer 218 (``0.85333 * 256 = 218.45``): 0.8515625. Of 257 ones,
+      the sum is again 256, and ``D = 257`` is itself a tie that rounds to 256: the mean is
+      exactly 1 (dividing by the exact 257 would give ``bf(256/257) = 255 * 2^-8``).
+    * ``avgpool.forward2d`` of a 17 x 17 window of ones: the sum is 256; ``kh kw = 289`` is
+      the tie between 288 and 290 and rounds to 288 (144 * 2); ``256 / 288 = 0.8888...`` is
+      ``227.56 * 2^-8``: 228 * 2^-8 = 0.890625.
+    * ``maxpool.vjp2d``: a single 1 in a 33 x 33 plane of zeros is the maximum of all
+      17 * 17 = 289 windows of a 17 x 17 kernel at stride 1; with ``g = 1`` it gets the sum
+      of 289 ones, 256. ``avgpool.vjp2d`` gives the centre pixel, in all 289 windows, 289
+      shares ``bf(1 / bf(289)) = bf(1 / 288)``: ``1/288 = 227.56 * 2^-16`` (spacing 2^-16 in
+      [2^-9, 2^-8)), so 228 * 2^-16 = 0.003479. In [0.5, 1) the spacing is 2^-9 and each
+      ``sum + 1.78 * 2^-9`` rounds up to ``sum + 2^-8``: the running sum reaches 1 at the
+      261st share (as iterating ``s = s + share`` in ml_dtypes shows); in [1, 2) the spacing
+      is 2^-7 and the share is below half of it, so the sum stays 1 (exact: 289/288 =
+      1.0035).
+    """
+    ones = np.ones(300, BF16)
+    assert_same_values("avg of 300 ones", avgpool.forward(ones, strict_fp16=True), 0.8515625)
+    assert avgpool.forward(ones.astype(HALF), strict_fp16=True) == 1.0
+    assert_same_values("avg of 257 ones", avgpool.forward(ones[:257], strict_fp16=True), 1.0)
+    window = np.ones((1, 17, 17), BF16)
+    y = avgpool.forward2d(window, 17, strict_fp16=True)
+    assert y.dtype == BF16
+    assert_same_values("mean of 17 x 17 ones", y, np.full((1, 1, 1), 0.890625))
+    assert avgpool.forward2d(window.astype(HALF), 17, strict_fp16=True)[0, 0, 0] == 1.0
+    spike = np.zeros((1, 33, 33), BF16)
+    spike[0, 16, 16] = 1.0
+    g = np.ones((1, 17, 17), BF16)
+    dx = maxpool.vjp2d(spike, g, 17, 1, strict_fp16=True)
+    assert dx[0, 16, 16] == 256.0 and np.count_nonzero(dx.astype(np.float64)) == 1
+    half = maxpool.vjp2d(spike.astype(HALF), g.astype(HALF), 17, 1, strict_fp16=True)
+    assert half[0, 16, 16] == 289.0
+    assert avgpool.vjp2d(spike, g, 17, 1, strict_fp16=True)[0, 16, 16] == 1.0
+
+
+def _bf(value) -> ml_dtypes.bfloat16:
+    return ml_dtypes.bfloat16(value)
+
+
+def _window(plane: np.ndarray, h0: int, w0: int, kh: int, kw: int) -> list[tuple[int, int]]:
+    """The in-plane pixels of a window, row-major (padding is not a pixel)."""
+    height, width = plane.shape
+    rows = range(max(h0, 0), min(h0 + kh, height))
+    return [(i, j) for i in rows for j in range(max(w0, 0), min(w0 + kw, width))]
+
+
+def _argmax(plane: np.ndarray, pixels: list[tuple[int, int]]) -> tuple[int, int]:
+    """PyTorch CPU's scan (the module docstring of kernels.maxpool): first maximum, last NaN."""
+    best, where = -math.inf, pixels[0]
+    for pixel in pixels:
+        v = float(plane[pixel])
+        if v > best or math.isnan(v):
+            best, where = v, pixel
+    return where
+
+
+def emulate_pooling(x: np.ndarray, g: np.ndarray, gw: np.ndarray, geometry) -> dict:
+    """Strict bfloat16 pooling in ml_dtypes scalar arithmetic, in the order documented in
+    kernels/avgpool.py and kernels/maxpool.py: sums from +0 left to right (row-major in a
+    window; window order, row-major over the output, for the vjp2d scatters), divided by the
+    rounded count; the global ``g / k`` one rounding. ``x`` is (P, H, W), ``g`` (P,) for the
+    global kernels (over the rows ``x.reshape(P, -1)``), ``gw`` (P, Ho, Wo)."""
+    (kh, kw), (sh, sw), (ph, pw) = geometry
+    planes, height, width = x.shape
+    out_h, out_w = gw.shape[1:]
+    rows = x.reshape(planes, -1)
+    size = rows.shape[1]
+    result = {name: [] for name in ("avg", "avg_vjp", "max_vjp", "avg2d", "avg_vjp2d", "max_vjp2d")}
+    for p in range(planes):
+        total = _bf(0.0)
+        for v in rows[p]:
+            total = total + v
+        result["avg"].append(total / _bf(size))
+        result["avg_vjp"].append([g[p] / _bf(size)] * size)
+        finite = not any(math.isnan(float(v)) for v in rows[p])
+        top = max(float(v) for v in rows[p]) if finite else math.nan
+        k = sum(float(v) == top for v in rows[p])
+        result["max_vjp"].append(
+            [g[p] / _bf(k) if float(v) == top else _bf(0.0) * g[p] for v in rows[p]]
+            if finite
+            else [_bf(math.nan)] * size
+        )
+        means = np.empty((out_h, out_w), BF16)
+        shares = np.full((height, width), _bf(0.0), BF16)
+        routed = np.full((height, width), _bf(0.0), BF16)
+        for oh in range(out_h):
+            for ow in range(out_w):
+                pixels = _window(x[p], oh * sh - ph, ow * sw - pw, kh, kw)
+                acc = _bf(0.0)
+                for pixel in pixels:
+                    acc = acc + x[p][pixel]
+                means[oh, ow] = acc / _bf(kh * kw)
+                share = gw[p, oh, ow] / _bf(kh * kw)
+                for pixel in pixels:
+                    shares[pixel] = shares[pixel] + share
+                where = _argmax(x[p], pixels)
+                routed[where] = routed[where] + gw[p, oh, ow]
+        result["avg2d"].append(means)
+        result["avg_vjp2d"].append(shares)
+        result["max_vjp2d"].append(routed)
+    return {name: np.array(value, BF16) for name, value in result.items()}
+
+
+EMULATED_GEOMETRIES = [((2, 2), (1, 1), (0, 0)), ((3, 2), (2, 1), (1, 1)), ((3, 3), (2, 3), (1, 0))]
+
+
+@pytest.mark.parametrize("geometry", EMULATED_GEOMETRIES, ids=str)
+@pytest.mark.parametrize("seed", range(3))
+def test_strict_bfloat16_matches_an_ml_dtypes_emulation(geometry, seed):
+    """Every strict bfloat16 pooling kernel bit for bit against :func:`emulate_pooling` on
+    small random planes (values of several binades, so that the sums round; small integers
+    for ties of the maxima)."""
+    rng = np.random.default_rng(seed)
+    shape = (3, 5, 6)
+    x = (rng.standard_normal(shape) * 2.0 ** rng.integers(-3, 8, shape)).astype(BF16)
+    x[0] = rng.integers(-2, 3, shape[1:])  # ties
+    x[1, 0, 0] = np.nan if seed == 1 else x[1, 0, 0]
+    kernel, stride, padding = geometry
+    out = (shape[1] + 2 * padding[0] - kernel[0]) // stride[0] + 1
+    out_w = (shape[2] + 2 * padding[1] - kernel[1]) // stride[1] + 1
+    g = (rng.standard_normal(3) * 64).astype(BF16)
+    gw = (rng.standard_normal((3, out, out_w)) * 64).astype(BF16)
+    expected = emulate_pooling(x, g, gw, geometry)
+    rows = x.reshape(3, -1)
+    got = {
+        "avg": avgpool.forward(rows, strict_fp16=True),
+        "avg_vjp": avgpool.vjp(rows, g, strict_fp16=True),
+        "max_vjp": maxpool.vjp(rows, g, strict_fp16=True),
+        "avg2d": avgpool.forward2d(x, *geometry, strict_fp16=True),
+        "avg_vjp2d": avgpool.vjp2d(x, gw, *geometry, strict_fp16=True),
+        "max_vjp2d": maxpool.vjp2d(x, gw, *geometry, strict_fp16=True),
+    }
+    for name, value in got.items():
+        assert value.dtype == BF16, name
+        assert_same_bits(name, value, expected[name])
+    mixed = avgpool.forward2d(x.astype(np.float64), *geometry).astype(BF16)
+    assert np.any(got["avg2d"] != mixed)  # the rounded steps differ somewhere
+    weight = _bf(1.0) / _bf(rows.shape[1])
+    assert_same_bits("avg J", avgpool.jacobian(rows[0], strict_fp16=True), np.full((1, 30), weight))
+
+
+def assert_same_bits(what: str, actual: np.ndarray, expected: np.ndarray) -> None:
+    """Equal bfloat16 bit patterns (any NaN equals any NaN), naming the first difference."""
+    assert actual.shape == expected.shape, (what, actual.shape, expected.shape)
+    a, e = actual.view(np.uint16), expected.view(np.uint16)
+    nan = np.isnan(actual.astype(np.float32)) & np.isnan(expected.astype(np.float32))
+    if not np.all((a == e) | nan):
+        index = tuple(int(i) for i in np.argwhere((a != e) & ~nan)[0])
+        raise AssertionError(
+            f"{what} at index {index}: got {actual[index]!r}, expected {expected[index]!r}"
+        )
+
+
+def test_strict_bfloat16_results_are_bfloat16_and_other_dtypes_are_refused():
+    """Strict bfloat16 gives bfloat16 arrays of the documented shapes; a ``g`` of another
+    dtype is a TypeError naming it; a bfloat16 ``x`` reaching a kernel's own (undecorated)
+    code in mixed mode is a TypeError (the decorator sends mixed bfloat16 to ``widened``)."""
+    x = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5).astype(BF16)
+    strict = {"strict_fp16": True}
+    for module in (maxpool, avgpool):
+        shapes = [
+            (module.forward(x, **strict), (2, 3, 4)),
+            (module.vjp(x, np.ones((2, 3, 4), BF16), **strict), x.shape),
+            (module.jacobian(x[0, 0, 0], **strict), (1, 5)),
+            (module.forward2d(x, 2, 1, **strict), (2, 3, 3, 4)),
+            (module.vjp2d(x, np.ones((2, 3, 3, 4), BF16), 2, 1, **strict), x.shape),
+            (module.jacobian2d(x[0], 2, **strict), (3 * 2 * 2, 3 * 4 * 5)),
+        ]
+        for result, shape in shapes:
+            assert result.dtype == BF16 and result.shape == shape, (module, result.dtype, shape)
+        for other in (np.float16, np.float32):
+            with pytest.raises(TypeError, match=r"^g: expected dtype bfloat16"):
+                module.vjp(x, np.ones((2, 3, 4), other), **strict)
+            with pytest.raises(TypeError, match=r"^g: expected dtype bfloat16"):
+                module.vjp2d(x, np.ones((2, 3, 3, 4), other), 2, 1, **strict)
+        with pytest.raises(TypeError, match=r"^x: bfloat16 reaches this path in strict mode"):
+            module.forward2d.__wrapped__(x, 2)
+        with pytest.raises(TypeError, match=r"^x: bfloat16 reaches this path in strict mode"):
+            module.forward.__wrapped__(x)
 
 
 # --------------------------------------------------------------------------------------
@@ -363,6 +571,15 @@ OVERLAP = (
 @example(case=("float16", True, [[4096.0] * 3] * 3, [[4096.0] * 2] * 2, (2, 1, 0)))
 @example(
     case=(
+        "bfloat16",
+        True,
+        [[255.0, 1.0, 1.0], [1.0, 3.0, 1.0], [1.0, 1.0, 1.0]],
+        [[1.0, 257.0], [3.0, 1.0]],
+        (2, 1, 0),
+    )
+)
+@example(
+    case=(
         "float32",
         False,
         [[np.nan, 1.0, np.nan], [np.nan, -np.inf, 2.0]],
@@ -385,24 +602,25 @@ def test_windowed_pooling_matches_reference(case):
     name, strict, x, g, (kernel, stride, padding) = case
     dtype = np.dtype(name)
     x, g = np.array(x, dtype), np.array(g, dtype)
+    xr, gr = exact_input(x), exact_input(g)
     args = (kernel, stride, padding)
     kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
     # max: exact forward; vjp2d sums the g of the windows sharing an argmax
     y = maxpool.forward2d(x, *args, strict_fp16=strict)
-    check_equal("maxpool.forward2d", y, reference.maxpool_forward2d(x, *args), dtype)
+    check_equal("maxpool.forward2d", y, reference.maxpool_forward2d(xr, *args), dtype)
     dx = call(maxpool.vjp2d, x, g, *args, strict_fp16=strict)
-    exact = reference.maxpool_vjp2d(x, g, *args)
-    magnitude = reference.maxpool_vjp2d(x, np.abs(g), *args)
+    exact = reference.maxpool_vjp2d(xr, gr, *args)
+    magnitude = reference.maxpool_vjp2d(xr, np.abs(gr), *args)
     terms = int(window_counts(x.shape[-2], x.shape[-1], *args).max())
     check_sum("maxpool.vjp2d", dx, exact, magnitude, terms, dtype, strict)
     # avg: window sums over kh kw; vjp2d sums g / (kh kw) over the windows of a pixel
     y = call(avgpool.forward2d, x, *args, strict_fp16=strict)
-    exact = reference.avgpool_forward2d(x, *args)
-    magnitude = reference.avgpool_forward2d(np.abs(x), *args)
+    exact = reference.avgpool_forward2d(xr, *args)
+    magnitude = reference.avgpool_forward2d(np.abs(xr), *args)
     check_sum("avgpool.forward2d", y, exact, magnitude, kh * kw, dtype, strict, divided=True)
     dx = call(avgpool.vjp2d, x, g, *args, strict_fp16=strict)
-    exact = reference.avgpool_vjp2d(x, g, *args)
-    magnitude = reference.avgpool_vjp2d(x, np.abs(g), *args)
+    exact = reference.avgpool_vjp2d(xr, gr, *args)
+    magnitude = reference.avgpool_vjp2d(xr, np.abs(gr), *args)
     check_sum("avgpool.vjp2d", dx, exact, magnitude, terms, dtype, strict, shares=True)
 
 
@@ -538,7 +756,7 @@ BAD = [
     (lambda m: m.forward2d(np.zeros((4, 4)), (2, 2, 2)), ValueError, "kernel_size"),
     (lambda m: m.forward2d(np.zeros((2, 2)), 3, padding=0), ValueError, "no window fits"),
     (lambda m: m.forward2d(np.zeros(4), 2), ValueError, "x: expected shape"),
-    (lambda m: m.forward2d(np.zeros((4, 4), np.int32), 2), TypeError, "x: expected a float16"),
+    (lambda m: m.forward2d(np.zeros((4, 4), np.int32), 2), TypeError, "x: expected a bfloat16"),
     (lambda m: m.vjp2d(np.zeros((4, 4)), np.zeros((3, 3)), 2), ValueError, "g: expected shape"),
     (lambda m: m.vjp2d(np.zeros((4, 4)), np.zeros((2, 2), np.float32), 2), TypeError, "g: exp"),
     (lambda m: m.forward2d(np.zeros((4, 4)), 2, strict_fp16=True), ValueError, "strict_fp16"),
@@ -548,7 +766,7 @@ BAD = [
     (lambda m: m.vjp(np.zeros((2, 3)), np.zeros(3)), ValueError, "g: expected shape"),
     (lambda m: m.vjp(np.zeros(3), np.zeros((), np.float16)), TypeError, "g: expected dtype"),
     (lambda m: m.jacobian(np.zeros((2, 3))), ValueError, "one sample"),
-    (lambda m: m.forward(np.zeros(3, np.complex64)), TypeError, "x: expected a float16"),
+    (lambda m: m.forward(np.zeros(3, np.complex64)), TypeError, "x: expected a bfloat16, float16"),
 ]
 
 

@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import ml_dtypes
 import mpmath
 import numpy as np
 import pytest
@@ -83,6 +84,7 @@ from kernels import (
 from tests.helpers.norms import assert_same_values, mp
 
 F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
+BF16 = np.dtype(ml_dtypes.bfloat16)
 
 #: (dtype, strict_fp16) of every path.
 MODES = [(F64, False), (F32, False), (F16, False), (F16, True)]
@@ -783,11 +785,15 @@ def _deep_branch(dtype: np.dtype, size: int = 4, hidden: int = 6):
     return compose.Sequential(stages), (W1, b1, gamma, beta, W2)
 
 
-@pytest.mark.parametrize("mode", MODES, ids=MODE_IDS)
+@pytest.mark.parametrize(
+    "mode",
+    [*MODES, (BF16, False), (BF16, True)],
+    ids=[*MODE_IDS, "bfloat16", "bfloat16-strict"],
+)
 def test_sequential_is_the_stages_chained_by_hand(mode):
     """forward, vjp (reverse order, stage inputs from the forward) and jacobian (product of
     the stage Jacobians at the stage inputs) equal the kernels called one by one, bit for bit;
-    the gradients come flat, in the order of ``parameters``."""
+    the gradients come flat, in the order of ``parameters``. bfloat16 too, in both modes."""
     dtype, strict = mode
     branch, (W1, b1, gamma, beta, W2) = _deep_branch(dtype)
     kw = {"strict_fp16": strict}
@@ -824,14 +830,16 @@ def test_sequential_is_the_stages_chained_by_hand(mode):
     ]
     product = factors[0].astype(np.float64)
     for factor in factors[1:]:
-        product = compose._matmul(factor.astype(np.float64), product, strict)
-    assert_same_values("jacobian", branch.jacobian(s, **kw), product.astype(dtype))
+        product = compose._matmul(factor.astype(np.float64), product, strict, x.dtype)
+    assert_same_values("jacobian", branch.jacobian(s, **kw), compose.finish(product, x.dtype))
     # ... and the residual blocks add the identity to that float64 product before rounding
     identity = np.eye(4)
     assert_same_values(
         "I + J",
         residual.jacobian(s, branch, **kw),
-        compose.scaled_sum(identity, product, np.ones(4), strict).astype(dtype),
+        compose.finish(
+            compose.scaled_sum(identity, product, np.ones(4), strict, bf=x.dtype == BF16), x.dtype
+        ),
     )
 
 
@@ -928,7 +936,7 @@ def _ffn64(size=3, hidden=2, out=None):
         (
             lambda: residual.forward(np.ones(3, np.int64), _ffn64()),
             TypeError,
-            "x: expected a float",
+            "x: expected a bfloat16",
         ),
         (lambda: residual.forward(np.float64(1.0), _ffn64()), ValueError, "x: expected shape"),
         (lambda: residual.forward(np.ones((2, 0)), _ffn64()), ValueError, "D >= 1"),
@@ -983,7 +991,7 @@ def _ffn64(size=3, hidden=2, out=None):
             TypeError,
             "b: expected dtype",
         ),
-        (lambda: compose.Linear(np.ones((2, 3), np.int32)), TypeError, "W: expected a float"),
+        (lambda: compose.Linear(np.ones((2, 3), np.int32)), TypeError, "W: expected a bfloat16"),
         (lambda: compose.LayerNorm(np.ones(3), np.ones(2)), ValueError, "beta: expected shape"),
         (lambda: compose.LayerNorm(np.ones(3), np.ones(3), eps=-1.0), ValueError, "eps"),
         (lambda: compose.Activation(np), TypeError, "module: expected an elementwise kernel"),

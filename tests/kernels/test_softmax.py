@@ -52,6 +52,7 @@ import math
 import warnings
 from dataclasses import dataclass
 
+import ml_dtypes
 import mpmath
 import numpy as np
 import pytest
@@ -444,8 +445,8 @@ def test_strict_gradient_difference_overflows():
 # 3. Conventions
 # --------------------------------------------------------------------------------------
 
-MODES = [(dtype, False) for dtype in DTYPES] + [(HALF, True)]
-MODE_IDS = ["float64", "float32", "float16", "float16-strict"]
+MODES = [(dtype, False) for dtype in DTYPES] + [(HALF, True), (np.dtype(ml_dtypes.bfloat16), True)]
+MODE_IDS = ["float64", "float32", "float16", "float16-strict", "bfloat16-strict"]
 
 
 @pytest.mark.parametrize(("dtype", "strict"), MODES, ids=MODE_IDS)
@@ -551,8 +552,16 @@ def test_no_rows_give_empty_outputs():
 @pytest.mark.parametrize(
     ("call", "error", "match"),
     [
-        (lambda: softmax.forward(np.zeros(3, np.int64)), TypeError, "x: expected a float16"),
-        (lambda: softmax.forward(np.zeros(3, np.complex128)), TypeError, "x: expected a float16"),
+        (
+            lambda: softmax.forward(np.zeros(3, np.int64)),
+            TypeError,
+            "x: expected a bfloat16, float16",
+        ),
+        (
+            lambda: softmax.forward(np.zeros(3, np.complex128)),
+            TypeError,
+            "x: expected a bfloat16, float16",
+        ),
         (lambda: softmax.forward(np.float64(1.0)), ValueError, "0-d"),
         (lambda: softmax.forward(np.zeros((2, 0))), ValueError, "D >= 1"),
         (lambda: softmax.vjp(np.zeros((2, 3)), np.zeros((2, 2))), ValueError, "g: expected shape"),
