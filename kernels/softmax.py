@@ -18,11 +18,13 @@ Sums, quotients and products run in double-double and are rounded once. Two canc
 are removed algebraically, using ``sum_j y_j = 1``:
 
 * ``g_m - <g, y>`` at the argmax (where ``y_m`` may round to 1) is computed as
-  ``c = sum_{j != m} y_j (g_m - g_j)``, and for ``i != m``,
+  ``c = (sum_{j != m} e_j (g_m - g_j)) / s``, and for ``i != m``,
   ``g_i - <g, y> = (g_i - g_m) + c``, so that ``dx_i = y_i ((g_i - g_m) + c)`` is
   shift-invariant in ``g`` as the exact value is. Example: ``x = (0, -46)``,
   ``g = (1, 0)`` gives ``dx_0 = y_0 y_1 = 1.0530e-20`` (a naive ``y_0 (g_0 - <g, y>)`` in
-  float64 gives 0).
+  float64 gives 0). The sum is divided by ``s`` once, after it is formed: on a constant row
+  (every ``e_j = 1``) an exact zero of ``g_i - <g, y>`` then comes out as 0, where dividing
+  each term first (``y_j = 1/D`` rounded) left about ``2^-106 max|g|``.
 * the Jacobian's diagonal at ``m`` is ``y_m (1 - y_m)`` with ``1 - y_m`` formed as
   ``sum_{j != m} y_j``; for ``i != m``, ``y_i <= 1/2`` and ``1 - y_i`` does not cancel.
 
@@ -212,15 +214,22 @@ def _special_row(row, out):
 
 
 @njit(cache=True)
-def _weights(row, m, yh, yl):
-    """``y_j = exp(x_j - x_m) / s`` into the double-double pairs ``(yh, yl)``."""
+def _exponentials_dd(row, m, eh, el):
+    """``e_j = exp(x_j - x_m)`` into the double-double pairs ``(eh, el)``; returns their sum
+    ``s`` (a pair)."""
     top = row[m]
     sh, sl = 0.0, 0.0
     for j in range(row.size):
         th, tl = two_sum(row[j], -top)  # exact (or -inf): the spread costs nothing
-        eh, el = dd_exp(th, tl)
-        yh[j], yl[j] = eh, el
-        sh, sl = dd_add(sh, sl, eh, el)
+        eh[j], el[j] = dd_exp(th, tl)
+        sh, sl = dd_add(sh, sl, eh[j], el[j])
+    return sh, sl
+
+
+@njit(cache=True)
+def _weights(row, m, yh, yl):
+    """``y_j = exp(x_j - x_m) / s`` into the double-double pairs ``(yh, yl)``."""
+    sh, sl = _exponentials_dd(row, m, yh, yl)
     for j in range(row.size):
         yh[j], yl[j] = dd_div(yh[j], yl[j], sh, sl)
 
@@ -240,8 +249,12 @@ def _weights_strict(row, m, y, bf):
 
 
 @njit(cache=True)
-def _vjp_row(row, g, m, yh, yl, dx):
-    """``dx_i = y_i ((g_i - g_m) + c)``, ``c = sum_{j != m} y_j (g_m - g_j)``."""
+def _vjp_row(row, g, m, eh, el, sh, sl, dx):
+    """``dx_i = y_i ((g_i - g_m) + c)``, ``c = (sum_{j != m} e_j (g_m - g_j)) / s``, from the
+    exponentials ``e`` and their sum ``s``: the sum is divided once, after it is formed, so
+    that where the terms are exact (``e_j = 1`` at every ``x_j = x_m``: a constant row) an
+    exact zero of ``g_i - <g, y>`` comes out as 0, not as the rounding of ``1/s`` times the
+    size of ``g`` (dividing each term, ``y_j = e_j / s``, left ``2^-106 |g|`` there)."""
     gmax = 0.0
     for j in range(row.size):
         gmax = max(gmax, abs(g[j]))
@@ -251,15 +264,17 @@ def _vjp_row(row, g, m, yh, yl, dx):
     for j in range(row.size):
         if j != m:
             dh, dl = two_sum(gm, -(g[j] * scale))
-            ph, pl = dd_mul(yh[j], yl[j], dh, dl)
+            ph, pl = dd_mul(eh[j], el[j], dh, dl)
             ch, cl = dd_add(ch, cl, ph, pl)
+    ch, cl = dd_div(ch, cl, sh, sl)
     for i in range(row.size):
         if i == m:
             dh, dl = ch, cl
         else:
             dh, dl = two_sum(g[i] * scale, -gm)
             dh, dl = dd_add(dh, dl, ch, cl)
-        ph, pl = dd_mul(yh[i], yl[i], dh, dl)
+        yh, yl = dd_div(eh[i], el[i], sh, sl)
+        ph, pl = dd_mul(yh, yl, dh, dl)
         dx[i] = ph / scale
 
 
@@ -306,9 +321,9 @@ def _vjp_rows(rows, grows, out):
     for r in prange(n):
         m, done = _special_row(rows[r], out[r])
         if not done:
-            yh, yl = np.empty(size), np.empty(size)
-            _weights(rows[r], m, yh, yl)
-            _vjp_row(rows[r], grows[r], m, yh, yl, out[r])
+            eh, el = np.empty(size), np.empty(size)
+            sh, sl = _exponentials_dd(rows[r], m, eh, el)
+            _vjp_row(rows[r], grows[r], m, eh, el, sh, sl, out[r])
 
 
 @thread_safe
@@ -647,9 +662,9 @@ def _exact_vjp_fill(row32, grow32, out, half):
     dx = np.empty(row.size)
     m, done = _special_row(row, dx)
     if not done:
-        yh, yl = np.empty(row.size), np.empty(row.size)
-        _weights(row, m, yh, yl)
-        _vjp_row(row, grow, m, yh, yl, dx)
+        eh, el = np.empty(row.size), np.empty(row.size)
+        sh, sl = _exponentials_dd(row, m, eh, el)
+        _vjp_row(row, grow, m, eh, el, sh, sl, dx)
     for j in range(row.size):
         if np.isnan(out[j]):
             out[j] = np.float32(round_to_half(dx[j]) if half else dx[j])
