@@ -231,17 +231,20 @@ def _envelope(args: argparse.Namespace) -> int:
             return 2
         for line in lines(result.format, recipe):
             print(line)
-    if args.dtype == "float16":
+    if args.dtype in ("float16", "bfloat16"):
         from derive.envelope.strict import strict_thresholds
 
         if args.module in strict_keys():
-            print("strict half arithmetic (strict_fp16=True), predicted from the kernels' order:")
-            for t in strict_thresholds(args.module, result.config.dim, args.eps):
+            print(
+                f"strict {args.dtype} arithmetic (strict_fp16=True), predicted from the "
+                "kernels' order:"
+            )
+            for t in strict_thresholds(args.module, result.config.dim, args.eps, args.dtype):
                 print(f"  {t.quantity}: {t.parameter} = {t.threshold:.8g}: {t.statement}")
     w = result.witness
     if args.check and w is not None and result.format.name.startswith("float8"):
         print("--check: the kernels take no FP8 input; the witness above is exact arithmetic.")
-    elif args.check and w is not None and result.format.name != "bfloat16":
+    elif args.check and w is not None:
         try:
             inside, outside = kernel_dx(result, w.inside), kernel_dx(result, w.outside)
         except ValueError as error:  # e.g. a witness too large to build

@@ -1134,20 +1134,26 @@ MODELS: dict[str, Callable[[Config], Model]] = {
 
 def kernel_dx(e: Envelope, size: Fraction | float, *, strict_fp16: bool = False) -> np.ndarray:
     """The kernel's input gradient at the witness for ``g = size * signs``, in the envelope's
-    format (float16 or float32; NumPy has no bfloat16 kernels), mixed mode unless
-    ``strict_fp16``."""
+    format (float16, bfloat16 or float32; the witness's arrays and ``g`` rounded once to
+    it), mixed mode unless ``strict_fp16``."""
     import kernels
+    from kernels.cast import cast
 
     if e.witness is None:
         raise ValueError(f"{e.module}: this envelope has no witness")
     if e.witness.point.arrays is None:
         raise ValueError(f"{e.module}: {e.witness.point.unbuilt}")
-    dtype = {"float16": np.float16, "float32": np.float32}.get(e.format.name)
-    if dtype is None:
+    if e.format.name not in ("float16", "bfloat16", "float32"):
         raise ValueError(f"no kernels for {e.format.name}")
+
+    def rounded(values: np.ndarray) -> np.ndarray:
+        if e.format.name == "float32":
+            return values.astype(np.float32)
+        return cast(values, e.format.name)
+
     point = e.witness.point
-    arrays = {k: v.astype(dtype) for k, v in point.arrays.items()}
-    g = (float(size) * point.signs).astype(dtype)
+    arrays = {k: rounded(v) for k, v in point.arrays.items()}
+    g = rounded(float(size) * point.signs)
     module = getattr(kernels, e.model.kernel)
     if e.model.kernel in ("residual", "weighted_residual"):
         branch = kernels.compose.Linear(arrays.pop("W"))

@@ -103,13 +103,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache, wraps
 
 import mpmath
 import numpy as np
 
 from derive.catalog import strict_keys
+from derive.reference.formats import BFLOAT16, round_float64
 
 __all__ = [
     "DEFAULT_EPS",
@@ -126,8 +127,6 @@ STRICT_MODULES: tuple[str, ...] = strict_keys()
 #: Each kernel's default eps (the modules without one ignore the argument).
 DEFAULT_EPS = {"layernorm": 1e-5, "rmsnorm": 1e-6, "batchnorm": 1e-5, "weightnorm": 0.0}
 
-HALF_SMALLEST_NORMAL = 2.0**-14
-HALF_SMALLEST_SUBNORMAL = 2.0**-24
 
 #: The witnesses' parameters: gamma = 1 and beta = 0.5 (so that "beta" differs from 0).
 GAMMA, BETA = 1.0, 0.5
@@ -153,9 +152,6 @@ QK = "Q K^T"
 _STD_ONLY = (STD_SQUARE_UNDERFLOW, STD_EPS)
 _SQRT_ONLY = (SQUARE_UNDERFLOW, EPS_ZERO)
 
-#: Every half from +0 up to 65504, in increasing order: index = bit pattern.
-_HALVES = np.arange(0x7C00, dtype=np.uint16).view(np.float16).astype(np.float64)
-_LAST = _HALVES.size - 1
 
 #: mpmath precision of the exact values.
 _DPS = 50
@@ -203,17 +199,7 @@ def _ieee(function: Callable) -> Callable:
     return wrapped
 
 
-# --- half arithmetic --------------------------------------------------------------------------
-
-
-def _h(v: float) -> float:
-    """``v`` rounded to half (to nearest, ties to even), as a float."""
-    return float(np.float16(v))
-
-
-def _hv(values) -> np.ndarray:
-    """Elementwise :func:`_h` of an array, as float64."""
-    return np.asarray(values, dtype=np.float64).astype(np.float16).astype(np.float64)
+# --- the arithmetic of one 16-bit format ------------------------------------------------------
 
 
 def _div(a: float, b: float) -> float:
@@ -221,100 +207,180 @@ def _div(a: float, b: float) -> float:
     return float(np.float64(a) / np.float64(b))
 
 
-def _running_sum(values: np.ndarray) -> float:
-    """The strict running sum, left to right, every partial sum rounded to half."""
-    acc = 0.0
-    for v in np.asarray(values, dtype=np.float64).tolist():
-        acc = _h(acc + v)
-    return acc
+def _power(exponent: int) -> str:
+    return f"2^{exponent}"
 
 
-def _repeat_sum(q: float, n: int) -> float:
-    """The strict running sum of ``n`` copies of the half ``q``. Once a step leaves the sum
-    unchanged (stalled) or makes it inf, every later step does the same, so it stops there:
-    at most a few thousand steps whatever n is."""
-    acc = 0.0
-    for _ in range(n):
-        new = _h(acc + q)
-        if new == acc or math.isinf(new):
-            return new
-        acc = new
-    return acc
+@dataclass(frozen=True, eq=False)
+class Narrow:
+    """Strict arithmetic in one 16-bit format: its rounding ``h`` and the searches over its
+    values. float16 (11 significant bits, largest 65504) and bfloat16 (8 bits, float32's
+    exponent range, largest 2^128 - 2^120) are instances (:data:`FORMATS`)."""
+
+    name: str  # "float16" or "bfloat16", the input dtype's name
+    dtype: np.dtype
+    precision: int  # significant bits p: one rounding errs by at most 2^-p relative
+    emin: int  # the exponent of the smallest normal value, 2^emin
+    #: Every finite value from +0 up to the largest, increasing: index = bit pattern.
+    values: np.ndarray = field(repr=False)
+
+    @property
+    def last(self) -> int:
+        return self.values.size - 1
+
+    @property
+    def largest(self) -> float:
+        return float(self.values[-1])
+
+    @property
+    def overflow(self) -> float:
+        """The overflow threshold: the largest value plus half its spacing (65520 in half)."""
+        return self.largest + (self.largest - float(self.values[-2])) / 2
+
+    @property
+    def tiny(self) -> int:
+        """The exponent of the smallest subnormal, 2^tiny (2^-24 in half)."""
+        return self.emin - self.precision + 1
+
+    @property
+    def smallest_normal(self) -> float:
+        return 2.0**self.emin
+
+    @property
+    def smallest_subnormal(self) -> float:
+        return 2.0**self.tiny
+
+    def h(self, v: float) -> float:
+        """``v`` rounded to the format (to nearest, ties to even, once), as a float: NumPy's
+        float16 cast, or :func:`_round_scalar` (a scalar call costs a tenth of an array's,
+        and the searches make thousands)."""
+        if self.dtype == np.float16:
+            return float(np.float16(v))
+        return _round_scalar(float(v), self.precision, self.emin)
+
+    def hv(self, values) -> np.ndarray:
+        """Elementwise :meth:`h` of an array, as float64."""
+        return self.array(values).astype(np.float64)
+
+    def array(self, values) -> np.ndarray:
+        """``values`` rounded once to the format, as an array of its dtype."""
+        return round_float64(np.asarray(values, dtype=np.float64), self.dtype)
+
+    def running_sum(self, values: np.ndarray) -> float:
+        """The strict running sum, left to right, every partial sum rounded."""
+        acc = 0.0
+        for v in np.asarray(values, dtype=np.float64).tolist():
+            acc = self.h(acc + v)
+        return acc
+
+    def repeat_sum(self, q: float, n: int) -> float:
+        """The strict running sum of ``n`` copies of the value ``q``. Once a step leaves the
+        sum unchanged (stalled) or makes it inf, every later step does the same, so it stops
+        there: at most a few thousand steps whatever n is."""
+        acc = 0.0
+        for _ in range(n):
+            new = self.h(acc + q)
+            if new == acc or math.isinf(new):
+                return new
+            acc = new
+        return acc
+
+    def scale_sqrt(self, s: float, eps: float) -> float:
+        """``r = 1/sqrt(eps + s)`` in strict arithmetic (``scale_f16s``, ``scale_sqrt_f16s``
+        and their ``bf16s`` twins)."""
+        return self.h(_div(1.0, self.h(math.sqrt(self.h(eps + s)))))
+
+    def scale_std(self, s: float, eps: float) -> float:
+        """``r = 1/(eps + sqrt(s))`` in strict arithmetic (``scale_std_f16s``)."""
+        return self.h(_div(1.0, self.h(eps + self.h(math.sqrt(s)))))
+
+    def mean(self, total: float, size: int) -> float:
+        """A strict mean: the sum divided by the length rounded to the format."""
+        return self.h(_div(total, self.h(size)))
+
+    def first_failing(self, fails: Callable[[float], bool], lo: int = 1) -> int | None:
+        """The smallest bit pattern b >= lo with ``fails(value b)``, for a predicate that is
+        False and then True over increasing values; None if even the largest does not
+        fail."""
+        hi = self.last
+        if not fails(self.values[hi]):
+            return None
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if fails(self.values[mid]):
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def last_failing(self, fails: Callable[[float], bool], lo: int = 0) -> int | None:
+        """The largest bit pattern b >= lo with ``fails(value b)``, for a predicate that is
+        True and then False over increasing values; None if the value ``lo`` does not
+        fail."""
+        if not fails(self.values[lo]):
+            return None
+        hi = self.last
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if fails(self.values[mid]):
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def eps_boundary(self, fails: Callable[[float], bool]) -> tuple[float, float, float]:
+        """``(boundary, fail, safe)``: the largest float64 eps >= 0 whose rounding fails, for
+        a predicate True and then False over increasing values, with the last failing and
+        the first safe value. The boundary is their midpoint, or the float64 below it when
+        the midpoint (a tie) rounds to the safe one."""
+        last = self.last_failing(fails)
+        if last is None or last == self.last:
+            raise ValueError(
+                f"no eps boundary: the predicate must fail at 0 and not at {self.largest:g}"
+            )
+        fail, safe = float(self.values[last]), float(self.values[last + 1])
+        mid = (fail + safe) / 2  # exact: two values a subnormal step apart or more
+        boundary = mid if self.h(mid) == fail else math.nextafter(mid, 0.0)
+        return boundary, fail, safe
+
+    def pair(self, b: int, upward: bool) -> tuple[float, float]:
+        """(outside, inside) for the failing value b: inside is the next value towards
+        safety."""
+        return float(self.values[b]), float(self.values[b - 1] if upward else self.values[b + 1])
+
+    def in_units(self, eps: float) -> str:
+        """An eps boundary in units of the smallest subnormal."""
+        units = eps / self.smallest_subnormal
+        unit = _power(self.tiny)
+        if units * 2 == round(units * 2):
+            return f"{units:g} * {unit} = {eps:.6g}"
+        return f"{eps!r}, the float64 just below {round(units * 2) / 2:g} * {unit}"
 
 
-def _scale_sqrt(s: float, eps: float) -> float:
-    """``r = 1/sqrt(eps + s)`` in strict half (``scale_f16s``, ``scale_sqrt_f16s``)."""
-    return _h(_div(1.0, _h(math.sqrt(_h(eps + s)))))
+def _round_scalar(v: float, precision: int, emin: int) -> float:
+    """``v`` rounded once to ``precision`` significant bits with normals down to 2^emin,
+    ties to even, and the format's overflow (inf from the largest value plus half a step):
+    ``v`` divided by the quantum of its binade is exact in float64, and Python's ``round``
+    takes it to the nearest integer, ties to even. Agrees with ``round_float64`` (a test)."""
+    if not math.isfinite(v) or v == 0.0:
+        return v
+    _, exponent = math.frexp(v)  # |v| in [2^(exponent-1), 2^exponent)
+    quantum = 2.0 ** max(exponent - precision, emin - precision + 1)
+    result = round(v / quantum) * quantum
+    if abs(result) >= 2.0 ** (2 - emin):  # 2^(emax + 1): the overflow threshold's image
+        return math.copysign(math.inf, v)
+    return result
 
 
-def _scale_std(s: float, eps: float) -> float:
-    """``r = 1/(eps + sqrt(s))`` in strict half (``scale_std_f16s``)."""
-    return _h(_div(1.0, _h(eps + _h(math.sqrt(s)))))
+def _finite_values(dtype: np.dtype, patterns: int) -> np.ndarray:
+    return np.arange(patterns, dtype=np.uint16).view(dtype).astype(np.float64)
 
 
-def _mean(total: float, size: int) -> float:
-    """A strict mean: the sum divided by the length rounded to half."""
-    return _h(_div(total, _h(size)))
-
-
-# --- searches over the half values -------------------------------------------------------------
-
-
-def _first_failing(fails: Callable[[float], bool], lo: int = 1) -> int | None:
-    """The smallest bit pattern b >= lo with ``fails(half b)``, for a predicate that is False
-    and then True over increasing halves; None if even 65504 does not fail."""
-    hi = _LAST
-    if not fails(_HALVES[hi]):
-        return None
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if fails(_HALVES[mid]):
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
-
-
-def _last_failing(fails: Callable[[float], bool], lo: int = 0) -> int | None:
-    """The largest bit pattern b >= lo with ``fails(half b)``, for a predicate that is True
-    and then False over increasing halves; None if the half ``lo`` does not fail."""
-    if not fails(_HALVES[lo]):
-        return None
-    hi = _LAST
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if fails(_HALVES[mid]):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-def _eps_boundary(fails: Callable[[float], bool]) -> tuple[float, float, float]:
-    """``(boundary, fail, safe)``: the largest float64 eps >= 0 whose half rounding fails,
-    for a predicate True and then False over increasing halves, with the last failing and
-    the first safe half. The boundary is their midpoint, or the float64 below it when the
-    midpoint (a tie) rounds to the safe one."""
-    last = _last_failing(fails)
-    if last is None or last == _LAST:
-        raise ValueError("no eps boundary: the predicate must fail at 0 and not at 65504")
-    fail, safe = float(_HALVES[last]), float(_HALVES[last + 1])
-    mid = (fail + safe) / 2  # exact: two halves 2^-24 apart or more
-    boundary = mid if _h(mid) == fail else math.nextafter(mid, 0.0)
-    return boundary, fail, safe
-
-
-def _half_pair(b: int, upward: bool) -> tuple[float, float]:
-    """(outside, inside) for the failing half b: inside is the next half towards safety."""
-    return float(_HALVES[b]), float(_HALVES[b - 1] if upward else _HALVES[b + 1])
-
-
-def _in_units(eps: float) -> str:
-    """An eps boundary in units of the smallest subnormal 2^-24."""
-    units = eps / HALF_SMALLEST_SUBNORMAL
-    if units * 2 == round(units * 2):
-        return f"{units:g} * 2^-24 = {eps:.6g}"
-    return f"{eps!r}, the float64 just below {round(units * 2) / 2:g} * 2^-24"
+#: The formats of the strict kernels, by the input dtype's name.
+FORMATS = {
+    "float16": Narrow("float16", np.dtype(np.float16), 11, -14, _finite_values(np.float16, 0x7C00)),
+    "bfloat16": Narrow("bfloat16", BFLOAT16, 8, -126, _finite_values(BFLOAT16, 0x7F80)),
+}
 
 
 def _g(v: float) -> str:
@@ -343,125 +409,127 @@ def _unit_pair(size: int) -> np.ndarray:
     return g
 
 
-def _f16(values) -> np.ndarray:
-    return np.asarray(values, dtype=np.float64).astype(np.float16)
-
-
 # --- the strict loops, emulated ----------------------------------------------------------------
 
 
-def _statistics(row: np.ndarray, center: bool) -> tuple[float, np.ndarray, float]:
+def _statistics(fmt: Narrow, row: np.ndarray, center: bool) -> tuple[float, np.ndarray, float]:
     """``(h(D), d, s)`` of ``statistics_f16s`` (and ``column_statistics_f16s``): the mean
     (0 without centering), the rounded deviations and the mean of their rounded squares."""
-    n = _h(row.size)
-    m = _h(_div(_running_sum(row), n)) if center else 0.0
-    d = _hv(row - m)
-    s = _h(_div(_running_sum(_hv(d * d)), n))
+    n = fmt.h(row.size)
+    m = fmt.h(_div(fmt.running_sum(row), n)) if center else 0.0
+    d = fmt.hv(row - m)
+    s = fmt.h(_div(fmt.running_sum(fmt.hv(d * d)), n))
     return n, d, s
 
 
-def _output(d: np.ndarray, r: float, gamma: float, beta: float) -> np.ndarray:
+def _output(fmt: Narrow, d: np.ndarray, r: float, gamma: float, beta: float) -> np.ndarray:
     """``y = h(beta + h(h(d gamma) r))`` (``output_f16s``)."""
-    return _hv(beta + _hv(_hv(d * gamma) * r))
+    return fmt.hv(beta + fmt.hv(fmt.hv(d * gamma) * r))
 
 
-def _norm_forward(row: np.ndarray, eps: float, kind: str, denom: str = "sqrt_var_eps"):
+def _norm_forward(fmt: Narrow, row: np.ndarray, eps: float, kind: str, denom: str = "sqrt_var_eps"):
     """Strict forward of one row: LayerNorm, RMSNorm, CenterNorm, BatchNorm (a column)."""
-    n, d, s = _statistics(row, center=kind != "rmsnorm")
+    n, d, s = _statistics(fmt, row, center=kind != "rmsnorm")
     if kind == "centernorm":
-        r = _h(_div(n, _h(n - 1.0)))
+        r = fmt.h(_div(n, fmt.h(n - 1.0)))
     elif denom == "std_plus_eps":
-        r = _scale_std(s, eps)
+        r = fmt.scale_std(s, eps)
     else:
-        r = _scale_sqrt(s, eps)
-    return _output(d, r, GAMMA, BETA)
+        r = fmt.scale_sqrt(s, eps)
+    return _output(fmt, d, r, GAMMA, BETA)
 
 
-def _norm_jacobian(row: np.ndarray, eps: float, center: bool) -> np.ndarray:
+def _norm_jacobian(fmt: Narrow, row: np.ndarray, eps: float, center: bool) -> np.ndarray:
     """Strict Jacobian of LayerNorm (center) or RMSNorm (``entry_f16s``), gamma = 1."""
-    n, d, s = _statistics(row, center)
-    r = _scale_sqrt(s, eps)
-    t0 = _h(GAMMA * r)
-    t = _hv(_hv(_hv(np.outer(d, d)) * _h(r * r)) / n)
+    n, d, s = _statistics(fmt, row, center)
+    r = fmt.scale_sqrt(s, eps)
+    t0 = fmt.h(GAMMA * r)
+    t = fmt.hv(fmt.hv(fmt.hv(np.outer(d, d)) * fmt.h(r * r)) / n)
     delta = np.eye(row.size)
-    diagonal = _hv(delta - _h(1.0 / n)) if center else delta
-    return _hv(t0 * _hv(diagonal - t))
+    diagonal = fmt.hv(delta - fmt.h(1.0 / n)) if center else delta
+    return fmt.hv(t0 * fmt.hv(diagonal - t))
 
 
-def _norm_vjp(row: np.ndarray, g: np.ndarray, eps: float, kind: str, denom: str) -> np.ndarray:
+def _norm_vjp(
+    fmt: Narrow, row: np.ndarray, g: np.ndarray, eps: float, kind: str, denom: str
+) -> np.ndarray:
     """Strict dx of LayerNorm, RMSNorm (``vjp_f16s``) or BatchNorm (``vjp_f16s_*``)."""
-    n, d, s = _statistics(row, center=kind != "rmsnorm")
-    r = _scale_std(s, eps) if denom == "std_plus_eps" else _scale_sqrt(s, eps)
-    a = _hv(g * GAMMA)
-    ma = _h(_div(_running_sum(a), n))
+    n, d, s = _statistics(fmt, row, center=kind != "rmsnorm")
+    r = fmt.scale_std(s, eps) if denom == "std_plus_eps" else fmt.scale_sqrt(s, eps)
+    a = fmt.hv(g * GAMMA)
+    ma = fmt.h(_div(fmt.running_sum(a), n))
     if kind == "batchnorm":
         if s > 0.0:
-            w = _h(r * r) if denom == "sqrt_var_eps" else _h(r * _h(1.0 / _h(math.sqrt(s))))
+            w = (
+                fmt.h(r * r)
+                if denom == "sqrt_var_eps"
+                else fmt.h(r * fmt.h(1.0 / fmt.h(math.sqrt(s))))
+            )
         else:
             w = 0.0 * r * r  # the kernels' value at zero variance (NaN when r is inf)
-        mad = _h(_div(_running_sum(_hv(_hv(d * g) * GAMMA)), n))
-        return _hv(r * _hv(_hv(a - ma) - _hv(_hv(d * mad) * w)))
-    maz = _h(_div(_running_sum(_hv(_hv(_hv(d * g) * GAMMA) * r)), n))
-    inner = _hv(a - ma) if kind == "layernorm" else a
-    return _hv(r * _hv(inner - _hv(_hv(d * maz) * r)))
+        mad = fmt.h(_div(fmt.running_sum(fmt.hv(fmt.hv(d * g) * GAMMA)), n))
+        return fmt.hv(r * fmt.hv(fmt.hv(a - ma) - fmt.hv(fmt.hv(d * mad) * w)))
+    maz = fmt.h(_div(fmt.running_sum(fmt.hv(fmt.hv(fmt.hv(d * g) * GAMMA) * r)), n))
+    inner = fmt.hv(a - ma) if kind == "layernorm" else a
+    return fmt.hv(r * fmt.hv(inner - fmt.hv(fmt.hv(d * maz) * r)))
 
 
-def _weightnorm_weights(v: np.ndarray, eps: float) -> np.ndarray:
+def _weightnorm_weights(fmt: Narrow, v: np.ndarray, eps: float) -> np.ndarray:
     """Strict W of one row v (``weights_f16s``), gamma = 1."""
-    r = _scale_sqrt(_running_sum(_hv(v * v)), eps)
-    return _hv(_h(GAMMA * r) * v)
+    r = fmt.scale_sqrt(fmt.running_sum(fmt.hv(v * v)), eps)
+    return fmt.hv(fmt.h(GAMMA * r) * v)
 
 
-def _weightnorm_dv(v: np.ndarray, x: np.ndarray, g: float, eps: float) -> np.ndarray:
+def _weightnorm_dv(fmt: Narrow, v: np.ndarray, x: np.ndarray, g: float, eps: float) -> np.ndarray:
     """Strict dv of one row v for one sample x and upstream g (``parameter_gradients_f16s``
     after ``dW = g^T x``)."""
-    r = _scale_sqrt(_running_sum(_hv(v * v)), eps)
-    dw = _hv(g * x)
-    p = _running_sum(_hv(dw * v))
-    t2 = _h(p * _h(r * r))
-    return _hv(_h(GAMMA * r) * _hv(dw - _hv(t2 * v)))
+    r = fmt.scale_sqrt(fmt.running_sum(fmt.hv(v * v)), eps)
+    dw = fmt.hv(g * x)
+    p = fmt.running_sum(fmt.hv(dw * v))
+    t2 = fmt.h(p * fmt.h(r * r))
+    return fmt.hv(fmt.h(GAMMA * r) * fmt.hv(dw - fmt.hv(t2 * v)))
 
 
-def _softmax_weights(row: np.ndarray) -> tuple[np.ndarray, int]:
+def _softmax_weights(fmt: Narrow, row: np.ndarray) -> tuple[np.ndarray, int]:
     """Strict softmax of a finite row (``_weights_strict``) and its first argmax."""
     m = int(np.argmax(row))  # the first index of the maximum
-    shifted = _hv(row - row[m])
-    e = _hv([math.exp(t) for t in shifted.tolist()])
-    return _hv(e / _running_sum(e)), m
+    shifted = fmt.hv(row - row[m])
+    e = fmt.hv([math.exp(t) for t in shifted.tolist()])
+    return fmt.hv(e / fmt.running_sum(e)), m
 
 
-def _softmax_vjp(row: np.ndarray, g: np.ndarray) -> np.ndarray:
+def _softmax_vjp(fmt: Narrow, row: np.ndarray, g: np.ndarray) -> np.ndarray:
     """Strict dx (``_vjp_row_strict``): c = sum_{j != m} y_j (g_m - g_j), left to right."""
-    y, m = _softmax_weights(row)
-    terms = _hv(y * _hv(g[m] - g))
-    c = _running_sum(np.delete(terms, m))
-    dx = _hv(y * _hv(_hv(g - g[m]) + c))
-    dx[m] = _h(y[m] * c)
+    y, m = _softmax_weights(fmt, row)
+    terms = fmt.hv(y * fmt.hv(g[m] - g))
+    c = fmt.running_sum(np.delete(terms, m))
+    dx = fmt.hv(y * fmt.hv(fmt.hv(g - g[m]) + c))
+    dx[m] = fmt.h(y[m] * c)
     return dx
 
 
-def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _matmul(fmt: Narrow, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Strict ``a @ b`` (``_matmul_nt_strict``): products and running sums rounded."""
     out = np.empty((a.shape[0], b.shape[1]))
     for i in range(a.shape[0]):
         for k in range(b.shape[1]):
-            out[i, k] = _running_sum(_hv(a[i] * b[:, k]))
+            out[i, k] = fmt.running_sum(fmt.hv(a[i] * b[:, k]))
     return out
 
 
-def _attention_forward(X, Wq, Wk, Wv) -> np.ndarray:
+def _attention_forward(fmt: Narrow, X, Wq, Wk, Wv) -> np.ndarray:
     """Strict DP attention (``dp_attention._Prepared.forward``)."""
-    Q, K, V = _matmul(X, Wq.T), _matmul(X, Wk.T), _matmul(X, Wv.T)
-    S = _hv(_matmul(Q, K.T) / _h(math.sqrt(Wq.shape[0])))
+    Q, K, V = _matmul(fmt, X, Wq.T), _matmul(fmt, X, Wk.T), _matmul(fmt, X, Wv.T)
+    S = fmt.hv(_matmul(fmt, Q, K.T) / fmt.h(math.sqrt(Wq.shape[0])))
     P = np.empty(S.shape)
     for i, s in enumerate(S):
         if np.any(np.isnan(s)) or np.any(s == math.inf) or np.all(s == -math.inf):
             P[i] = math.nan  # ``_row_max``: such a row is NaN
             continue
         top = s[int(np.argmax(s))]
-        e = _hv([math.exp(t) for t in _hv(s - top).tolist()])
-        P[i] = _hv(e / _running_sum(e))
-    return _matmul(P, V)
+        e = fmt.hv([math.exp(t) for t in fmt.hv(s - top).tolist()])
+        P[i] = fmt.hv(e / fmt.running_sum(e))
+    return _matmul(fmt, P, V)
 
 
 # --- exact values (mpmath) ------------------------------------------------------------------
@@ -513,38 +581,41 @@ def witness(
     value: float,
     eps: float | None = None,
     denom: str = "sqrt_var_eps",
+    dtype: str = "float16",
 ) -> Witness:
     """The kernel call showing ``quantity`` of ``module`` at the parameter ``value``.
 
     ``dim`` is the configuration's D (for BatchNorm the batch length M of one feature, for
     attention the head width d); ``eps`` the configured eps (None: the kernel's default),
     unless the parameter is eps itself; ``denom`` BatchNorm's denominator for the
-    quantities that hold for both (the others name theirs). A value c is rounded to half
-    first (the input is float16); an eps is passed on as it is (the kernels round it).
+    quantities that hold for both (the others name theirs); ``dtype`` the input's format,
+    ``"float16"`` or ``"bfloat16"``. A value c is rounded to that format first; an eps is
+    passed on as it is (the kernels round it).
     """
     eps = _check(module, dim, eps)
+    fmt = _format(dtype)
     kind = {"module": module, "quantity": quantity}
     if module in ("layernorm", "rmsnorm", "centernorm"):
-        return _row_norm_witness(module, quantity, dim, value, eps, kind)
+        return _row_norm_witness(fmt, module, quantity, dim, value, eps, kind)
     if module == "batchnorm":
         if quantity in _STD_ONLY:
             denom = "std_plus_eps"
         elif quantity in _SQRT_ONLY:
             denom = "sqrt_var_eps"
-        return _batchnorm_witness(quantity, dim, value, eps, denom, kind)
+        return _batchnorm_witness(fmt, quantity, dim, value, eps, denom, kind)
     if module == "weightnorm":
-        return _weightnorm_witness(quantity, dim, value, eps, kind)
+        return _weightnorm_witness(fmt, quantity, dim, value, eps, kind)
     if module == "softmax":
-        return _softmax_witness(quantity, dim, value, kind)
-    return _attention_witness(quantity, dim, value, kind)
+        return _softmax_witness(fmt, quantity, dim, value, kind)
+    return _attention_witness(fmt, quantity, dim, value, kind)
 
 
 def _unknown(kind: dict) -> ValueError:
     return ValueError(f"quantity: {kind['quantity']!r} is not a threshold of {kind['module']}")
 
 
-def _row_norm_witness(module, quantity, dim, value, eps, kind) -> Witness:
-    ones, betas = _f16(np.ones(dim)), _f16(np.full(dim, BETA))
+def _row_norm_witness(fmt: Narrow, module, quantity, dim, value, eps, kind) -> Witness:
+    ones, betas = fmt.array(np.ones(dim)), fmt.array(np.full(dim, BETA))
     tail = () if module == "centernorm" else (eps,)
     if quantity in (SUM_X, SUM_SQUARES, SQUARE_UNDERFLOW):
         if module == "rmsnorm" and quantity == SUM_X:
@@ -552,69 +623,75 @@ def _row_norm_witness(module, quantity, dim, value, eps, kind) -> Witness:
         if module == "centernorm" and quantity != SUM_X:
             raise _unknown(kind)
         if quantity == SUM_X or module == "rmsnorm":
-            row = _hv(np.full(dim, value))
+            row = fmt.hv(np.full(dim, value))
         else:
-            row = _hv(_alternating(value, dim))
-        strict = _norm_forward(row, _h(eps), module)
+            row = fmt.hv(_alternating(value, dim))
+        strict = _norm_forward(fmt, row, fmt.h(eps), module)
         exact = _exact_norm(row, eps, module)
-        arguments = (_f16(row)[np.newaxis], ones, betas, *tail)
-        return Witness("forward", arguments, (), None, _f16(strict)[np.newaxis], exact[None])
+        arguments = (fmt.array(row)[np.newaxis], ones, betas, *tail)
+        return Witness("forward", arguments, (), None, fmt.array(strict)[np.newaxis], exact[None])
     if module == "centernorm":
         raise _unknown(kind)
     zero = np.zeros(dim)
-    eps_h = _h(value)
+    eps_h = fmt.h(value)
     if quantity == EPS_ZERO:
-        strict = _norm_forward(zero, eps_h, module)
+        strict = _norm_forward(fmt, zero, eps_h, module)
         exact = _exact_norm(zero, value, module)
-        arguments = (_f16(zero)[np.newaxis], ones, betas, value)
-        return Witness("forward", arguments, (), None, _f16(strict)[np.newaxis], exact[None])
+        arguments = (fmt.array(zero)[np.newaxis], ones, betas, value)
+        return Witness("forward", arguments, (), None, fmt.array(strict)[np.newaxis], exact[None])
     if quantity == R_SQUARED:
-        strict = _norm_jacobian(zero, eps_h, center=module == "layernorm")
+        strict = _norm_jacobian(fmt, zero, eps_h, center=module == "layernorm")
         r = _exact_zero_scale(value)
         centered = 1.0 / dim if module == "layernorm" else 0.0
         exact = np.full((dim, dim), math.nan) if r is None else float(r) * (np.eye(dim) - centered)
-        return Witness("jacobian", (_f16(zero), ones, betas, value), (), None, _f16(strict), exact)
+        return Witness(
+            "jacobian", (fmt.array(zero), ones, betas, value), (), None, fmt.array(strict), exact
+        )
     if quantity == EPS_SUBNORMAL:
         g = _unit_pair(dim)
-        strict = _norm_vjp(zero, g, eps_h, module, "sqrt_var_eps")
+        strict = _norm_vjp(fmt, zero, g, eps_h, module, "sqrt_var_eps")
         r = _exact_zero_scale(value)
         exact = np.full(dim, math.nan) if r is None else float(r) * g
-        arguments = (_f16(zero)[np.newaxis], _f16(g)[np.newaxis], ones, betas, value)
-        return Witness("vjp", arguments, (), 0, _f16(strict)[np.newaxis], exact[None])
+        arguments = (fmt.array(zero)[np.newaxis], fmt.array(g)[np.newaxis], ones, betas, value)
+        return Witness("vjp", arguments, (), 0, fmt.array(strict)[np.newaxis], exact[None])
     raise _unknown(kind)
 
 
-def _batchnorm_witness(quantity, dim, value, eps, denom, kind) -> Witness:
-    one, beta = _f16([GAMMA]), _f16([BETA])
+def _batchnorm_witness(fmt: Narrow, quantity, dim, value, eps, denom, kind) -> Witness:
+    one, beta = fmt.array([GAMMA]), fmt.array([BETA])
     keywords = (("denom", denom),)
     if quantity in (SUM_X, SUM_SQUARES, SQUARE_UNDERFLOW, STD_SQUARE_UNDERFLOW):
-        column = _hv(np.full(dim, value) if quantity == SUM_X else _alternating(value, dim))
-        strict = _norm_forward(column, _h(eps), "batchnorm", denom)
+        column = fmt.hv(np.full(dim, value) if quantity == SUM_X else _alternating(value, dim))
+        strict = _norm_forward(fmt, column, fmt.h(eps), "batchnorm", denom)
         exact = _exact_norm(column, eps, "batchnorm", denom)
-        arguments = (_f16(column)[:, np.newaxis], one, beta, eps)
-        return Witness("forward", arguments, keywords, None, _f16(strict)[:, None], exact[:, None])
+        arguments = (fmt.array(column)[:, np.newaxis], one, beta, eps)
+        return Witness(
+            "forward", arguments, keywords, None, fmt.array(strict)[:, None], exact[:, None]
+        )
     zero = np.zeros(dim)
     if quantity in (EPS_ZERO, STD_EPS):
-        strict = _norm_forward(zero, _h(value), "batchnorm", denom)
+        strict = _norm_forward(fmt, zero, fmt.h(value), "batchnorm", denom)
         exact = _exact_norm(zero, value, "batchnorm", denom)
-        arguments = (_f16(zero)[:, np.newaxis], one, beta, value)
-        return Witness("forward", arguments, keywords, None, _f16(strict)[:, None], exact[:, None])
+        arguments = (fmt.array(zero)[:, np.newaxis], one, beta, value)
+        return Witness(
+            "forward", arguments, keywords, None, fmt.array(strict)[:, None], exact[:, None]
+        )
     if quantity == EPS_SUBNORMAL:
         g = _unit_pair(dim)
-        strict = _norm_vjp(zero, g, _h(value), "batchnorm", denom)
+        strict = _norm_vjp(fmt, zero, g, fmt.h(value), "batchnorm", denom)
         r = _exact_zero_scale(value, denom)
         exact = np.full(dim, math.nan) if r is None else float(r) * g
-        arguments = (_f16(zero)[:, np.newaxis], _f16(g)[:, np.newaxis], one, beta, value)
-        return Witness("vjp", arguments, keywords, 0, _f16(strict)[:, None], exact[:, None])
+        arguments = (fmt.array(zero)[:, np.newaxis], fmt.array(g)[:, np.newaxis], one, beta, value)
+        return Witness("vjp", arguments, keywords, 0, fmt.array(strict)[:, None], exact[:, None])
     raise _unknown(kind)
 
 
-def _weightnorm_witness(quantity, dim, value, eps, kind) -> Witness:
-    one = _f16([GAMMA])
+def _weightnorm_witness(fmt: Narrow, quantity, dim, value, eps, kind) -> Witness:
+    one = fmt.array([GAMMA])
     if quantity in (NORM2, NORM2_UNDERFLOW, EPS_ZERO):
-        v = np.zeros(dim) if quantity == EPS_ZERO else _hv(np.full(dim, value))
+        v = np.zeros(dim) if quantity == EPS_ZERO else fmt.hv(np.full(dim, value))
         eps_used = value if quantity == EPS_ZERO else eps
-        strict = _weightnorm_weights(v, _h(eps_used))
+        strict = _weightnorm_weights(fmt, v, fmt.h(eps_used))
         with mpmath.workdps(_DPS):
             norm2 = mpmath.fsum(mpmath.mpf(float(t)) ** 2 for t in v) + eps_used
             if norm2 == 0:
@@ -623,15 +700,21 @@ def _weightnorm_witness(quantity, dim, value, eps, kind) -> Witness:
                 exact = np.array(
                     [float(GAMMA * mpmath.mpf(float(t)) / mpmath.sqrt(norm2)) for t in v]
                 )
-        arguments = (_f16(np.zeros(dim)), _f16(v)[np.newaxis], one, eps_used)
-        return Witness("jacobian", arguments, (), None, _f16(strict)[np.newaxis], exact[None])
+        arguments = (fmt.array(np.zeros(dim)), fmt.array(v)[np.newaxis], one, eps_used)
+        return Witness("jacobian", arguments, (), None, fmt.array(strict)[np.newaxis], exact[None])
     if quantity in (R_SQUARED, EPS_SUBNORMAL):
         v, x = np.zeros(dim), np.ones(dim)
-        strict = _weightnorm_dv(v, x, 1.0, _h(value))
+        strict = _weightnorm_dv(fmt, v, x, 1.0, fmt.h(value))
         r = _exact_zero_scale(value)
         exact = np.full(dim, math.nan) if r is None else np.full(dim, float(r))
-        arguments = (_f16(x)[np.newaxis], _f16([[1.0]]), _f16(v)[np.newaxis], one, value)
-        return Witness("vjp", arguments, (), 1, _f16(strict)[np.newaxis], exact[None])
+        arguments = (
+            fmt.array(x)[np.newaxis],
+            fmt.array([[1.0]]),
+            fmt.array(v)[np.newaxis],
+            one,
+            value,
+        )
+        return Witness("vjp", arguments, (), 1, fmt.array(strict)[np.newaxis], exact[None])
     raise _unknown(kind)
 
 
@@ -642,36 +725,38 @@ def _softmax_exact(row: np.ndarray) -> np.ndarray:
         return _to_float([v / total for v in e], row.shape)
 
 
-def _softmax_witness(quantity, dim, value, kind) -> Witness:
+def _softmax_witness(fmt: Narrow, quantity, dim, value, kind) -> Witness:
     if quantity in (EXP_UNDERFLOW, EXP_ABSORBED, EXP_STALLS):
         if quantity == EXP_STALLS:
             row = np.zeros(int(value))  # the parameter is the row length
         else:
-            row = _hv(np.full(dim, value))
+            row = fmt.hv(np.full(dim, value))
             row[0] = 0.0  # the maximum first
-        y, _ = _softmax_weights(row)
+        y, _ = _softmax_weights(fmt, row)
         exact = _softmax_exact(row)
-        return Witness("forward", (_f16(row)[np.newaxis],), (), None, _f16(y)[None], exact[None])
+        return Witness(
+            "forward", (fmt.array(row)[np.newaxis],), (), None, fmt.array(y)[None], exact[None]
+        )
     if quantity == G_SPREAD:
         row, g = np.zeros(dim), np.zeros(dim)
-        g[0], g[1] = _h(value), -_h(value)
-        strict = _softmax_vjp(row, g)
+        g[0], g[1] = fmt.h(value), -fmt.h(value)
+        strict = _softmax_vjp(fmt, row, g)
         exact = g / dim  # y = 1/D and <g, y> = 0, so dx = g/D (one float64 rounding)
-        arguments = (_f16(row)[np.newaxis], _f16(g)[np.newaxis])
-        return Witness("vjp", arguments, (), None, _f16(strict)[None], exact[None])
+        arguments = (fmt.array(row)[np.newaxis], fmt.array(g)[np.newaxis])
+        return Witness("vjp", arguments, (), None, fmt.array(strict)[None], exact[None])
     raise _unknown(kind)
 
 
-def _attention_witness(quantity, dim, value, kind) -> Witness:
+def _attention_witness(fmt: Narrow, quantity, dim, value, kind) -> Witness:
     if quantity != QK:
         raise _unknown(kind)
-    X = _hv(np.full((2, 1), value))
+    X = fmt.hv(np.full((2, 1), value))
     Wq = np.ones((dim, 1))
     Wv = np.ones((1, 1))
-    strict = _attention_forward(X, Wq, Wq, Wv)
+    strict = _attention_forward(fmt, X, Wq, Wq, Wv)
     exact = X.copy()  # two equal tokens: P = 1/2 each, Y = V = c
-    arguments = (_f16(X), _f16(Wq), _f16(Wq), _f16(Wv))
-    return Witness("forward", arguments, (), None, _f16(strict), exact)
+    arguments = (fmt.array(X), fmt.array(Wq), fmt.array(Wq), fmt.array(Wv))
+    return Witness("forward", arguments, (), None, fmt.array(strict), exact)
 
 
 # --- the thresholds ------------------------------------------------------------------------------
@@ -694,21 +779,28 @@ def _check(module: str, dim: int, eps: float | None) -> float:
 
 @_ieee
 def strict_thresholds(
-    module: str, dim: int, eps: float | None = None
+    module: str, dim: int, eps: float | None = None, dtype: str = "float16"
 ) -> tuple[StrictThreshold, ...]:
-    """The thresholds of ``module``'s strict kernel for the length ``dim`` and ``eps``.
+    """The thresholds of ``module``'s strict kernel for the length ``dim`` and ``eps``, with
+    input of the 16-bit format ``dtype`` (``"float16"`` or ``"bfloat16"``).
 
     ``dim``: the reduced length D (BatchNorm: the M values of one feature; attention: the
     head width d; softmax: the row length). ``eps``: None for the kernel's default; ignored
     by CenterNorm, softmax and attention. A threshold that the configuration cannot reach
-    (a sum of one term, a square underflow with eps nonzero in half) is left out.
+    (a sum of one term, a square underflow with eps nonzero in the format) is left out.
     """
     eps = _check(module, dim, eps)
-    return _thresholds(module, int(dim), eps)
+    return _thresholds(module, int(dim), eps, _format(dtype).name)
+
+
+def _format(dtype: str) -> Narrow:
+    if dtype not in FORMATS:
+        raise ValueError(f"dtype: expected one of {list(FORMATS)}, got {dtype!r}")
+    return FORMATS[dtype]
 
 
 @cache
-def _thresholds(module: str, dim: int, eps: float) -> tuple[StrictThreshold, ...]:
+def _thresholds(module: str, dim: int, eps: float, dtype: str) -> tuple[StrictThreshold, ...]:
     builders = {
         "layernorm": _layernorm,
         "rmsnorm": _rmsnorm,
@@ -718,40 +810,41 @@ def _thresholds(module: str, dim: int, eps: float) -> tuple[StrictThreshold, ...
         "softmax": _softmax,
         "dp_attention": _dp_attention,
     }
-    return tuple(builders[module](dim, eps))
+    return tuple(builders[module](FORMATS[dtype], dim, eps))
 
 
 def _threshold(module, quantity, statement, parameter, outside, inside) -> StrictThreshold:
     return StrictThreshold(module, quantity, statement, parameter, outside, inside, outside)
 
 
-def _sum_x(module: str, dim: int, noun: str, outcome: str) -> list[StrictThreshold]:
+def _sum_x(fmt: Narrow, module: str, dim: int, noun: str, outcome: str) -> list[StrictThreshold]:
     """A row (or feature) of D equal values c: the first c whose running sum is inf."""
-    b = _first_failing(lambda c: math.isinf(_repeat_sum(c, dim)))
+    b = fmt.first_failing(lambda c: math.isinf(fmt.repeat_sum(c, dim)))
     if b is None:
         return []
-    out, inside = _half_pair(b, upward=True)
-    reached = _repeat_sum(inside, dim)
+    out, inside = fmt.pair(b, upward=True)
+    reached = fmt.repeat_sum(inside, dim)
     statement = (
         f"{noun} of {dim} equal values c: from c = {_g(out)} on the strict running sum "
-        f"reaches 65520 and rounds to inf (at c = {_g(inside)} it ends at {_g(reached)}, "
+        f"reaches {_g(fmt.overflow)} and rounds to inf (at c = {_g(inside)} it ends at "
+        f"{_g(reached)}, "
         f"exact {_g(dim * inside)}), so the mean is inf and the strict kernel returns "
         f"{outcome}, where the exact result is beta."
     )
     return [_threshold(module, SUM_X, statement, "c (all-c row)", out, inside)]
 
 
-def _sum_squares(module, terms, row, parameter, outcome, quantity=SUM_SQUARES) -> list:
+def _sum_squares(fmt: Narrow, module, terms, row, parameter, outcome, quantity=SUM_SQUARES) -> list:
     """The first c whose ``terms`` rounded squares h(c^2) sum to inf."""
-    b = _first_failing(lambda c: math.isinf(_repeat_sum(_h(c * c), terms)))
+    b = fmt.first_failing(lambda c: math.isinf(fmt.repeat_sum(fmt.h(c * c), terms)))
     if b is None:
         return []
-    out, inside = _half_pair(b, upward=True)
-    q = _h(inside * inside)
-    reached = _repeat_sum(q, terms)
+    out, inside = fmt.pair(b, upward=True)
+    q = fmt.h(inside * inside)
+    reached = fmt.repeat_sum(q, terms)
     statement = (
         f"{row}: from c = {_g(out)} on the strict running sum of the {terms} squares "
-        f"h(c^2) = {_g(_h(out * out))} rounds to inf (at c = {_g(inside)}, h(c^2) = {_g(q)}, "
+        f"h(c^2) = {_g(fmt.h(out * out))} rounds to inf (at c = {_g(inside)}, h(c^2) = {_g(q)}, "
         f"it ends at {_g(reached)}, exact {_g(terms * q)}), and the strict kernel returns "
         f"{outcome}."
     )
@@ -759,31 +852,34 @@ def _sum_squares(module, terms, row, parameter, outcome, quantity=SUM_SQUARES) -
 
 
 def _square_underflow(
-    module, eps, terms, scale, row, parameter, outcome, quantity=SQUARE_UNDERFLOW
+    fmt: Narrow, module, eps, terms, scale, row, parameter, outcome, quantity=SQUARE_UNDERFLOW
 ) -> list[StrictThreshold]:
     """The largest c whose squares leave the strict scale r = inf (a 1/0). ``scale`` maps
     the strict sum of the ``terms`` squares to r."""
     if terms == 0:
         return []
-    b = _last_failing(lambda c: math.isinf(scale(_repeat_sum(_h(c * c), terms))), lo=1)
+    b = fmt.last_failing(lambda c: math.isinf(scale(fmt.repeat_sum(fmt.h(c * c), terms))), lo=1)
     if b is None:
         return []
-    out, inside = _half_pair(b, upward=False)
+    out, inside = fmt.pair(b, upward=False)
     statement = (
-        f"With eps = {eps:g} ({_h(eps):.6g} in half), {row}: up to c = {_g(out)} the rounded "
-        f"squares (c^2 <= 2^-25 is 0; a long row of small squares stalls, and its mean "
+        f"With eps = {eps:g} ({fmt.h(eps):.6g} in {fmt.name}), {row}: up to c = {_g(out)} the "
+        f"rounded squares (c^2 <= {_power(fmt.tiny - 1)} is 0; a long row of small squares "
+        f"stalls, and its mean "
         f"flushes) leave the strict scale r = inf, and the strict kernel returns {outcome}, "
         f"where the exact result is finite."
     )
     return [_threshold(module, quantity, statement, parameter, out, inside)]
 
 
-def _eps_zero(module, eps, scale, formula, what, quantity=EPS_ZERO) -> list[StrictThreshold]:
+def _eps_zero(
+    fmt: Narrow, module, eps, scale, formula, what, quantity=EPS_ZERO
+) -> list[StrictThreshold]:
     """The largest eps whose strict zero-variance scale is inf."""
-    boundary, fail, safe = _eps_boundary(lambda e: math.isinf(scale(0.0, e)))
+    boundary, fail, safe = fmt.eps_boundary(lambda e: math.isinf(scale(0.0, e)))
     statement = (
-        f"eps <= {_in_units(boundary)} is at most {fail:.6g} in half, where the strict "
-        f"zero-variance scale r = {formula} is inf (the next half, {safe:.6g}, gives "
+        f"eps <= {fmt.in_units(boundary)} is at most {fail:.6g} in {fmt.name}, where the "
+        f"strict zero-variance scale r = {formula} is inf (the next value, {safe:.6g}, gives "
         f"r = {_g(scale(0.0, safe))}), so {what}; the configured eps = {eps:g} is "
         f"{_side(eps, boundary)}."
     )
@@ -791,35 +887,39 @@ def _eps_zero(module, eps, scale, formula, what, quantity=EPS_ZERO) -> list[Stri
     return [_threshold(module, quantity, statement, "eps", boundary, inside)]
 
 
-def _eps_subnormal(module, eps, observable, share) -> list[StrictThreshold]:
-    """The largest eps stored as a subnormal half (relative error up to 2^-25/eps)."""
-    boundary, fail, _ = _eps_boundary(lambda e: e < HALF_SMALLEST_NORMAL)
-    eps_h = _h(eps)
+def _eps_subnormal(fmt: Narrow, module, eps, observable, share) -> list[StrictThreshold]:
+    """The largest eps stored as a subnormal (in half: relative error up to 2^-25/eps)."""
+    boundary, fail, _ = fmt.eps_boundary(lambda e: e < fmt.smallest_normal)
+    half_step = _power(fmt.tiny - 1)
+    eps_h = fmt.h(eps)
     if eps > 0 and eps_h > 0:
         configured = (
             f"the configured eps = {eps:g} is stored as {eps_h:.5g} ({eps_h / eps - 1:+.2%}), "
-            f"which gives r = {_g(_scale_sqrt(0.0, eps_h))} (exact {_g(1 / math.sqrt(eps))})"
+            f"which gives r = {_g(fmt.scale_sqrt(0.0, eps_h))} (exact {_g(1 / math.sqrt(eps))})"
         )
     else:
-        configured = f"the configured eps = {eps:g} is 0 in half"
+        configured = f"the configured eps = {eps:g} is 0 in {fmt.name}"
     statement = (
-        f"eps <= {_in_units(boundary)} (below 2^-14 - 2^-25) is stored as a subnormal half, "
-        f"at most {fail:.6g}, a multiple of 2^-24 off by up to 2^-25 (relative 2^-25/eps "
-        f"instead of 2^-11); nothing overflows there, but the strict zero-variance scale r "
+        f"eps <= {fmt.in_units(boundary)} (below {_power(fmt.emin)} - {half_step}) is stored "
+        f"as a subnormal {fmt.name}, at most {fail:.6g}, a multiple of {_power(fmt.tiny)} off "
+        f"by up to {half_step} (relative {half_step}/eps instead of {_power(-fmt.precision)}); "
+        f"nothing overflows there, but the strict zero-variance scale r "
         f"({observable}) inherits {share} of that error; {configured}."
     )
     inside = math.nextafter(boundary, math.inf)
     return [_threshold(module, EPS_SUBNORMAL, statement, "eps", boundary, inside)]
 
 
-def _r_squared(module, eps, observable) -> list[StrictThreshold]:
+def _r_squared(fmt: Narrow, module, eps, observable) -> list[StrictThreshold]:
     """The largest eps whose zero-variance r^2 = h(r r) is inf."""
-    boundary, fail, safe = _eps_boundary(lambda e: math.isinf(_h(_scale_sqrt(0.0, e) ** 2)))
-    r_fail, r_safe = _scale_sqrt(0.0, fail), _scale_sqrt(0.0, safe)
+    boundary, fail, safe = fmt.eps_boundary(
+        lambda e: math.isinf(fmt.h(fmt.scale_sqrt(0.0, e) ** 2))
+    )
+    r_fail, r_safe = fmt.scale_sqrt(0.0, fail), fmt.scale_sqrt(0.0, safe)
     statement = (
-        f"eps <= {_in_units(boundary)} is at most {fail:.6g} in half, where the zero-variance "
-        f"scale is r = 1/sqrt(eps) = {_g(r_fail)} and h(r^2) = inf (the next half, "
-        f"{safe:.6g}, gives r = {_g(r_safe)}, h(r^2) = {_g(_h(r_safe * r_safe))}); r^2 = inf "
+        f"eps <= {fmt.in_units(boundary)} is at most {fail:.6g} in {fmt.name}, where the "
+        f"zero-variance scale is r = 1/sqrt(eps) = {_g(r_fail)} and h(r^2) = inf (the next value, "
+        f"{safe:.6g}, gives r = {_g(r_safe)}, h(r^2) = {_g(fmt.h(r_safe * r_safe))}); r^2 = inf "
         f"meets a zero factor: {observable}; the configured eps = {eps:g} is "
         f"{_side(eps, boundary)}."
     )
@@ -841,132 +941,134 @@ _SQRT = "1/sqrt(eps)"
 _PLUS_MINUS_INF = "+-inf (NaN at a zero entry)"
 
 
-def _layernorm(dim: int, eps: float) -> list[StrictThreshold]:
+def _layernorm(fmt: Narrow, dim: int, eps: float) -> list[StrictThreshold]:
     terms = 2 * (dim // 2)
     row = _alternating_text("a row", dim)
-    eps_h = _h(eps)
-    result = _sum_x("layernorm", dim, "A row", "NaN in the whole row (-inf * r with r = 0)")
+    eps_h = fmt.h(eps)
+    result = _sum_x(fmt, "layernorm", dim, "A row", "NaN in the whole row (-inf * r with r = 0)")
     outcome = "beta in the whole row (r = 0), not about +-gamma + beta"
-    result += _sum_squares("layernorm", terms, "A" + row[1:], _ALTERNATING, outcome)
+    result += _sum_squares(fmt, "layernorm", terms, "A" + row[1:], _ALTERNATING, outcome)
     if eps_h == 0:
 
         def scale(total: float) -> float:
-            return _scale_sqrt(_mean(total, dim), eps_h)
+            return fmt.scale_sqrt(fmt.mean(total, dim), eps_h)
 
         result += _square_underflow(
-            "layernorm", eps, terms, scale, row, _ALTERNATING, _PLUS_MINUS_INF
+            fmt, "layernorm", eps, terms, scale, row, _ALTERNATING, _PLUS_MINUS_INF
         )
     what = "the zero row gives NaN (0 * inf), not beta"
-    result += _eps_zero("layernorm", eps, _scale_sqrt, _SQRT, what)
+    result += _eps_zero(fmt, "layernorm", eps, fmt.scale_sqrt, _SQRT, what)
     jacobian = "the strict Jacobian of a zero row is NaN, not r (I - 11^T/D)"
-    result += _r_squared("layernorm", eps, jacobian)
+    result += _r_squared(fmt, "layernorm", eps, jacobian)
     if dim >= 2:
         observable = "dx = r g at a zero row, g = e_0 - e_1"
-        result += _eps_subnormal("layernorm", eps, observable, "half")
+        result += _eps_subnormal(fmt, "layernorm", eps, observable, "half")
     return result
 
 
-def _rmsnorm(dim: int, eps: float) -> list[StrictThreshold]:
+def _rmsnorm(fmt: Narrow, dim: int, eps: float) -> list[StrictThreshold]:
     row = f"a row of {dim} equal values c"
-    eps_h = _h(eps)
+    eps_h = fmt.h(eps)
     outcome = "beta (r = 0), not about gamma + beta"
-    result = _sum_squares("rmsnorm", dim, "A" + row[1:], _ALL_C, outcome)
+    result = _sum_squares(fmt, "rmsnorm", dim, "A" + row[1:], _ALL_C, outcome)
     if eps_h == 0:
 
         def scale(total: float) -> float:
-            return _scale_sqrt(_mean(total, dim), eps_h)
+            return fmt.scale_sqrt(fmt.mean(total, dim), eps_h)
 
-        result += _square_underflow("rmsnorm", eps, dim, scale, row, _ALL_C, "inf")
+        result += _square_underflow(fmt, "rmsnorm", eps, dim, scale, row, _ALL_C, "inf")
     what = "the zero row gives NaN (0 * inf), not beta"
-    result += _eps_zero("rmsnorm", eps, _scale_sqrt, _SQRT, what)
-    result += _r_squared("rmsnorm", eps, "the strict Jacobian of a zero row is NaN, not r I")
+    result += _eps_zero(fmt, "rmsnorm", eps, fmt.scale_sqrt, _SQRT, what)
+    result += _r_squared(fmt, "rmsnorm", eps, "the strict Jacobian of a zero row is NaN, not r I")
     observable = "dx = r g at a zero row, g = e_0 - e_1"
-    return result + _eps_subnormal("rmsnorm", eps, observable, "half")
+    return result + _eps_subnormal(fmt, "rmsnorm", eps, observable, "half")
 
 
-def _centernorm(dim: int, eps: float) -> list[StrictThreshold]:
+def _centernorm(fmt: Narrow, dim: int, eps: float) -> list[StrictThreshold]:
     # The strict loop also sums the squared deviations, but CenterNorm's scale D/(D-1)
     # does not use them: their overflow changes nothing.
-    return _sum_x("centernorm", dim, "A row", "-inf (h(-inf * gamma) * D/(D-1))")
+    return _sum_x(fmt, "centernorm", dim, "A row", "-inf (h(-inf * gamma) * D/(D-1))")
 
 
-def _batchnorm(dim: int, eps: float) -> list[StrictThreshold]:
+def _batchnorm(fmt: Narrow, dim: int, eps: float) -> list[StrictThreshold]:
     terms = 2 * (dim // 2)
     row = _alternating_text("a feature", dim)
     either = " (either denom)"
-    eps_h = _h(eps)
-    result = _sum_x("batchnorm", dim, "A feature", "NaN for the whole feature" + either)
+    eps_h = fmt.h(eps)
+    result = _sum_x(fmt, "batchnorm", dim, "A feature", "NaN for the whole feature" + either)
     outcome = "beta for the whole feature" + either
-    result += _sum_squares("batchnorm", terms, "A" + row[1:], _ALTERNATING, outcome)
+    result += _sum_squares(fmt, "batchnorm", terms, "A" + row[1:], _ALTERNATING, outcome)
     if eps_h == 0:
 
         def scale(total: float) -> float:
-            return _scale_sqrt(_mean(total, dim), eps_h)
+            return fmt.scale_sqrt(fmt.mean(total, dim), eps_h)
 
         result += _square_underflow(
-            "batchnorm", eps, terms, scale, row, _ALTERNATING, _PLUS_MINUS_INF
+            fmt, "batchnorm", eps, terms, scale, row, _ALTERNATING, _PLUS_MINUS_INF
         )
-    if math.isinf(_scale_std(0.0, eps_h)):
+    if math.isinf(fmt.scale_std(0.0, eps_h)):
 
         def scale_std(total: float) -> float:
-            return _scale_std(_mean(total, dim), eps_h)
+            return fmt.scale_std(fmt.mean(total, dim), eps_h)
 
-        result += _square_underflow(
+        result += _square_underflow(fmt,
             "batchnorm", eps, terms, scale_std, row + ", std_plus_eps", _ALTERNATING,
             _PLUS_MINUS_INF, STD_SQUARE_UNDERFLOW,
         )  # fmt: skip
     what = "a zero feature gives NaN (0 * inf), not beta (sqrt_var_eps)"
-    result += _eps_zero("batchnorm", eps, _scale_sqrt, _SQRT, what)
+    result += _eps_zero(fmt, "batchnorm", eps, fmt.scale_sqrt, _SQRT, what)
     what = "a zero feature gives NaN (0 * inf), not beta (std_plus_eps)"
-    result += _eps_zero("batchnorm", eps, _scale_std, "1/eps", what, STD_EPS)
+    result += _eps_zero(fmt, "batchnorm", eps, fmt.scale_std, "1/eps", what, STD_EPS)
     if dim >= 2:
         observable = "dx = r g of a zero feature, g = e_0 - e_1"
         share = "half (sqrt_var_eps; all of it with std_plus_eps, r = 1/eps)"
-        result += _eps_subnormal("batchnorm", eps, observable, share)
+        result += _eps_subnormal(fmt, "batchnorm", eps, observable, share)
     return result
 
 
-def _weightnorm(dim: int, eps: float) -> list[StrictThreshold]:
+def _weightnorm(fmt: Narrow, dim: int, eps: float) -> list[StrictThreshold]:
     row = f"a row v of {dim} equal values c"
-    eps_h = _h(eps)
+    eps_h = fmt.h(eps)
     outcome = "W = 0 (r = 0), not gamma/sqrt(D)"
-    result = _sum_squares("weightnorm", dim, "A" + row[1:], _ALL_C, outcome, NORM2)
+    result = _sum_squares(fmt, "weightnorm", dim, "A" + row[1:], _ALL_C, outcome, NORM2)
     if eps_h == 0:
 
         def scale(total: float) -> float:
-            return _scale_sqrt(total, eps_h)
+            return fmt.scale_sqrt(total, eps_h)
 
         result += _square_underflow(
-            "weightnorm", eps, dim, scale, row, _ALL_C, "W = inf", NORM2_UNDERFLOW
+            fmt, "weightnorm", eps, dim, scale, row, _ALL_C, "W = inf", NORM2_UNDERFLOW
         )
     what = "a zero row v_i gives W_i = NaN (inf * 0), not 0"
-    result += _eps_zero("weightnorm", eps, _scale_sqrt, _SQRT, what)
+    result += _eps_zero(fmt, "weightnorm", eps, fmt.scale_sqrt, _SQRT, what)
     dv = "dv of a zero row v (x = 1, g = 1) is NaN (p h(r^2) = 0 * inf), not r"
-    result += _r_squared("weightnorm", eps, dv)
+    result += _r_squared(fmt, "weightnorm", eps, dv)
     observable = "dv_j = r of a zero row v, x = 1, g = 1, while eps is above the r^2 threshold"
-    return result + _eps_subnormal("weightnorm", eps, observable, "half")
+    return result + _eps_subnormal(fmt, "weightnorm", eps, observable, "half")
 
 
-def _softmax(dim: int, eps: float) -> list[StrictThreshold]:
+def _softmax(fmt: Narrow, dim: int, eps: float) -> list[StrictThreshold]:
     result = []
     if dim >= 2:
-        b = _first_failing(lambda a: _h(math.exp(-a)) == 0.0)
-        out, inside = -float(_HALVES[b]), -float(_HALVES[b - 1])
+        b = fmt.first_failing(lambda a: fmt.h(math.exp(-a)) == 0.0)
+        out, inside = -float(fmt.values[b]), -float(fmt.values[b - 1])
         statement = (
             f"A row (0, t, ..., t) of D = {dim}: for t <= {_g(out)} h(exp(t)) is 0 (exp(t) "
-            f"<= 2^-25) and the strict kernel returns y_j = 0 for j > 0, which is also the "
-            f"correctly rounded value (harmless; at t = {_g(inside)} exp(t) rounds to 2^-24)."
+            f"<= {_power(fmt.tiny - 1)}) and the strict kernel returns y_j = 0 for j > 0, which "
+            f"is also the correctly rounded value (harmless; at t = {_g(inside)} exp(t) rounds "
+            f"to {_power(fmt.tiny)})."
         )
         result.append(
             _threshold("softmax", EXP_UNDERFLOW, statement, "t = x_j - max x", out, inside)
         )
-        b = _first_failing(lambda a: _h(1.0 + _h(math.exp(-a))) == 1.0)
-        out, inside = -float(_HALVES[b]), -float(_HALVES[b - 1])
-        e = _h(math.exp(out))
+        b = fmt.first_failing(lambda a: fmt.h(1.0 + fmt.h(math.exp(-a))) == 1.0)
+        out, inside = -float(fmt.values[b]), -float(fmt.values[b - 1])
+        e = fmt.h(math.exp(out))
         exact = 1.0 / (1.0 + (dim - 1) * math.exp(out))
         statement = (
             f"A row (0, t, ..., t) of D = {dim}, the maximum first: for t <= {_g(out)} each "
-            f"h(exp(t)) <= 2^-11 is absorbed by the running sum 1 (half an ULP of 1), so the "
+            f"h(exp(t)) <= {_power(-fmt.precision)} is absorbed by the running sum 1 (half an ULP "
+            f"of 1), so the "
             f"strict kernel returns y_0 = 1 and y_j = {_g(e)} where the exact y_0 is "
             f"{exact:.4g} at t = {_g(out)}."
         )
@@ -975,25 +1077,26 @@ def _softmax(dim: int, eps: float) -> list[StrictThreshold]:
         )
     exact_terms = 0
     acc = 0.0
-    while _h(acc + 1.0) != acc:  # ones sum exactly up to the stall
-        acc = _h(acc + 1.0)
+    while fmt.h(acc + 1.0) != acc:  # ones sum exactly up to the stall
+        acc = fmt.h(acc + 1.0)
         exact_terms += 1
     stall = exact_terms + 1
     consequence = (
-        f"for this D = {dim}, y = {_g(_h(1.0 / _repeat_sum(1.0, dim)))} instead of 1/D = "
+        f"for this D = {dim}, y = {_g(fmt.h(1.0 / fmt.repeat_sum(1.0, dim)))} instead of 1/D = "
         f"{1.0 / dim:.6g}"
     )
     statement = (
         f"A constant row of length D: the strict running sum of the D ones is exact up to "
         f"{exact_terms:g} and stalls there ({exact_terms:g} + 1 is a tie rounding to even), so "
-        f"from D = {stall} on the strict kernel returns y = 2^-11 instead of 1/D; {consequence}."
+        f"from D = {stall} on the strict kernel returns y = {_g(fmt.h(1.0 / exact_terms))} "
+        f"instead of 1/D; {consequence}."
     )
     result.append(
         _threshold("softmax", EXP_STALLS, statement, "D (constant row)", float(stall), stall - 1.0)
     )
     if dim >= 2:
-        b = _first_failing(lambda c: math.isinf(_h(c + c)))
-        out, inside = _half_pair(b, upward=True)
+        b = fmt.first_failing(lambda c: math.isinf(fmt.h(c + c)))
+        out, inside = fmt.pair(b, upward=True)
         statement = (
             f"vjp at x = 0 with g = (c, -c, 0, ...): from c = {_g(out)} on g_m - g_j = 2c "
             f"rounds to inf, so c = sum y_j (g_m - g_j) is inf and the strict dx is inf and "
@@ -1005,17 +1108,17 @@ def _softmax(dim: int, eps: float) -> list[StrictThreshold]:
     return result
 
 
-def _dp_attention(dim: int, eps: float) -> list[StrictThreshold]:
-    b = _first_failing(lambda c: math.isinf(_repeat_sum(_h(c * c), dim)))
+def _dp_attention(fmt: Narrow, dim: int, eps: float) -> list[StrictThreshold]:
+    b = fmt.first_failing(lambda c: math.isinf(fmt.repeat_sum(fmt.h(c * c), dim)))
     if b is None:
         return []
-    out, inside = _half_pair(b, upward=True)
-    q = _h(inside * inside)
+    out, inside = fmt.pair(b, upward=True)
+    q = fmt.h(inside * inside)
     statement = (
         f"Two equal tokens with q = k = (c, ..., c) of width d = {dim} (X = [[c], [c]], "
         f"Wq = Wk = ones((d, 1)); or identity weights with D = d): from c = {_g(out)} on "
-        f"the strict running sum of the d products h(c^2) = {_g(_h(out * out))} in Q K^T "
-        f"rounds to inf (at c = {_g(inside)} it ends at {_g(_repeat_sum(q, dim))}), the row "
+        f"the strict running sum of the d products h(c^2) = {_g(fmt.h(out * out))} in Q K^T "
+        f"rounds to inf (at c = {_g(inside)} it ends at {_g(fmt.repeat_sum(q, dim))}), the row "
         f"maximum is inf, inf - inf is NaN and the strict kernel returns Y = NaN, where the "
         f"exact Y is c."
     )

@@ -24,9 +24,10 @@ independent means, for the modules of ``derive.envelope.modules.MODELS``.
 
    At ``g = outside * s`` the kernel gives inf at ``witness.point.index`` and the
    reference value there is at least the overflow threshold (65520), so the exact result
-   overflows whatever the envelope's own arb arithmetic says. float32 witnesses (safe
-   sizes near 1e34..3e38) are checked more lightly: the exact values on either side of the
-   threshold ``2^128 - 2^103``, finite kernel results at ``inside``, inf at ``outside``.
+   overflows whatever the envelope's own arb arithmetic says. float32 and bfloat16
+   witnesses (safe sizes near 1e34..3e38) are checked more lightly: the exact values on
+   either side of the threshold (``2^128 - 2^103``, ``2^128 - 2^119``), finite kernel
+   results at ``inside``, inf at ``outside``.
 
 2. Safe sizes, recomputed. The supremum of the max-norm gain is evaluated in mpmath at 50
    digits from the derivations in the docstrings of ``derive/envelope/modules.py`` (written again
@@ -76,6 +77,7 @@ from fractions import Fraction
 from functools import cache
 from typing import Any
 
+import ml_dtypes
 import mpmath
 import numpy as np
 import pytest
@@ -110,8 +112,9 @@ from tests.kernels.test_residual import Arithmetic, magnitudes
 from tests.kernels.test_residual import assert_within as assert_within_residual
 
 HALF, SINGLE = np.dtype(np.float16), np.dtype(np.float32)
+BFLOAT = np.dtype(ml_dtypes.bfloat16)
 #: numpy dtype of each format name with kernels.
-NUMPY_DTYPE = {"float16": HALF, "float32": SINGLE}
+NUMPY_DTYPE = {"float16": HALF, "bfloat16": BFLOAT, "float32": SINGLE}
 #: Digits of the references and of every exact comparison here (SPEC: >= 50).
 DPS = 50
 #: Two mpmath values "are equal" (a supremum attained, a closed form re-derived) when they
@@ -140,7 +143,7 @@ def threshold(dtype: np.dtype) -> mpmath.mpf:
     """The overflow threshold from NumPy's limits: the midpoint between the largest finite
     value and the next power of two, ``max + spacing / 2`` (exact in mpmath), with the
     spacing of the top binade taken below ``max`` (``max`` is not a power of two)."""
-    top = np.finfo(dtype).max
+    top = ml_dtypes.finfo(dtype).max
     return mp(top) + (mp(top) - mp(np.nextafter(top, dtype.type(0)))) / 2
 
 
@@ -268,6 +271,9 @@ def reference(c: Case, fmt: str, size: Fraction) -> np.ndarray:
     """The exact ``dx`` at the witness for ``g = size * signs`` (object array of mpf)."""
     e, dtype = c.envelope(fmt), NUMPY_DTYPE[fmt]
     a, g = inputs(e, dtype, size)
+    if dtype == BFLOAT:  # the references take NumPy's float dtypes; float64 holds these exactly
+        dtype = np.dtype(np.float64)
+        a, g = {k: v.astype(dtype) for k, v in a.items()}, g.astype(dtype)
     eps = e.witness.point.options.get("eps")
     if c.module in ROW_NORMS:
         norm = ROW_NORMS[c.module]
@@ -406,30 +412,33 @@ def test_float16_kernel_at_the_witness(c):
     check_half(c, w.outside, outside)
 
 
+@pytest.mark.parametrize("fmt", ["float32", "bfloat16"])
 @pytest.mark.parametrize("c", SINGLE_CASES, ids=lambda c: c.id)
-def test_float32_kernel_at_the_witness(c):
-    """float32: the exact dx is below ``2^128 - 2^103`` everywhere at ``inside`` and at
-    least that at ``outside``, where the kernel gives inf; finite at ``inside``."""
-    e = c.envelope("float32")
+def test_wide_range_kernel_at_the_witness(c, fmt):
+    """float32 and bfloat16 (float32's exponent range): the exact dx is below the format's
+    overflow threshold (``2^128 - 2^103``, ``2^128 - 2^119``) everywhere at ``inside`` and
+    at least that at ``outside``, where the kernel gives inf; finite at ``inside``."""
+    e = c.envelope(fmt)
     w = e.witness
-    index, limit = w.point.index, threshold(SINGLE)
+    dtype = NUMPY_DTYPE[fmt]
+    index, limit = w.point.index, threshold(dtype)
     inside, outside = kernel_dx(e, w.inside), kernel_dx(e, w.outside)
-    assert inside.dtype == SINGLE and outside.dtype == SINGLE, f"{c.id}: dtype"
-    assert_all_finite(f"{c.id}: float32 kernel dx at {float(w.inside)!r}", inside)
+    assert inside.dtype == dtype and outside.dtype == dtype, f"{c.id}: dtype"
+    assert_all_finite(f"{c.id}: {fmt} kernel dx at {float(w.inside)!r}", inside)
     assert outside[index] == np.inf, (
-        f"{c.id}: float32 kernel dx at {float(w.outside)!r}, index {index}: got "
+        f"{c.id}: {fmt} kernel dx at {float(w.outside)!r}, index {index}: got "
         f"{outside[index]!r}, expected inf"
     )
-    below = reference(c, "float32", w.inside)
+    below = reference(c, fmt, w.inside)
     with mpmath.workdps(DPS):
         for where in np.ndindex(below.shape):
             assert abs(below[where]) < limit, (
-                f"{c.id}: exact float32 dx at {float(w.inside)!r}, index {where}: "
+                f"{c.id}: exact {fmt} dx at {float(w.inside)!r}, index {where}: "
                 f"{mpmath.nstr(below[where], 20)} is past the threshold"
             )
-        above = reference(c, "float32", w.outside)[index]
+        above = reference(c, fmt, w.outside)[index]
         assert above >= limit, (
-            f"{c.id}: exact float32 dx at {float(w.outside)!r}, index {index}: "
+            f"{c.id}: exact {fmt} dx at {float(w.outside)!r}, index {index}: "
             f"{mpmath.nstr(above, 20)} < {mpmath.nstr(limit, 20)}"
         )
 
