@@ -35,7 +35,7 @@ Budgets (``budget=``):
   arithmetic does), and never less than K times 0.5 ULP, the error of the correctly rounded
   result itself. That floor replaces the ad hoc absolute tolerance that "K times a naive
   baseline" budgets add when the baseline happens to be exact. Strict mode exists for
-  float16 (every module) and bfloat16 (the elementwise modules); other formats refuse it;
+  float16 and bfloat16 (every module); other formats refuse it;
 - ``"bound:K"``: per element, ``0.5 + K u (|y| + S) / spacing`` ULPs: the error, to first
   order, of a computation that is stable in the mixed forward-backward sense with K units
   of roundoff ``u = 2^-p`` of the format (its result within ``K u |y|`` of the exact value
@@ -463,10 +463,10 @@ def _baseline_allowance(module, kernel, kwargs, arrays, g, named, factor) -> dic
     """K times the naive same-format evaluation's largest error (strict mode), per output,
     and never below K times 0.5 ULP."""
     dtype = arrays[0].dtype
-    if not (dtype == np.float16 or (dtype == BFLOAT16 and module in _ELEMENTWISE)):
+    if dtype not in (np.float16, BFLOAT16):
         raise ValueError(
-            f"budget: a baseline needs liptable's strict mode, which exists for float16 (every "
-            f"module) and bfloat16 (elementwise modules); got {module} in {dtype}"
+            f"budget: a baseline needs liptable's strict mode, which exists for float16 and "
+            f"bfloat16; got {module} in {dtype}"
         )
     naive = {"forward": kernel.forward(*arrays, **kwargs, strict_fp16=True)}
     if g is not None:

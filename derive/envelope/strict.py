@@ -20,6 +20,15 @@ smallest subnormal 2^-24; 2^-25 itself is a tie and rounds to the even 0) to zer
 ``h(v)`` is ``float(np.float16(v))``, which is that rounding (NumPy converts from float64
 directly, ``kernels/_f16.round_to_half`` is verified equal to it).
 
+bfloat16 (``dtype="bfloat16"``). The bfloat16 strict kernels run the same loops with every
+step rounded to bfloat16 (``kernels/_strict.py``), so the same model holds with ``h`` the
+rounding to 8 significant bits over float32's exponent range (:class:`Narrow`; 53 >= 2 * 8
++ 2 again): inf from ``2^128 - 2^119``, zero at or below ``2^-134``, and the thresholds
+move accordingly: a sum of ones stalls at 256 (the softmax of a constant row is 1/256 from
+D = 257 on), sums overflow near 3.4e38 instead of 65520, eps is 0 only below 2^-134 and
+subnormal below 2^-126. The derivations below are written for float16; the searches are
+the same for both formats, and the tests pin both formats' boundaries by hand.
+
 Summation order. Every strict reduction of these modules is one running sum, left to right:
 ``statistics_f16s`` (LayerNorm, RMSNorm, CenterNorm), ``column_statistics_f16s`` (BatchNorm,
 over the batch in sample order), ``norm2_f16s`` (WeightNorm), ``_matmul_nt_strict``

@@ -261,6 +261,32 @@ def test_baseline_budget_is_relative_to_strict_half_with_a_floor():
         )
 
 
+def test_baseline_budget_in_bfloat16_for_a_row_norm():
+    """bfloat16 LayerNorm (rows of N(0, 1), D = 64): the naive baseline is liptable's strict
+    bfloat16 LayerNorm, several ULPs off (8-bit running sums), so baseline:1 allows more
+    than the 0.5 ULP floor. A two-pass float32 implementation passes it; the same results
+    scaled by 1 + 2^-3 (16 ULPs at |y| = 1) fail it."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 64)).astype(np.float32).astype(BF16)
+    gamma, beta = np.ones(64, BF16), np.zeros(64, BF16)
+
+    def two_pass(v, w, b):
+        v32 = v.astype(np.float32)
+        mean = v32.mean(axis=-1, keepdims=True)
+        var = ((v32 - mean) ** 2).mean(axis=-1, keepdims=True)
+        y = (v32 - mean) / np.sqrt(var + np.float32(1e-5))
+        return (y * w.astype(np.float32) + b.astype(np.float32)).astype(BF16)
+
+    def scaled(v, w, b):
+        return (two_pass(v, w, b).astype(np.float32) * np.float32(1.125)).astype(BF16)
+
+    args = (x, gamma, beta)
+    report = assert_matches_reference(two_pass, "layernorm", *args, grad=False, budget="baseline:1")
+    assert report.passed and report.comparisons[0].allowed_ulp > 1.0
+    with pytest.raises(AssertionError, match="baseline:1: FAILED"):
+        assert_matches_reference(scaled, "layernorm", *args, grad=False, budget="baseline:1")
+
+
 def test_vacuous_checks_warn():
     x = np.linspace(-3, 3, 7, dtype=np.float32)
     with pytest.warns(VacuousTestWarning, match="own kernel"):
