@@ -83,6 +83,7 @@ import numpy as np
 from numba import njit, prange
 from numpy.typing import ArrayLike
 
+from kernels._bf16 import to_bfloat16
 from kernels._strict import bfloat16_kernel, is_bfloat16, narrow
 from kernels._threads import thread_safe
 from kernels._validate import MAX_EXTENT, choice, float_array, pair, strict_mode
@@ -443,7 +444,10 @@ class _Prepared:
 
 
 def _round(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """Round once to ``dtype`` (C order); an overflow to inf is a result, not a warning."""
+    """Round once to ``dtype`` (C order; bfloat16 directly from float64, where ml_dtypes'
+    cast rounds twice, through float32); an overflow to inf is a result, not a warning."""
+    if is_bfloat16(dtype):
+        return to_bfloat16(np.ascontiguousarray(values, dtype=np.float64))
     with np.errstate(over="ignore"):
         return values.astype(dtype, order="C", copy=False)
 
@@ -743,7 +747,7 @@ class Conv2dOperator:
         self.dtype = W.dtype
 
     def _vector(self, value: ArrayLike, name: str, length: int) -> np.ndarray:
-        array = float_array(value, name)
+        array = float_array(value, name, bfloat16=True)
         if array.dtype != self.dtype:
             raise TypeError(
                 f"{name}: expected dtype {self.dtype} (the dtype of W), got {array.dtype}"
@@ -779,8 +783,8 @@ def linear_operator(
 ) -> Conv2dOperator:
     """The Jacobian of the convolution with ``W`` on inputs of one sample of shape
     ``input_shape = (C, H, Wd)``, as a linear operator (``.shape``, ``.matvec``,
-    ``.rmatvec``, ``.to_dense()``)."""
-    W = float_array(W, "W")
+    ``.rmatvec``, ``.to_dense()``), in W's dtype (bfloat16 too)."""
+    W = float_array(W, "W", bfloat16=True)
     if W.ndim != 4:
         raise ValueError(f"W: expected shape (O, C, Kh, Kw), got {W.shape}")
     shape = tuple(input_shape) if isinstance(input_shape, (tuple, list)) else None

@@ -48,6 +48,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 import kernels.conv2d as conv2d
 from derive.reference import linear as reference_linear
+from derive.reference.formats import round_float64
 from tests.helpers.norms import assert_same_values
 from tests.kernels.test_linear import (
     BF16,
@@ -524,6 +525,27 @@ def test_strict_bfloat16_results_are_bfloat16_and_other_dtypes_are_type_errors()
             conv2d.vjp(x, g.astype(other), W, b, **strict)
     with pytest.raises(TypeError, match=r"^x: bfloat16 reaches this path in strict mode only"):
         conv2d.forward.__wrapped__(x, W, b)
+
+
+def test_the_operator_takes_bfloat16():
+    """``linear_operator`` with a bfloat16 W: A v, A^T u and the dense matrix are the float64
+    operator's results rounded once to bfloat16 (directly, not through float32), bit for
+    bit, and a vector of another dtype is a TypeError."""
+    rng = np.random.default_rng(8)
+    W = rng.standard_normal((3, 2, 3, 3)).astype(np.float32).astype(BF16)
+    A = conv2d.linear_operator(W, (2, 5, 5), padding=1)
+    wide = conv2d.linear_operator(W.astype(np.float64), (2, 5, 5), padding=1)
+    v = rng.standard_normal(A.shape[1]).astype(np.float32).astype(BF16)
+    u = rng.standard_normal(A.shape[0]).astype(np.float32).astype(BF16)
+    for got, exact in (
+        (A.matvec(v), wide.matvec(v.astype(np.float64))),
+        (A.rmatvec(u), wide.rmatvec(u.astype(np.float64))),
+        (A.to_dense(), wide.to_dense()),
+    ):
+        assert got.dtype == BF16
+        assert_same_bits("bfloat16 operator", got, round_float64(exact, BF16))
+    with pytest.raises(TypeError, match=r"^v: expected dtype bfloat16"):
+        A.matvec(v.astype(np.float32))
 
 
 # --------------------------------------------------------------------------------------
