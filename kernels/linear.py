@@ -69,22 +69,11 @@ import numpy as np
 from numba import njit
 from numpy.typing import ArrayLike
 
+from kernels._generated.weightnorm import matmul_nt_bf16s, matmul_nt_f16s
 from kernels._strict import bfloat16_kernel, is_bfloat16, narrow
 from kernels._validate import float_array, strict_mode
 
 __all__ = ["forward", "jacobian", "vjp"]
-
-
-@njit(cache=True, error_model="numpy")
-def _matmul_nt_strict(a, b, out, bf):
-    """``out = a b^T``, every product and partial sum rounded to half (bfloat16 if ``bf``),
-    each sum from +0 over the columns ascending."""
-    for i in range(a.shape[0]):
-        for k in range(b.shape[0]):
-            acc = 0.0
-            for j in range(a.shape[1]):
-                acc = narrow(acc + narrow(a[i, j] * b[k, j], bf), bf)
-            out[i, k] = acc
 
 
 @njit(cache=True, error_model="numpy")
@@ -137,7 +126,8 @@ class _Prepared:
         """``a b^T`` in float64 (BLAS), or in rounded steps of the strict format."""
         if self.strict:
             out = np.empty((a.shape[0], b.shape[0]))
-            _matmul_nt_strict(np.ascontiguousarray(a), np.ascontiguousarray(b), out, self.bf)
+            strict = matmul_nt_bf16s if self.bf else matmul_nt_f16s
+            strict(np.ascontiguousarray(a), np.ascontiguousarray(b), out)
             return out
         with _ieee():
             return a @ b.T
