@@ -1009,22 +1009,33 @@ def kernel_check(envelope: BlockEnvelope, size: Fraction | float) -> dict[str, A
     (mixed mode; the residual adds by :func:`kernels.cast.add`), at the witness point with
     the output gradient ``size`` times its sign pattern: the largest ``|dx|`` at the block
     input and whether every gradient on the way stayed finite. float16, bfloat16 and
-    float32 only (the module kernels take no FP8)."""
+    float32 run the kernels in that format; the FP8 formats, which the kernels do not take,
+    run the float64 kernels on FP8 values and round every stage's output (and each
+    residual sum) once to the format, which is mixed mode."""
     from kernels import cast as glue
     from kernels import dp_attention, linear
 
     if envelope.witness_point is None:
         raise ValueError(f"no witness to run: {envelope.witness_note}")
     name = envelope.format.name
-    if name not in ("float16", "bfloat16", "float32"):
-        raise ValueError(f"the kernels take no {name} input")
+    fp8 = name.startswith("float8")
     x, params, signs = envelope.witness_point
 
     def narrow(a: np.ndarray) -> np.ndarray:
-        return a.astype(np.float32) if name == "float32" else glue.cast(a, name)
+        if name == "float32":
+            return a.astype(np.float32)
+        rounded = glue.cast(a, name)
+        return rounded.astype(np.float64) if fp8 else rounded  # FP8 values, held exactly
+
+    def settle(a: np.ndarray) -> np.ndarray:
+        """A stage's output as mixed mode stores it: FP8 rounds the float64 kernel's result
+        once; the other formats' kernels have rounded it already."""
+        return narrow(a) if fp8 else a
 
     def plus(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return a + b if name == "float32" else glue.add(a, b)
+        if name == "float32":
+            return a + b
+        return narrow(a + b) if fp8 else glue.add(a, b)  # FP8 + FP8 is exact in float64
 
     p = {k: narrow(np.asarray(v, dtype=np.float64)) for k, v in params.items()}
     cfg = envelope.config
@@ -1048,6 +1059,7 @@ def kernel_check(envelope: BlockEnvelope, size: Fraction | float) -> dict[str, A
             else:
                 kernel, options = activations[node.module]
                 v = kernel.forward(v, **options)
+            v = settle(v)
         return v
 
     def backward(nodes: Sequence[Node], g: np.ndarray) -> np.ndarray:
@@ -1068,6 +1080,7 @@ def kernel_check(envelope: BlockEnvelope, size: Fraction | float) -> dict[str, A
             else:
                 kernel, options = activations[node.module]
                 g = kernel.vjp(v, g, **options)
+            g = settle(g)
             finite = finite and bool(np.isfinite(g.astype(np.float64)).all())
         return g
 

@@ -1134,22 +1134,32 @@ MODELS: dict[str, Callable[[Config], Model]] = {
 
 def kernel_dx(e: Envelope, size: Fraction | float, *, strict_fp16: bool = False) -> np.ndarray:
     """The kernel's input gradient at the witness for ``g = size * signs``, in the envelope's
-    format (float16, bfloat16 or float32; the witness's arrays and ``g`` rounded once to
-    it), mixed mode unless ``strict_fp16``."""
+    format (the witness's arrays and ``g`` rounded once to it), mixed mode unless
+    ``strict_fp16``. float16, bfloat16 and float32 run the kernels in that format; the FP8
+    formats, which the kernels do not take, run the float64 kernels on the FP8 values
+    (exact in float64) and round dx once to the format, which is what mixed mode is (every
+    module but the composite blocks, whose branch output mixed mode would round first).
+    """
     import kernels
     from kernels.cast import cast
 
+    name = e.format.name
     if e.witness is None:
         raise ValueError(f"{e.module}: this envelope has no witness")
     if e.witness.point.arrays is None:
         raise ValueError(f"{e.module}: {e.witness.point.unbuilt}")
-    if e.format.name not in ("float16", "bfloat16", "float32"):
-        raise ValueError(f"no kernels for {e.format.name}")
+    fp8 = name.startswith("float8")
+    composite = e.model.kernel in ("residual", "weighted_residual")
+    if name not in ("float16", "bfloat16", "float32") and not (fp8 and not composite):
+        raise ValueError(f"no kernels for {e.module} in {name}")
+    if fp8 and strict_fp16:
+        raise ValueError(f"no strict arithmetic in {name}")
 
     def rounded(values: np.ndarray) -> np.ndarray:
-        if e.format.name == "float32":
+        if name == "float32":
             return values.astype(np.float32)
-        return cast(values, e.format.name)
+        narrow = cast(values, name)
+        return narrow.astype(np.float64) if fp8 else narrow
 
     point = e.witness.point
     arrays = {k: rounded(v) for k, v in point.arrays.items()}
@@ -1162,7 +1172,8 @@ def kernel_dx(e: Envelope, size: Fraction | float, *, strict_fp16: bool = False)
         out = module.vjp(x, g, branch, *extra, strict_fp16=strict_fp16)
     else:
         out = module.vjp(g=g, **arrays, **point.options, strict_fp16=strict_fp16)
-    return out[0] if isinstance(out, tuple) else out
+    dx = out[0] if isinstance(out, tuple) else out
+    return cast(dx, name) if fp8 else dx
 
 
 def models() -> dict[str, Callable[[Config], Model]]:

@@ -11,7 +11,7 @@ import pytest
 
 from derive.cli import main
 from derive.envelope.core import FORMATS, Real, safe_gradient
-from derive.envelope.modules import envelope
+from derive.envelope.modules import envelope, kernel_dx
 from derive.envelope.scaling import Recipe, growth_limit, growth_witness, overflows
 
 FP8 = {"float8_e5m2": ml_dtypes.float8_e5m2, "float8_e4m3fn": ml_dtypes.float8_e4m3fn}
@@ -89,6 +89,32 @@ def test_fp8_envelope_is_tight_against_ml_dtypes(name, module):
     assert np.isfinite(np.array([inside]).astype(dtype).astype(float))[0], (inside, w)
     assert not np.isfinite(np.array([outside]).astype(dtype).astype(float))[0], (outside, w)
     assert w.steps == 1 and e.safe == w.inside
+
+
+@pytest.mark.parametrize("name", FP8)
+@pytest.mark.parametrize("module", ["gelu", "swish", "layernorm", "rmsnorm", "batchnorm"])
+def test_fp8_witness_through_the_kernels(name, module):
+    """``kernel_dx`` in FP8 (the float64 kernel on the witness's FP8 values, dx rounded once
+    to the format: mixed mode): every entry finite at the safe size, and the witness's entry
+    inf (E5M2) or NaN (E4M3, which has no infinity) one format step past it."""
+    e = envelope(module, name, dim=64, eps=1e-5)
+    w = e.witness
+    inside, outside = kernel_dx(e, w.inside), kernel_dx(e, w.outside)
+    assert inside.dtype == outside.dtype == np.dtype(FP8[name])
+    assert np.all(np.isfinite(inside.astype(np.float64))), (module, inside)
+    past = float(outside[w.point.index])
+    assert np.isinf(past) if name == "float8_e5m2" else np.isnan(past), (module, past)
+    with pytest.raises(ValueError, match="strict"):
+        kernel_dx(e, w.inside, strict_fp16=True)
+
+
+@pytest.mark.parametrize("name", FP8)
+def test_fp8_composite_blocks_are_not_checked(name):
+    """Mixed mode would round a residual's branch output to FP8 before the sum; the float64
+    kernel does not, so kernel_dx refuses rather than give another computation's result."""
+    e = envelope("residual", name, dim=8, weight_max=0.1)
+    with pytest.raises(ValueError, match="no kernels for residual"):
+        kernel_dx(e, e.witness.inside)
 
 
 @pytest.mark.parametrize(
