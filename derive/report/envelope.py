@@ -146,12 +146,20 @@ def figure() -> str:
     )
 
 
-def _strict_lines() -> list[str]:
+#: The title and the rounding of each strict format's table.
+_STRICT_TITLES = {
+    "float16": ("Strict half arithmetic: where naive FP16 breaks", "half"),
+    "bfloat16": ("Strict bfloat16 arithmetic: where naive bfloat16 breaks", "bfloat16"),
+}
+
+
+def _strict_lines(dtype: str) -> list[str]:
+    title, rounding = _STRICT_TITLES[dtype]
     lines = [
-        "### Strict half arithmetic: where naive FP16 breaks",
+        f"### {title}",
         "",
         "Predicted from the order of the strict kernels' operations (`strict_fp16=True`, every "
-        "intermediate rounded to half) and pinned on both sides by "
+        f"intermediate rounded to {rounding}) and pinned on both sides by "
         "`tests/envelope/test_strict.py`.",
         "",
         "| module | D | eps | intermediate | threshold | what happens |",
@@ -161,7 +169,7 @@ def _strict_lines() -> list[str]:
     for module in STRICT_MODULES:
         for dim in (768, 4096):
             for eps in (1e-5, 1e-12):
-                for t in strict_thresholds(module, dim, eps):
+                for t in strict_thresholds(module, dim, eps, dtype):
                     key = (module, dim, t.quantity, t.parameter, t.threshold, t.statement)
                     rows.setdefault(key, []).append(f"{eps:g}")
     for (module, dim, quantity, parameter, threshold, statement), eps in rows.items():
@@ -221,7 +229,7 @@ def envelope_section() -> tuple[list[str], dict[str, str]]:
     if missing:
         lines += [f"No envelope yet for: {', '.join(missing)}.", ""]
     lines += _blocks_lines()
-    lines += _strict_lines()
+    lines += _strict_lines("float16") + _strict_lines("bfloat16")
     return lines, {FIGURE: figure(), BLOCKS_FIGURE: blocks_figure()}
 
 
