@@ -7,9 +7,12 @@ and call :func:`narrow` after each operation with a flag, ``bf``, that picks the
 binary16 (``round_to_half``, 11 significant bits) when False, bfloat16
 (``round_to_bfloat16``, 8 significant bits, float32's exponent range) when True. One loop
 serves both formats, so the order of the operations, which decides where strict arithmetic
-breaks, is the same in both. ``+ - *`` of two values of either format is exact in float64
-and ``/`` and ``sqrt`` are correctly rounded there, so each strict step is the correctly
-rounded operation of the format (53 >= 2p + 2 for p = 11 and 8).
+breaks, is the same in both. Each strict step is the correctly rounded operation of the
+format: a product of two such values is exact in float64, and so is a sum unless the two
+exponents lie so far apart (possible in bfloat16's range) that the smaller is far below half
+a step of the larger, where the float64 sum and the exact one both round to the larger;
+``/`` and ``sqrt`` are correctly rounded in float64, and rounding that again is innocuous
+(53 >= 2p + 2 for p = 11 and 8).
 
 :func:`bfloat16_kernel` gives a public kernel both bfloat16 modes: mixed mode through
 ``kernels._bf16.widened`` (widened exactly, evaluated in float64, rounded once), strict mode
