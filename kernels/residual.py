@@ -23,10 +23,10 @@ Arithmetic. The branch runs in x's dtype (``kernels.compose``: float32, float16 
 bfloat16 round between its stages); the addition ``x + f`` (``g + J_f^T g``, ``I + J_f``)
 is computed in float64 and rounded once to x's dtype, which for float32, float16 and
 bfloat16 is the correctly rounded sum of the two stored values (the float64 sum of two
-bfloat16 values is exact unless their exponents lie so far apart that the smaller is below
-a 2^-37 part of the larger, far below half a bfloat16 step, and then both roundings give
-the larger). ``strict_fp16=True`` is passed to every stage and the sums are rounded to the
-16-bit format (for two such values that is the same single rounding).
+bfloat16 values is exact unless their exponents lie 45 or more binades apart, where the
+smaller is below 2^-44 of the larger, far below half a bfloat16 step, and then both
+roundings give the larger). ``strict_fp16=True`` is passed to every stage and the sums
+are rounded to the 16-bit format (for two such values that is the same single rounding).
 NaN and inf propagate as IEEE arithmetic says; nothing is written into the inputs.
 
 >>> import numpy as np
