@@ -254,7 +254,9 @@ def _vjp_row(row, g, m, eh, el, sh, sl, dx):
     exponentials ``e`` and their sum ``s``: the sum is divided once, after it is formed, so
     that where the terms are exact (``e_j = 1`` at every ``x_j = x_m``: a constant row) an
     exact zero of ``g_i - <g, y>`` comes out as 0, not as the rounding of ``1/s`` times the
-    size of ``g`` (dividing each term, ``y_j = e_j / s``, left ``2^-106 |g|`` there)."""
+    size of ``g`` (dividing each term, ``y_j = e_j / s``, left ``2^-106 |g|`` there). ``e``
+    is then divided into ``y`` in place, in a loop of its own (inside the next one it took
+    a fifth longer, measured)."""
     gmax = 0.0
     for j in range(row.size):
         gmax = max(gmax, abs(g[j]))
@@ -267,14 +269,15 @@ def _vjp_row(row, g, m, eh, el, sh, sl, dx):
             ph, pl = dd_mul(eh[j], el[j], dh, dl)
             ch, cl = dd_add(ch, cl, ph, pl)
     ch, cl = dd_div(ch, cl, sh, sl)
+    for j in range(row.size):
+        eh[j], el[j] = dd_div(eh[j], el[j], sh, sl)
     for i in range(row.size):
         if i == m:
             dh, dl = ch, cl
         else:
             dh, dl = two_sum(g[i] * scale, -gm)
             dh, dl = dd_add(dh, dl, ch, cl)
-        yh, yl = dd_div(eh[i], el[i], sh, sl)
-        ph, pl = dd_mul(yh, yl, dh, dl)
+        ph, pl = dd_mul(eh[i], el[i], dh, dl)
         dx[i] = ph / scale
 
 
