@@ -92,3 +92,17 @@ def test_the_appendix_examples_and_a_wrong_constant():
     wrong = dataclasses.replace(claim("smoothness.square_000"), formal=sp.Tuple(1, sp.oo))
     result = check.__wrapped__(wrong)
     assert result.verdict == "fails" and result.witness["derived"] == "(2, oo)"
+
+
+@pytest.mark.parametrize(
+    ("key", "wrong", "derived"),
+    [
+        ("smoothness.arcsin_000", sp.Tuple(2, sp.oo), "(1, oo)"),
+        ("smoothness.hinge_002", sp.Integer(2), "1"),
+    ],
+)
+def test_the_other_constants_are_derived_not_typed(key, wrong, derived):
+    """The arcsin example's (1, oo) (max |f'| on [-1, 1], lim |f''| at 1) and the hinge's 1
+    (the largest |slope| of its pieces) come from sympy; a claim printing another fails."""
+    result = check.__wrapped__(dataclasses.replace(claim(key), formal=wrong))
+    assert result.verdict == "fails" and result.witness["derived"] == derived
