@@ -279,6 +279,7 @@ _RANKING = (
     r"\frac{\max_D|\gamma_D|}{\epsilon^{1/2}}\sqrt{D}"
 )
 
+_LN000 = "000_fd3535166428b448.txt, {}"
 
 NORM_CLAIMS: tuple[Claim, ...] = (
     Claim(
@@ -353,6 +354,59 @@ NORM_CLAIMS: tuple[Claim, ...] = (
             r"\|y\|_2^2 \le \|x\|_2^2"
         ),
         formal=None,
+    ),
+    Claim(
+        id="layernorm.algorithm_000",
+        key="layernorm",
+        kind="definition",
+        source=_LN000.format("Algorithm (Layer Normalization)"),
+        statement_latex=(
+            r"\mu = \frac{1}{N} \sum_{i=1}^N a^i,\ \sigma^2 = \frac{1}{N} \sum_{i=1}^N "
+            r"(a^i - \mu)^2,\ \hat{a}^i = \frac{a^i - \mu}{\sqrt{\sigma^2 + \epsilon}}"
+        ),
+        formal=None,
+        notes="The statistics are over the N neurons of a layer, for each sample: entry b of "
+        "one sample's normalized activations, compared with the kernels' LayerNorm over a row "
+        "of N features (gains and biases per neuron).",
+    ),
+    Claim(
+        id="layernorm.affine_000",
+        key="layernorm",
+        kind="definition",
+        source=_LN000.format("Algorithm (Layer Normalization)"),
+        statement_latex=(
+            r"o^i = \operatorname{diag}(\gamma) \hat{a}^i + \operatorname{diag}(\beta) "
+            r"\mathbb{I}_{d \times m},\ \gamma, \beta \in \mathbb{R}^d"
+        ),
+        formal=sp.Symbol("gamma") * sp.Symbol("ahat_b") + sp.Symbol("beta"),
+        intended=sp.Symbol("gamma_b") * sp.Symbol("ahat_b") + sp.Symbol("beta_b"),
+        notes="Read with one value per neuron and sample (d = 1), as 000's worked example "
+        "has it: then gamma and beta are one gain and one bias shared by the N neurons. "
+        "formal: output of neuron b; intended: a gain and a bias per neuron (Ba et al.'s "
+        "LayerNorm, PyTorch's LayerNorm(N)).",
+    ),
+    Claim(
+        id="layernorm.example_000",
+        key="layernorm",
+        kind="definition",
+        source=_LN000.format("Differences between Batch Normalization and Layer Normalization"),
+        statement_latex=(
+            r"\mu = \frac{1}{3} \sum_{j=1}^{3} x_{j,k},\ \sigma^2 = \frac{1}{3} "
+            r"\sum_{j=1}^{3} (x_{j,k} - \mu)^2,\ \hat{x}_{j,k} = \frac{x_{j,k} - \mu}"
+            r"{\sigma}"
+        ),
+        formal=None,
+        notes="The worked example (3 neurons, 3 samples each) writes no eps; the algorithm "
+        "(layernorm.algorithm_000) has it.",
+    ),
+    Claim(
+        id="layernorm.batch_size_000",
+        key="layernorm",
+        kind="equation",
+        source=_LN000.format("The Advantages of Layer Normalization"),
+        statement_latex=r"\text{Layer Normalization does not depend on the batch size}",
+        formal=sp.Integer(0),
+        notes="formal: the derivative of one sample's output by another sample's input.",
     ),
     Claim(
         id="rmsnorm.definition",
@@ -860,6 +914,16 @@ BATCHNORM_CLAIMS: tuple[Claim, ...] = (
         "and biased standard deviation.",
     ),
     _bn(
+        "batch_one_000",
+        "equation",
+        "000_fd3535166428b448.txt, The Problems of Batch Normalization, (1)",
+        r"\text{When the mini-batch is small or equals to 1, Batch Normalization will not "
+        r"be effective}",
+        sp.Tuple(sp.Symbol("beta"), 0),
+        notes="Read at a batch of one, the case the slide names: formal: the training "
+        "forward's (h_1, dh_1/dx_1) there, the output independent of the input.",
+    ),
+    _bn(
         "identity_000",
         "equation",
         "000_fd3535166428b448.txt, Batch Normalization (second slide)",
@@ -1212,6 +1276,19 @@ ATTENTION_CLAIMS: tuple[Claim, ...] = (
         printed="sqrt(n)/sqrt(d)*(4*LambertW((n - 1)/E) + 1)*sigma_Wq*sigma_Wv",
         notes="phi(x) = x exp(x + 1), so phi^{-1}(N - 1) = W_0((N - 1)/e). One head: "
         "D/H = d, and no output projection (|W^O|_2 = 1); n: the number of tokens (N).",
+    ),
+    Claim(
+        id="l2_attention.tied",
+        key="l2_attention",
+        kind="equation",
+        source="001_76ce3a8a4b6079c3.txt, section 4.2 (after Table 2) and section 5.2",
+        statement_latex=r"L_2 \text{ attention is Lipschitz continuous when } \mathbf{W}^Q = "
+        r"\mathbf{W}^K",
+        formal=None,
+        notes="Kim et al.'s L2 attention (logits -|W^Q x_i - W^K x_j|^2/sqrt(d); with W^Q = "
+        "W^K its value map is tied to W^Q too, as l2_attention.definition reads it). The "
+        "claim is that some finite constant exists; Table 2's value for it is "
+        "l2_attention.lipschitz.",
     ),
     _row(
         "scs_attention.definition",

@@ -340,3 +340,18 @@ def block_norm_witness() -> tuple[sp.Expr, sp.Expr]:
     norm = sp.sqrt(max(eigenvalues, key=lambda e: sp.N(e, 50)))
     _, var, _ = f.normalize(xs)
     return sp.nsimplify(norm), 2 / sp.sqrt(var.subs(point) + sp.Rational(1, 2))
+
+
+def batch_of_one() -> tuple[sp.Expr, sp.Expr]:
+    """The training forward the kernels compute, at a batch of one: (h_1, dh_1/dx_1). The
+    sample is its own mean, so the deviation is 0 whatever x_1 is."""
+    xs, _, _, y = bn.form("sqrt_var_eps").forward(1)
+    return sp.simplify(y[0]), sp.simplify(sp.diff(y[0], xs[0]))
+
+
+def other_sample_partial() -> sp.Expr:
+    """dh_1/dx_2 of the training forward at a batch of two, at x = (0, 2), gamma = 1,
+    eps = 1: a sample's output depends on the other samples of its batch."""
+    xs, gamma, _, y = bn.form("sqrt_var_eps").forward(2)
+    partial = sp.diff(y[0], xs[1])
+    return sp.simplify(partial.subs({xs[0]: 0, xs[1]: 2, eps: 1, gamma: 1}))

@@ -947,3 +947,90 @@ def weightnorm_layout_decision(printed=printed_weightnorm_jacobian) -> tuple[str
     )
     claim = r"Table 2 prints $\partial\,\mathrm{WN}/\partial x = W$ in denominator layout"
     return verdict, Proof(claim=claim, steps=(step,))
+
+
+# --- 000's LayerNorm algorithm (the lecture slides' notation) ---------------------------------
+
+#: 000 normalizes the activations a^1 .. a^N of one layer's N neurons, for each sample.
+_NEURON = sp.Symbol("i", integer=True, positive=True)
+
+
+def lecture_normalized(eps_value: sp.Expr = eps) -> sp.Expr:
+    r"""Entry b of 000's ``\hat a = (a - \mu)/\sqrt{\sigma^2 + \epsilon}`` for one sample,
+    written as printed: ``\mu = \frac1N \sum_i a^i``, ``\sigma^2 = \frac1N \sum_i (a^i -
+    \mu)^2``, for every number of neurons N (``SIZE``)."""
+    a, i = sp.IndexedBase("a", real=True), _NEURON
+    mu = total(a[i], i) / SIZE
+    sigma2 = total((a[i] - mu) ** 2, i) / SIZE
+    return (a[_COLUMN] - mu) / sp.sqrt(sigma2 + eps_value)
+
+
+@cache
+def symbolic_lecture_layernorm(eps_factor: int = 1) -> bool:
+    """000's normalization of neuron b, with a gain and a bias per neuron (Ba et al.'s,
+    PyTorch's ``LayerNorm(N)``), equals the kernels' LayerNorm output ``gamma_b d_b r +
+    beta_b`` (the row-norm data the kernels are generated from) for every N (symbolic);
+    ``eps_factor`` scales the printed eps (a test's false variant)."""
+    a = sp.IndexedBase("a", real=True)
+    gamma, beta = sp.IndexedBase("gamma", real=True), sp.IndexedBase("beta", real=True)
+    module, b = row_norm("layernorm"), _COLUMN
+    center, second = sum_statistics(a, centered=module.centered)
+    kernel = gamma[b] * (a[b] - center) * module.scale_of(second) + beta[b]
+    printed = gamma[b] * lecture_normalized(eps_factor * eps) + beta[b]
+    return sum_identity(printed, kernel)()
+
+
+@cache
+def lecture_samples_apart(other_sample: bool = True) -> bool:
+    """000's LayerNorm of sample k does not depend on another sample k' != k: the derivative
+    of neuron b's output at sample k by neuron c's activation at sample k' is 0, for every N
+    (each sample's own sums over its N neurons, symbolic N, k and k' distinct).
+    ``other_sample=False`` asks the same of sample k itself (false: a test's control)."""
+    a = sp.IndexedBase("a", real=True)
+    k, other, c = sp.symbols("k k_o c", integer=True, positive=True)
+    i = _NEURON
+    mu = total(a[i, k], i) / SIZE
+    sigma2 = total((a[i, k] - mu) ** 2, i) / SIZE
+    output = (a[_COLUMN, k] - mu) / sp.sqrt(sigma2 + eps)
+    by = a[c, other] if other_sample else a[c, k]
+    return sum_identity(sp.diff(output, by), 0, distinct=[(k, other)])()
+
+
+def _lecture_two_inputs() -> tuple[sp.Matrix, sp.Matrix]:
+    """Two rows of N = 2 neurons, (0, 2) and (2, 0), at eps = 1: 000's normalized rows."""
+    rows = (sp.Matrix([0, 2]), sp.Matrix([2, 0]))
+    module = row_norm("layernorm")
+    normalized = []
+    for xs in rows:
+        deviations, scale = module.statistics(xs)
+        normalized.append((deviations * scale).subs(eps, 1))
+    return normalized[0], normalized[1]
+
+
+def lecture_shared_gain_witness(gains: tuple[int, int] = (1, 2)) -> dict[str, object]:
+    """One gain and one bias shared by the N = 2 neurons (000's gamma, beta in R^d with one
+    value per neuron and sample, d = 1) against LayerNorm with gains (1, 2) and biases 0, at
+    the rows (0, 2) and (2, 0), eps = 1: the solutions (gamma, beta) that reproduce both
+    outputs (none; with equal ``gains``, a test's control, the shared gain itself)."""
+    g, bias = sp.symbols("gamma beta", real=True)
+    per_neuron = sp.diag(*gains)
+    equations = []
+    for normalized in _lecture_two_inputs():
+        target = per_neuron * normalized
+        equations += [sp.Eq(g * normalized[i] + bias, target[i]) for i in range(2)]
+    first = per_neuron * _lecture_two_inputs()[0]
+    return {
+        "solutions": sp.solve(equations, [g, bias], dict=True),
+        "layernorm_at_first": tuple(first),
+    }
+
+
+def lecture_example_witness() -> tuple[sp.Expr, sp.Expr]:
+    """000's worked example, ``(x - mu)/sigma`` over the 3 neurons of one sample, against its
+    algorithm's ``(x - mu)/sqrt(sigma^2 + eps)``: neuron 3 of the sample (0, 0, 3) at eps = 2
+    (sigma^2 = 2): (printed, algorithm)."""
+    xs = sp.Matrix([0, 0, 3])
+    module = row_norm("layernorm")
+    deviations, scale = module.statistics(xs)
+    sigma = sp.sqrt(sum(v**2 for v in deviations) / 3)
+    return deviations[2] / sigma, (deviations[2] * scale).subs(eps, 2)

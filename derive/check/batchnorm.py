@@ -746,6 +746,37 @@ def _example_000(c):
     )
 
 
+def _batch_one_000(c):
+    computed = sp.Tuple(*pb.batch_of_one())
+    # the claims' symbols carry no assumptions
+    derived = computed.subs({v: sp.Symbol(v.name) for v in computed.free_symbols})
+    partial = pb.other_sample_partial()
+    steps = (
+        Step(
+            statement=r"the training forward at a batch of one (M = 1): the sample is its own "
+            r"mean, $x_1 - \mu = 0$, so $h_1 = \beta$ and $dh_1/dx_1 = 0$ for every $x_1$, "
+            r"$\gamma$, $\epsilon$ (sympy.diff of the kernels' forward)",
+            method="symbolic identity",
+            check=lambda: pb.batch_of_one() == tuple(computed),
+        ),
+        Step(
+            statement=r"and a sample's output depends on the rest of its batch: at M = 2, "
+            rf"x = (0, 2), $\gamma = 1$, eps = 1, $dh_1/dx_2 = {sp.latex(partial)}$",
+            method="exact witness",
+            check=lambda: not is_zero(pb.other_sample_partial()),
+        ),
+    )
+    return _against_derived(
+        c,
+        derived,
+        "(h_1, dh_1/dx_1) at M = 1",
+        steps,
+        "Tuple(beta, 0)",
+        "At a batch of one the training forward returns beta whatever the input, and no "
+        "gradient reaches x.",
+    )
+
+
 def _moving_average_001(c):
     derived = sp.Tuple(1 / bn.m, (bn.x_k - bn.mu) / (bn.m * bn.sigma))
     steps = (
@@ -940,6 +971,7 @@ DECIDERS: dict[str, Callable[[Claim], object]] = {
     "batchnorm.KE22": _gradient("dbeta"),
     "batchnorm.algorithm_000": _algorithm_000,
     "batchnorm.example_000": _example_000,
+    "batchnorm.batch_one_000": _batch_one_000,
     "batchnorm.moments_000": _moments_000,
     "batchnorm.identity_000": _identity_000,
     "batchnorm.moments_002": _moments_002,

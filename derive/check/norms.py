@@ -18,7 +18,7 @@ import sympy as sp
 from derive.check.core import EPS_P, GAMMA_MAX, GAMMA_NORM, SIGMA_P, D, bound_verdict, result
 from derive.claims import Claim
 from proofs import norms as pn
-from proofs.core import Proof, Step, Verdict, identity
+from proofs.core import Proof, Step, UnprovenError, Verdict, identity, is_zero
 
 #: Notes shared by the Lipschitz claims of the centered modules.
 CENTERED_NOTE = (
@@ -362,7 +362,129 @@ def _a2_centered(c: Claim):
     )
 
 
+def _lecture_normalization_step() -> Step:
+    return Step(
+        statement=r"for every number of neurons N (entry b, symbolic N): 000's mean and "
+        r"biased variance over the neurons, $\hat a^b = (a^b - \mu)/\sqrt{\sigma^2 + "
+        r"\epsilon}$, with a gain and a bias per neuron, equal the kernels' LayerNorm "
+        r"output $\gamma_b (a^b - \bar a) r + \beta_b$, $r = 1/\sqrt{\mathrm{var} + "
+        r"\epsilon}$",
+        method="symbolic identity",
+        check=pn.symbolic_lecture_layernorm,
+    )
+
+
+def _algorithm_000(c: Claim):
+    return result(
+        c,
+        Verdict.HOLDS,
+        "(a_b - abar)/sqrt(var + epsilon)",
+        Proof(claim=c.statement_latex, steps=(_lecture_normalization_step(),)),
+        notes=(
+            "value: entry b of one sample's normalized activations, abar and var the mean "
+            "and biased variance over its N neurons: PyTorch's eps convention, added to the "
+            "variance.",
+        ),
+    )
+
+
+def _affine_000(c: Claim):
+    found = pn.lecture_shared_gain_witness()
+    if found["solutions"]:
+        raise UnprovenError(f"{c.id}: a shared gain reproduces the per-neuron one: {found}")
+    steps = (
+        Step(
+            statement=r"as printed (d = 1), one gain and one bias shared by the neurons: "
+            r"no $(\gamma, \beta)$ gives LayerNorm with gains (1, 2) and biases 0 at both "
+            r"rows (0, 2) and (2, 0) of N = 2 neurons, eps = 1 (the four linear equations "
+            r"have no solution)",
+            method="exact witness",
+            check=lambda: pn.lecture_shared_gain_witness()["solutions"] == [],
+        ),
+        _lecture_normalization_step(),
+    )
+    return result(
+        c,
+        Verdict.MISPRINTED,
+        "gamma_b*ahat_b + beta_b",
+        Proof(claim=c.statement_latex, steps=steps),
+        witness={
+            "N": "2",
+            "rows": "(0, 2), (2, 0)",
+            "epsilon": "1",
+            "layernorm_gains": "(1, 2)",
+            "layernorm_at_first": sp.sstr(found["layernorm_at_first"]),
+            "printed": "no shared (gamma, beta) reproduces it",
+        },
+        notes=(
+            "Intended: o^b = gamma_b ahat^b + beta_b with gamma, beta in R^N, one gain and "
+            "one bias per neuron (Ba et al.; PyTorch's LayerNorm(N)), which holds.",
+        ),
+    )
+
+
+def _example_000(c: Claim):
+    printed, algorithm = pn.lecture_example_witness()
+    if is_zero(printed - algorithm):
+        raise UnprovenError(f"{c.id}: the witness does not separate the example and algorithm")
+    steps = (
+        Step(
+            statement=r"neuron 3 of the sample (0, 0, 3) (mean 1, $\sigma^2 = 2$) at "
+            rf"eps = 2: the example's $(x - \mu)/\sigma = {sp.latex(printed)}$, the "
+            rf"algorithm's $(x - \mu)/\sqrt{{\sigma^2 + \epsilon}} = {sp.latex(algorithm)}$",
+            method="exact witness",
+            check=lambda: pn.lecture_example_witness() == (printed, algorithm),
+        ),
+        _lecture_normalization_step(),
+    )
+    return result(
+        c,
+        Verdict.FAILS,
+        "(x_jk - mu)/sqrt(sigma**2 + epsilon)",
+        Proof(claim=c.statement_latex, steps=steps),
+        witness={
+            "x": "(0, 0, 3)",
+            "epsilon": "2",
+            "printed": sp.sstr(printed),
+            "derived": sp.sstr(algorithm),
+        },
+        notes=(
+            "Corrected: xhat = (x - mu)/sqrt(sigma^2 + eps), as 000's own algorithm has it; "
+            "the example's (x - mu)/sigma is its eps = 0 case, undefined for a sample whose "
+            "activations are all equal (as batchnorm.example_000 for the same slide's "
+            "BatchNorm).",
+        ),
+    )
+
+
+def _batch_size_000(c: Claim):
+    steps = (
+        Step(
+            statement=r"for every number of neurons N (symbolic N): the derivative of neuron "
+            r"b's output at sample k by any neuron's activation at a sample $k' \neq k$ is 0 "
+            r"(each sample's statistics are sums over its own N neurons)",
+            method="symbolic identity",
+            check=pn.lecture_samples_apart,
+        ),
+    )
+    return result(
+        c,
+        Verdict.HOLDS if c.formal == 0 else Verdict.FAILS,
+        "0",
+        Proof(claim=c.statement_latex, steps=steps),
+        notes=(
+            "value: d o_{b,k} / d a_{c,k'} for k != k'. Each sample is normalized alone, so "
+            "its output is the same in a batch of any size, one included (the slide's "
+            "online-learning case); BatchNorm's is not (batchnorm.batch_one_000).",
+        ),
+    )
+
+
 DECIDERS: dict[str, Callable[[Claim], object]] = {
+    "layernorm.algorithm_000": _algorithm_000,
+    "layernorm.affine_000": _affine_000,
+    "layernorm.example_000": _example_000,
+    "layernorm.batch_size_000": _batch_size_000,
     "layernorm.definition": _definition,
     "layernorm.jacobian": _jacobian,
     "layernorm.eq19": _jacobian,

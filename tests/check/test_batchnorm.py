@@ -28,6 +28,7 @@ def test_batchnorm_verdicts(verdicts):
     for a quotient; Definition 17 indexes Zbar_ii; B.51's first term is garbled; with
     eps > 0 the output variance is gamma^2 sigma^2/(sigma^2 + eps), not gamma^2."""
     misprinted = {"a2_definition", "definition_004", "B51", "concept20"}
+    # batch_one_000 holds: at M = 1 the training forward is beta for every input
     # the two '≈' of A.2 are off by a relative 1 or more (global constant max|gamma|/sqrt(eps);
     # the dropped rank-two part of the Jacobian): fails by the rule for every '≈'
     # 002's shift gives std |gamma|, not gamma; 003's running variance averages the biased
@@ -277,3 +278,13 @@ def test_concept_20_as_printed_and_as_intended():
 def test_concept_19_for_symbolic_indices():
     partial, vanishes = pb.scale_shift_partials()
     assert vanishes and partial.has(sp.KroneckerDelta)
+
+
+def test_a_batch_of_one_is_beta_in_the_kernels():
+    """Independently of SymPy: kernels.batchnorm's training forward of one sample is beta
+    and its VJP to x is 0, whatever the sample."""
+    x = np.array([[3.0, -7.5, 1e6]])
+    gamma, beta = np.array([2.0, -1.0, 0.5]), np.array([0.25, 4.0, -3.0])
+    np.testing.assert_array_equal(batchnorm.forward(x, gamma, beta, 1e-5), beta[None, :])
+    dx = batchnorm.vjp(x, np.ones_like(x), gamma, beta, 1e-5)[0]
+    np.testing.assert_array_equal(dx, np.zeros_like(x))

@@ -45,6 +45,12 @@ def test_norm_verdicts(verdicts):
         "layernorm.lipschitz": "holds_loose",
         "layernorm.a2_bounds": "holds",
         "layernorm.a2_centered": "holds",
+        # 000's slides: its normalization is LayerNorm's; its one gain shared by the
+        # neurons is not; its worked example drops eps; each sample is normalized alone
+        "layernorm.algorithm_000": "holds",
+        "layernorm.affine_000": "misprinted",
+        "layernorm.example_000": "fails",
+        "layernorm.batch_size_000": "holds",
         "rmsnorm.definition": "holds",
         "rmsnorm.jacobian": "holds",
         "rmsnorm.lipschitz": "holds",
@@ -240,3 +246,33 @@ def test_centernorm_definition_for_symbolic_size_and_a_wrong_scale_is_refused():
 def test_weightnorm_definition_for_symbolic_size_and_a_wrong_eps_is_refused():
     assert pn.symbolic_weightnorm_definition()
     assert not pn.symbolic_weightnorm_definition(eps_factor=2)
+
+
+def test_lecture_layernorm_proofs_refuse_false_variants():
+    """000's LayerNorm: the symbolic identity fails with eps doubled; a derivative by the
+    sample's own activations is not 0; with equal per-neuron gains a shared gain exists (so
+    the solver's empty answer for gains (1, 2) is a real refusal)."""
+    assert pn.symbolic_lecture_layernorm() and not pn.symbolic_lecture_layernorm(2)
+    assert pn.lecture_samples_apart() and not pn.lecture_samples_apart(other_sample=False)
+    assert pn.lecture_shared_gain_witness()["solutions"] == []
+    g, b = sp.symbols("gamma beta", real=True)
+    assert pn.lecture_shared_gain_witness((3, 3))["solutions"] == [{g: 3, b: 0}]
+    printed, algorithm = pn.lecture_example_witness()
+    assert (printed, algorithm) == (sp.sqrt(2), 1)
+
+
+def test_lecture_layernorm_is_the_kernel_sample_by_sample():
+    """Independently of SymPy: 000's algorithm in NumPy float64 (statistics over the N
+    neurons of each sample, a gain and a bias per neuron) against kernels.layernorm on the
+    samples as rows, and a sample's row unchanged by the other samples of its batch."""
+    rng = np.random.default_rng(0)
+    n_neurons, m, eps = 7, 5, 1e-3
+    a = rng.normal(size=(n_neurons, m)) * 3 + 1  # a^i_j: neuron i, sample j
+    gamma, beta = rng.normal(size=n_neurons), rng.normal(size=n_neurons)
+    mu = a.mean(axis=0)
+    sigma2 = ((a - mu) ** 2).mean(axis=0)
+    lecture = gamma[:, None] * (a - mu) / np.sqrt(sigma2 + eps) + beta[:, None]
+    ours = layernorm.forward(a.T, gamma, beta, eps).T
+    np.testing.assert_allclose(ours, lecture, rtol=1e-13, atol=1e-13)
+    alone = layernorm.forward(a.T[:1], gamma, beta, eps)
+    np.testing.assert_array_equal(alone[0], layernorm.forward(a.T, gamma, beta, eps)[0])
