@@ -44,6 +44,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import cache
 from typing import Any
 
 import mpmath
@@ -55,7 +56,7 @@ from derive.definitions import attention as A
 from derive.definitions.rows import matrix
 from derive.reference import attention as R
 from proofs.arb import DEFAULT_PREC, enclose, endpoints, point, working_precision
-from proofs.core import Proof, Step, identity, limit
+from proofs.core import Proof, Step, identity, is_zero, limit
 from proofs.rows import softmax_lipschitz
 from proofs.spectral import Bounds, SigmaMax, sigma_max
 
@@ -1151,3 +1152,85 @@ def _ratio(value: mpmath.mpf, bound: Constant) -> float:
     """``value / bound.hi`` as a float (a lower estimate of value / bound)."""
     with mpmath.workdps(HP_DIGITS):
         return float(value * bound.hi.denominator / bound.hi.numerator)
+
+
+# --- L2 attention with W^Q = W^K: two tokens of one feature, exactly ----------------------
+
+#: Two tokens x1, x2 of one feature; t = x1 - x2; W^Q = (q), W^V = (v); w = q^2 t^2.
+_T = sp.Symbol("t", real=True)
+_Q, _V = sp.symbols("q v", real=True, nonzero=True)
+_W = sp.Symbol("w", nonnegative=True)
+#: ||J||_2 / (q^2 |v|) where it exceeds 1: g(w) = tanh(w/2) + w sech^2(w/2).
+TIED_GAIN = sp.tanh(_W / 2) + _W / sp.cosh(_W / 2) ** 2
+
+
+@cache
+def tied_two_token_jacobian() -> sp.Matrix:
+    """dY/dX of the L2 attention (tied W^Q = W^K, Kim et al.'s, :func:`A.l2`) at N = 2
+    tokens of D = 1, written in t = x1 - x2 (the map commutes with shifts, so the entries
+    depend on t alone: the substitution x1 = x2 + t leaves no x2)."""
+    x1, x2 = sp.symbols("x1 x2", real=True)
+    Y = A.l2(sp.Matrix([[x1], [x2]]), sp.Matrix([[_Q]]), sp.Matrix([[_V]]))
+    return Y.jacobian([x1, x2]).subs(x1, x2 + _T).applyfunc(sp.simplify)
+
+
+def tied_two_token_spectrum() -> bool:
+    """The Jacobian is ``[[a, b], [b, a]]`` (symmetric, equal diagonal), so its eigenvalues
+    are ``a + b = q^2 v`` and ``a - b = q^2 v g(q^2 t^2)`` with :data:`TIED_GAIN` ``g``: its
+    2-norm is ``q^2 |v| max(1, g)``, a function of t alone."""
+    J = tied_two_token_jacobian()
+    if J.free_symbols - {_T, _Q, _V} or not is_zero(J[0, 1] - J[1, 0]):
+        return False
+    if not is_zero(J[0, 0] - J[1, 1]):
+        return False
+    gain = TIED_GAIN.subs(_W, _Q**2 * _T**2)
+    return is_zero(J[0, 0] + J[0, 1] - _Q**2 * _V) and is_zero(
+        (J[0, 0] - J[0, 1] - _Q**2 * _V * gain).rewrite(sp.exp)
+    )
+
+
+def tied_gain_slope() -> bool:
+    """``g'(w) = sech^2(w/2) (3/2 - w tanh(w/2))``; ``w tanh(w/2)`` rises from 0 to oo on
+    w > 0 (its derivative ``tanh(w/2) + (w/2) sech^2(w/2)`` is positive), so g rises to its
+    one maximum at the root of ``w tanh(w/2) = 3/2`` and falls after it, to 1."""
+    slope = (
+        sp.diff(TIED_GAIN, _W) - (sp.Rational(3, 2) - _W * sp.tanh(_W / 2)) / sp.cosh(_W / 2) ** 2
+    )
+    rising = sp.diff(_W * sp.tanh(_W / 2), _W) - (sp.tanh(_W / 2) + _W / (2 * sp.cosh(_W / 2) ** 2))
+    return (
+        is_zero(slope.rewrite(sp.exp))
+        and is_zero(rising.rewrite(sp.exp))
+        and (sp.limit(TIED_GAIN, _W, sp.oo) == 1)
+    )
+
+
+@cache
+def tied_gain_maximum(prec: int = DEFAULT_PREC) -> tuple[arb, arb]:
+    """``(w*, g(w*))`` enclosed in arb: w* isolated by the signs of ``w tanh(w/2) - 3/2`` at
+    the ends of a bracket around mpmath's root (checked in arb), g's maximum enclosed by g
+    on that bracket."""
+    with working_precision(prec):
+        root = mpmath.findroot(lambda w: w * mpmath.tanh(w / 2) - 1.5, 2)
+        lo, hi = (arb(mpmath.nstr(root, 30)) + s * arb(2) ** -60 for s in (-1, 1))
+
+        def excess(w: arb) -> arb:
+            return w * (w / 2).tanh() - arb(3) / 2
+
+        if not (excess(lo) < 0 and excess(hi) > 0):
+            raise ValueError("the bracket does not isolate the root of w tanh(w/2) = 3/2")
+        w = lo.union(hi)
+        return w, (w / 2).tanh() + w / (w / 2).cosh() ** 2
+
+
+def untied_two_token_partial() -> sp.Expr:
+    """dY_1/dx_2 of L2 attention with untied weights W^Q = (1), W^K = (2), W^V = (1)
+    (logits ``-(q x_i - k x_j)^2``, value ``P X W^V``) at two tokens X = (s, 0), for symbolic
+    s: the two logits of row 1 are equal there (P_1 = (1/2, 1/2)) while the second moves
+    with x_2 at rate 4s."""
+    s = sp.Symbol("s", positive=True)
+    x1, x2 = sp.symbols("x1 x2", real=True)
+    queries, keys = (x1, x2), (2 * x1, 2 * x2)
+    logits = [-((queries[0] - keys[j]) ** 2) for j in range(2)]
+    weights = [sp.exp(lg) / sum(sp.exp(other) for other in logits) for lg in logits]
+    y1 = weights[0] * x1 + weights[1] * x2
+    return sp.simplify(sp.diff(y1, x2).subs({x1: s, x2: 0}))

@@ -10,14 +10,17 @@ an adversarial search finds (:mod:`proofs.attention`) -- evidence, labelled as s
 
 from __future__ import annotations
 
+import math
+
 import sympy as sp
+from flint import arb
 
 from derive.check.core import result
 from derive.claims import Claim
 from derive.definitions import attention as A
 from derive.definitions.rows import matrix
 from proofs import attention as PA
-from proofs.core import Proof, UnprovenError, Verdict
+from proofs.core import Proof, Step, UnprovenError, Verdict
 from proofs.matrices import Case, decide
 from proofs.spectral import sigma_max
 
@@ -248,6 +251,62 @@ def _scs(c: Claim):
     )
 
 
+def _l2_tied(c: Claim):
+    w_star, g_star = PA.tied_gain_maximum()
+    partial = PA.untied_two_token_partial()
+    steps = (
+        Step(
+            statement=r"N = 2 tokens, D = d = 1, $W^Q = W^K = (q)$, $W^V = (v)$ (symbolic): "
+            r"the Jacobian depends on $t = x_1 - x_2$ alone and is $[[a, b], [b, a]]$ with "
+            r"eigenvalues $a + b = q^2 v$ and $a - b = q^2 v\, g(q^2 t^2)$, $g(w) = "
+            r"\tanh(w/2) + w\,\mathrm{sech}^2(w/2)$: $\|J\|_2 = q^2 |v| \max(1, g)$",
+            method="symbolic identity",
+            check=PA.tied_two_token_spectrum,
+        ),
+        Step(
+            statement=r"$g'(w) = \mathrm{sech}^2(w/2)(3/2 - w \tanh(w/2))$ with "
+            r"$w\tanh(w/2)$ increasing on w > 0, and $g \to 1$ as $w \to \infty$: g has "
+            r"one maximum, at the root of $w \tanh(w/2) = 3/2$ (N = 2, D = 1)",
+            method="symbolic identity",
+            check=PA.tied_gain_slope,
+        ),
+        Step(
+            statement=rf"the root $w^* \in {w_star.str(12, radius=False)}$ is isolated by the "
+            r"signs at the ends of its bracket, and $\max g = g(w^*) \in "
+            rf"{g_star.str(12)}$ > 1: the constant at N = 2, D = 1 is "
+            r"$q^2 |v| \max g$, finite",
+            method="arb enclosure",
+            check=lambda: PA.tied_gain_maximum()[1] > 1,
+        ),
+        Step(
+            statement=r"untied, $W^Q = (1) \neq W^K = (2)$, $W^V = (1)$, at X = (s, 0): "
+            rf"$\partial Y_1 / \partial x_2 = {sp.latex(partial)}$, unbounded in s: without "
+            r"the tie there is no constant",
+            method="exact witness",
+            check=lambda: (
+                sp.limit(PA.untied_two_token_partial(), sp.Symbol("s", positive=True), sp.oo)
+                == -sp.oo
+            ),
+        ),
+    )
+    bound = sp.Rational(math.ceil(float(g_star.upper()) * 10**7), 10**7)
+    if not arb(str(bound)) > g_star:  # rounded up, so the value is an upper bound
+        raise UnprovenError(f"{c.id}: {bound} does not bound the enclosure {g_star}")
+    return result(
+        c,
+        Verdict.HOLDS,
+        f"{float(bound)}*q**2*Abs(v)",
+        Proof(claim=c.statement_latex, steps=steps),
+        notes=(
+            f"value: an upper bound of the exact constant q^2 |v| g(w*) at N = 2 tokens of "
+            f"one feature, g(w*) in {g_star.str(15)}. For every N and D the statement is "
+            "Kim et al.'s theorem (their proof, not machine-checked here); liptable checks it "
+            "at N = 2, D = 1 only. The exact constant there is of degree 2 in W^Q, where "
+            "Table 2's is of degree 1 (l2_attention.lipschitz).",
+        ),
+    )
+
+
 def lipschitz(c: Claim):
     """The verdict of an attention Lipschitz claim."""
     return {"dp_attention": _dp, "l2_attention": _l2, "scs_attention": _scs}[c.key](c)
@@ -257,4 +316,6 @@ def check_attention(c: Claim):
     """The verdict of an attention claim."""
     if c.kind == "definition":
         return _definition(c)
+    if c.id == "l2_attention.tied":
+        return _l2_tied(c)
     return lipschitz(c)

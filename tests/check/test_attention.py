@@ -12,6 +12,7 @@ from derive.check import check
 from derive.claims import ATTENTION_CLAIMS
 from derive.definitions import attention as A
 from kernels import dp_attention, l2_attention
+from proofs import attention as PA
 
 
 @pytest.fixture(scope="module")
@@ -29,6 +30,7 @@ def test_attention_verdicts(results):
         "dp_attention.lipschitz": "holds",
         "l2_attention.definition": "misprinted",
         "l2_attention.lipschitz": "fails",
+        "l2_attention.tied": "holds",  # proven at N = 2, D = 1; Kim et al. for every size
         "scs_attention.definition": "holds",
         "scs_attention.lipschitz": "holds_loose",
     }
@@ -72,3 +74,26 @@ def test_dp_family_grows_quadratically():
     for t in (10.0, 100.0, 1000.0):
         J = dp_attention.jacobian(np.array([[t], [0.0]]), one, one, one)
         assert J[1, 1] == pytest.approx(t**2 / 4 + 0.5, rel=1e-12), (t, J[1, 1])
+
+
+def test_tied_l2_constant_is_reached_by_the_kernel_and_never_exceeded():
+    """Independently of SymPy: the float64 kernel's Jacobian at two tokens of one feature,
+    W^Q = 1, W^V = 1, has 2-norm g(w*) = 1.6016389300... at t = x1 - x2 = sqrt(w*); over
+    t in [-20, 20] (a grid: evidence) it never exceeds it."""
+    w_star, g_star = (float(v.mid()) for v in PA.tied_gain_maximum())
+    one = np.ones((1, 1))
+
+    def norm(t: float) -> float:
+        return np.linalg.norm(l2_attention.jacobian(np.array([[t], [0.0]]), one, one), 2)
+
+    assert norm(np.sqrt(w_star)) == pytest.approx(g_star, rel=1e-13)
+    grid = np.linspace(-20, 20, 4001)
+    assert max(norm(t) for t in grid) <= g_star * (1 + 1e-13)
+
+
+def test_tied_l2_proof_refuses_a_wrong_gain(monkeypatch):
+    """A gain without its sech^2 term does not match the Jacobian's second eigenvalue."""
+    assert PA.tied_two_token_spectrum()
+    w = sp.Symbol("w", nonnegative=True)
+    monkeypatch.setattr(PA, "TIED_GAIN", sp.tanh(w / 2))
+    assert not PA.tied_two_token_spectrum()
