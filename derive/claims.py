@@ -984,6 +984,18 @@ BATCHNORM_CLAIMS: tuple[Claim, ...] = (
         "of gamma a + beta = (beta, gamma), for the normalized a of normalize_002.",
     ),
     _bn(
+        "forward_003",
+        "definition",
+        "003_54d3154625e0c3ca.txt, Batch Normalization",
+        r"\hat{x}_{ij} = \frac{x_{ij} - \mu_j}{\sqrt{\sigma_j^2 + \epsilon}},\ "
+        r"\hat{y}_{ij} = \gamma_j \hat{x}_{ij} + \beta_j",
+        sp.Symbol("gamma") * (_XK - _MU) / sp.sqrt(_SIG**2 + _EPS) + sp.Symbol("beta"),
+        notes="Sample i, feature j; mu_j and sigma_j^2 the batch's mean and variance of "
+        "feature j (the notes circle them; the statistics' own formulas are not written, "
+        "read as 000's: 1/N, biased). The annotation 'inference ... N = 1' beside them is "
+        "garbled and not checked. formal: yhat of one feature.",
+    ),
+    _bn(
         "running_003",
         "equation",
         "003_54d3154625e0c3ca.txt, Batch Normalization (running statistics)",

@@ -712,7 +712,8 @@ def _algorithm_derived() -> sp.Expr:
     return sp.Symbol("gamma") * (bn.x_k - bn.mu) / sp.sqrt(bn.sigma**2 + eps) + sp.Symbol("beta")
 
 
-def _algorithm_000(c):
+def _algorithm(c):
+    """000's algorithm and 003's forward: the same normalization and output lines."""
     return _against_derived(
         c,
         _algorithm_derived(),
@@ -969,8 +970,9 @@ DECIDERS: dict[str, Callable[[Claim], object]] = {
     "batchnorm.B56": _b56,
     "batchnorm.B57": _gradient("dgamma"),
     "batchnorm.KE22": _gradient("dbeta"),
-    "batchnorm.algorithm_000": _algorithm_000,
+    "batchnorm.algorithm_000": _algorithm,
     "batchnorm.example_000": _example_000,
+    "batchnorm.forward_003": _algorithm,
     "batchnorm.batch_one_000": _batch_one_000,
     "batchnorm.moments_000": _moments_000,
     "batchnorm.identity_000": _identity_000,
