@@ -16,8 +16,8 @@ from functools import cache
 import sympy as sp
 
 from derive.definitions import batchnorm as bn
-from derive.definitions.norms import PROOF_SIZES, eps, vector
-from proofs.core import Proof, Step, is_zero
+from derive.definitions.norms import PROOF_SIZES, eps, sum_statistics, vector
+from proofs.core import SIZE, Proof, Step, is_zero, sum_identity, total
 
 #: The exact point where printed and derived formulas are compared when they differ.
 PROBE = {
@@ -355,3 +355,22 @@ def other_sample_partial() -> sp.Expr:
     xs, gamma, _, y = bn.form("sqrt_var_eps").forward(2)
     partial = sp.diff(y[0], xs[1])
     return sp.simplify(partial.subs({xs[0]: 0, xs[1]: 2, eps: 1, gamma: 1}))
+
+
+@cache
+def symbolic_moments_without_eps(
+    scale: sp.Expr, shift: sp.Expr, mean: sp.Expr, variance: sp.Expr
+) -> bool:
+    """For every batch size M (symbolic M, sums over 1..M): ``scale (x_k - mu)/sqrt(var) +
+    shift``, mu and var the batch's mean and biased variance, has mean ``mean`` and variance
+    (about its own mean, biased) ``variance`` (002's normalization is scale 1, shift 0;
+    true for every batch whose values are not all equal, var > 0)."""
+    x = sp.IndexedBase("x", real=True)
+    k = sp.Symbol("k_o", integer=True, positive=True)
+    mu, var = sum_statistics(x)
+    out = scale * (x[k] - mu) / sp.sqrt(var) + shift
+    out_mean = total(out, k) / SIZE
+    return (
+        sum_identity(out_mean, mean)()
+        and sum_identity(total((out - out_mean) ** 2, k) / SIZE, variance)()
+    )

@@ -819,6 +819,12 @@ def _normalize_002(c):
                 for s in (2, 3, 4)
             ),
         ),
+        Step(
+            statement=r"for every batch size M (symbolic M, the batch's mean and variance as "
+            r"sums over 1..M): $(x_k - \mu)/\sqrt{\sigma^2}$ has mean 0 and variance 1",
+            method="symbolic identity",
+            check=lambda: pb.symbolic_moments_without_eps(1, 0, 0, 1),
+        ),
     )
     return _against_derived(
         c, sp.Tuple(0, 1), "(mean, standard deviation)", steps, "Tuple(0, 1)", ""
@@ -835,6 +841,12 @@ def _shift_002(c):
             r"(M = 2..4)",
             method="symbolic identity",
             check=lambda: all(pb.moments_without_eps(s) == (beta, gamma**2) for s in (2, 3, 4)),
+        ),
+        Step(
+            statement=r"for every batch size M (symbolic M): $\gamma a + \beta$ has mean "
+            r"$\beta$ and variance $\gamma^2$",
+            method="symbolic identity",
+            check=lambda: pb.symbolic_moments_without_eps(gamma, beta, beta, gamma**2),
         ),
         Step(
             statement=r"gamma = -1: the output's standard deviation is 1, not -1",

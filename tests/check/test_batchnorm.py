@@ -288,3 +288,15 @@ def test_a_batch_of_one_is_beta_in_the_kernels():
     np.testing.assert_array_equal(batchnorm.forward(x, gamma, beta, 1e-5), beta[None, :])
     dx = batchnorm.vjp(x, np.ones_like(x), gamma, beta, 1e-5)[0]
     np.testing.assert_array_equal(dx, np.zeros_like(x))
+
+
+def test_normalized_moments_for_a_symbolic_batch_refuse_wrong_values():
+    """The symbolic-M moments behind normalize_002 and shift_002: mean 0 and variance 1 at
+    gamma = 1, beta = 0, (beta, gamma^2) in general; a wrong mean, a wrong variance and the
+    standard deviation |gamma| in place of the variance are refused."""
+    gamma, beta = sp.Symbol("gamma", real=True), sp.Symbol("beta", real=True)
+    assert pb.symbolic_moments_without_eps(1, 0, 0, 1)
+    assert pb.symbolic_moments_without_eps(gamma, beta, beta, gamma**2)
+    assert not pb.symbolic_moments_without_eps(1, 0, 0, 2)
+    assert not pb.symbolic_moments_without_eps(1, 0, 1, 1)
+    assert not pb.symbolic_moments_without_eps(gamma, beta, beta, sp.Abs(gamma))
