@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from fractions import Fraction
+from functools import cache
 
 import numpy as np
 import sympy as sp
@@ -24,15 +25,17 @@ __all__ = [
     "FIGURE3_SEED",
     "XAVIER_SHAPES",
     "cayley",
+    "cross_terms",
+    "diagonal_only",
     "edge",
+    "eye_gram_identity",
     "figure3_witness",
     "leaky_second_moment",
     "matrix_gradient",
-    "orthogonal_is_isometry",
+    "mean_vanishes",
+    "orthogonal_singular_values",
     "product_rule_remainder",
     "rayleigh_quotient",
-    "cross_terms",
-    "diagonal_only",
     "substitution_integrand",
     "uniform_support_witness",
     "xavier_matrix",
@@ -80,13 +83,21 @@ def cross_terms(size: int, mean: sp.Expr = d.mu_w) -> sp.Expr:
     return sp.expand(second - diagonal)
 
 
+def mean_vanishes() -> bool:
+    """``E[y] = sum_{i=1}^{D_in} E[w_i] E[x_i]`` is 0 at ``E[w_i] = 0`` for a symbolic D_in
+    (and is ``mu_w sum_i E[x_i]``, not 0 as such, for another mean)."""
+    general = d.output_mean().doit()
+    return (
+        is_zero(d.output_mean(0).doit())
+        and sum_identity(general, d.mu_w * total(d.Ex[d.i_], d.i_, d.D_in))()
+    )
+
+
 def diagonal_only() -> bool:
     """With ``E[w] = 0`` the cross terms vanish: ``E[y^2] = sigma_w^2 sum_i E[x_i^2]`` for
     every D_in, whatever the ``E[x_i x_j]`` (i != j) are."""
     i = d.i_
-    return sum_identity(
-        d.output_second_moment(0), d.sigma_w**2 * total(d.Exx[i, i], i, d.D_in)
-    )()
+    return sum_identity(d.output_second_moment(0), d.sigma_w**2 * total(d.Exx[i, i], i, d.D_in))()
 
 
 # --- Kaiming --------------------------------------------------------------------------------
@@ -141,7 +152,7 @@ def _integers(values: np.ndarray) -> tuple[list[int], int]:
     shift = int(53 - exponents.min())
     scaled = [
         int(mv * 2.0**53) << int(ev - 53 + shift)
-        for mv, ev in zip(mantissas.ravel(), exponents.ravel())
+        for mv, ev in zip(mantissas.ravel(), exponents.ravel(), strict=True)
     ]
     return scaled, shift
 
@@ -149,13 +160,14 @@ def _integers(values: np.ndarray) -> tuple[list[int], int]:
 def rayleigh_quotient(matrix: np.ndarray, vector: np.ndarray) -> Fraction:
     """``|Z v|^2 / |v|^2`` exactly, for the float64 matrix Z and vector v (nonzero)."""
     entries, shift_z = _integers(matrix)
-    coords, shift_v = _integers(vector)
+    coords, _ = _integers(vector)
     rows, cols = matrix.shape
     image = fmpz_mat(rows, cols, entries) * fmpz_mat(cols, 1, coords)
     image_sq = sum(int(e) ** 2 for e in image.entries())
     return Fraction(image_sq, sum(c * c for c in coords) << (2 * shift_z))
 
 
+@cache
 def figure3_witness(seed: int = FIGURE3_SEED, size: int = 1024) -> dict:
     """The sampled square Gaussian Xavier matrix and its certificate: the top right
     singular vector v from NumPy's SVD (float64, only proposed), the exact Rayleigh quotient
@@ -183,12 +195,26 @@ def cayley(size: int, offset: int = 1) -> sp.Matrix:
     return (identity - A) * (identity + A).inv()
 
 
-def orthogonal_is_isometry(rows: int, cols: int) -> bool:
-    """``W = U eye(rows, cols) V^T`` with exact orthogonal U (rows x rows), V (cols x cols):
-    ``W^T W`` (or ``W W^T``, the smaller) is the identity, so every singular value is 1."""
+def orthogonal_singular_values(rows: int, cols: int, scale: sp.Expr = 1) -> set[sp.Expr]:
+    """The singular values of ``W = U (scale eye(rows, cols)) V^T`` with exact orthogonal U
+    (rows x rows) and V (cols x cols), exactly: the square roots of the eigenvalues of the
+    smaller Gram matrix (``scale``: a test's wrong variant)."""
     U, V = cayley(rows, 1), cayley(cols, 2)
     if U.T * U != sp.eye(rows) or V.T * V != sp.eye(cols):
-        return False
-    W = U * sp.eye(rows, cols) * V.T
-    gram = W.T * W if cols <= rows else W * W.T
-    return sp.simplify(gram) == sp.eye(min(rows, cols))
+        raise ArithmeticError("the Cayley transform is not orthogonal")
+    W = U * (scale * sp.eye(rows, cols)) * V.T
+    gram = W * W.T if rows <= cols else W.T * W
+    return {sp.sqrt(e) for e in sp.Matrix(gram).applyfunc(sp.nsimplify).eigenvals()}
+
+
+def eye_gram_identity() -> bool:
+    """``(E E^T)_ij = sum_{b=1}^{N} delta_ib delta_jb = delta_ij`` for i, j in 1..N and a
+    symbolic N: for ``E = eye(M, N)`` with M <= N, ``E E^T = I_M``."""
+    i, j = d.i_, d.j_
+    b, size = (
+        sp.Symbol("b", integer=True, positive=True),
+        sp.Symbol("N", integer=True, positive=True),
+    )
+    return sum_identity(
+        total(sp.KroneckerDelta(i, b) * sp.KroneckerDelta(j, b), b, size), sp.KroneckerDelta(i, j)
+    )()
