@@ -400,23 +400,31 @@ def _kaiming_variance(c: Claim) -> Result:
 
 def _kaiming_variance_approx(c: Claim) -> Result:
     exact = sp.simplify(d.expectation(d.RELU**2) - d.expectation(d.RELU) ** 2)
-    error = sp.simplify(sp.Abs(c.formal - exact) / exact)
+    printed = sp.sympify(c.formal)
+    gap = sp.simplify(sp.Abs(printed - exact))
+    error = sp.simplify(gap / exact)
     if error.free_symbols:
         raise UnprovenError(f"{c.id}: the relative error {error} depends on {error.free_symbols}")
+    at_one = {d.s: 1}
     steps = (
         Step(
-            rf"$\mathrm{{Var}}[h] = {sp.latex(exact)}$ exactly; the printed "
-            rf"$\frac12 \mathrm{{Var}}[z] = \frac{{\sigma}}{{2}}$ is off by "
-            rf"$\frac{{\sigma}}{{2\pi}}$, a relative error $|\sigma/2 - \mathrm{{Var}}[h]| / "
-            rf"\mathrm{{Var}}[h] = {sp.latex(error)} \approx {sp.N(error, 6)}$ for every "
-            r"$\sigma > 0$ (it does not depend on $\sigma$)",
+            rf"$\mathrm{{Var}}[h] = E[h^2] - E[h]^2 = {sp.latex(exact)}$ exactly (symbolic "
+            rf"variance $\sigma$); the printed ${sp.latex(printed)}$ is off by "
+            rf"${sp.latex(gap)}$, a relative error ${sp.latex(error)} \approx "
+            rf"{sp.N(error, 6)}$ for every $\sigma > 0$ (it does not depend on $\sigma$)",
             "symbolic identity",
-            lambda: is_zero(error - 1 / (sp.pi - 1)),
+            lambda: (
+                is_zero(exact - d.expectation(d.RELU**2) + d.expectation(d.RELU) ** 2)
+                and not error.free_symbols
+            ),
         ),
         Step(
-            rf"at $\sigma = 1$: printed $1/2$, exact ${sp.latex(exact.subs(d.s, 1))}$",
+            rf"at $\sigma = 1$: printed ${sp.latex(printed.subs(at_one))}$, exact "
+            rf"${sp.latex(exact.subs(at_one))}$",
             "exact witness",
-            lambda: is_zero(sp.Abs(c.formal - exact).subs(d.s, 1) / exact.subs(d.s, 1) - error),
+            lambda: is_zero(
+                sp.Abs(printed.subs(at_one) - exact.subs(at_one)) / exact.subs(at_one) - error
+            ),
         ),
     )
     return result(
@@ -426,15 +434,15 @@ def _kaiming_variance_approx(c: Claim) -> Result:
         Proof(c.statement_latex, steps),
         witness={
             "sigma (variance of z)": "1",
-            "printed": "1/2",
-            "derived": sp.sstr(exact.subs(d.s, 1)),
+            "printed": sp.sstr(printed.subs(at_one)),
+            "derived": sp.sstr(exact.subs(at_one)),
             "relative_error": sp.sstr(error),
         },
         relative_error=decimal(error),
         notes=(
-            f"value: Var[h] exactly. The worst relative error is 1/(pi - 1) = "
-            f"{sp.N(error, 6)} at every sigma (relative to the printed value it is 1/pi); the "
-            "factor is (pi - 1)/(2 pi) = 0.3408, not 1/2.",
+            f"value: Var[h] exactly. The worst relative error is {sp.sstr(error)} = "
+            f"{sp.N(error, 6)}, the same at every sigma; Var[h] / Var[z] = (pi - 1)/(2 pi) "
+            f"= {sp.N((sp.pi - 1) / (2 * sp.pi), 4)}.",
         ),
     )
 
