@@ -126,8 +126,12 @@ FIGURE3_SEED = 5
 def edge(fan_in: sp.Expr = d.n_in, fan_out: sp.Expr = d.n_out) -> sp.Expr:
     """The limit of the largest singular value of an n_out x n_in matrix of i.i.d. entries
     of variance ``2/(n_in + n_out)`` (Bai and Yin 1993; Geman 1980): ``sqrt(2/(n_in +
-    n_out)) (sqrt(n_in) + sqrt(n_out))``."""
-    return sp.sqrt(2 / (fan_in + fan_out)) * (sp.sqrt(fan_in) + sp.sqrt(fan_out))
+    n_out)) (sqrt(n_in) + sqrt(n_out))``.
+
+    >>> edge(1024, 1024), round(float(edge(1024, 2048)), 6)
+    (2, 1.971197)
+    """
+    return sp.sqrt(sp.Integer(2) / (fan_in + fan_out)) * (sp.sqrt(fan_in) + sp.sqrt(fan_out))
 
 
 def uniform_support_witness(fan_in: int, fan_out: int) -> sp.Expr:

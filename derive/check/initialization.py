@@ -548,7 +548,7 @@ def _figure3(c: Claim) -> Result:
         certificate["squared_lower_bound"].numerator, certificate["squared_lower_bound"].denominator
     )
     margins = [pi.uniform_support_witness(*shape) for shape in pi.XAVIER_SHAPES]
-    edges = [sp.nsimplify(pi.edge(*shape)) for shape in pi.XAVIER_SHAPES]
+    edges = [sp.simplify(pi.edge(*shape)) for shape in pi.XAVIER_SHAPES]
     square = sp.Symbol("n", positive=True)
     steps = (
         Step(
@@ -578,8 +578,9 @@ def _figure3(c: Claim) -> Result:
             r"+ n_{out}}}(\sqrt{n_{in}} + \sqrt{n_{out}})$ (Bai and Yin 1993, taken as given), "
             r"which is exactly 2 for every square shape and "
             rf"${sp.latex(edges[1])} \approx {sp.N(edges[1], 6)}$ at (1024, 2048): the "
-            r"printed 2.0 is the square shapes' limit, which a sample exceeds about as often "
-            r"as not (Tracy-Widom fluctuations)",
+            r"printed 2.0 is the square shapes' limit itself, about which a finite sample's "
+            r"largest singular value fluctuates on the scale $n^{-2/3}$ (Tracy-Widom; "
+            r"Johnstone 2001, taken as given)",
             "symbolic identity",
             lambda: (
                 is_zero(pi.edge(square, square) - 2)

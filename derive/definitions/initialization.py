@@ -113,7 +113,11 @@ def density(variance: sp.Expr = s) -> sp.Expr:
 
 def expectation(f: sp.Expr, variance: sp.Expr = s) -> sp.Expr:
     """``E[f(z)]`` for z ~ N(0, variance): the exact integral over R, split at the kink 0
-    (``f`` may be a Max or a Piecewise in z)."""
+    (``f`` may be a Max or a Piecewise in z).
+
+    >>> expectation(RELU**2), expectation(z**4)
+    (s/2, 3*s**2)
+    """
     p = density(variance)
     # z = -u and z = u with u > 0: Max and Piecewise in z decide their branch on each half
     below = sp.integrate(f.subs(z, -u) * p.subs(z, -u), (u, 0, sp.oo))
@@ -141,7 +145,11 @@ w = sp.Symbol("w", real=True)
 
 def uniform_variance(half_width: sp.Expr) -> sp.Expr:
     """The variance of U(-half_width, half_width): the exact integral of ``w^2`` against
-    the density ``1/(2 half_width)`` (its mean is 0 by the same integral of ``w``)."""
+    the density ``1/(2 half_width)`` (its mean is 0 by the same integral of ``w``).
+
+    >>> uniform_variance(XAVIER_HALF_WIDTH)
+    2/(n_in + n_out)
+    """
     return sp.integrate(w**2 / (2 * half_width), (w, -half_width, half_width))
 
 

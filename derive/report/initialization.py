@@ -14,7 +14,7 @@ def _edges() -> list[str]:
     """Figure 3's shapes with the limit of the largest singular value at each."""
     rows = []
     for fan_in, fan_out in pi.XAVIER_SHAPES:
-        edge = sp.nsimplify(pi.edge(fan_in, fan_out))
+        edge = sp.simplify(pi.edge(fan_in, fan_out))
         rows.append(f"| ({fan_in}, {fan_out}) | ${sp.latex(edge)}$ | {sp.N(edge, 8)} |")
     return rows
 
