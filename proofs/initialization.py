@@ -23,8 +23,11 @@ from proofs.core import is_zero, sum_identity, total
 
 __all__ = [
     "FIGURE3_SEED",
+    "WITNESS_SIZES",
     "XAVIER_SHAPES",
     "cayley",
+    "concrete",
+    "concrete_gradient",
     "cross_terms",
     "diagonal_only",
     "edge",
@@ -69,6 +72,39 @@ def entry_identity(wrt: str, printed_entry: sp.Expr) -> bool:
     """The entrywise gradient equals ``printed_entry`` (a sum over one index) for every
     size (symbolic n, k, m)."""
     return sum_identity(entry_gradient(wrt), printed_entry)()
+
+
+#: The concrete sizes (n, k, m) of the exact checks and counterexamples: non-square, so
+#: that a transposed product has the wrong shape or none.
+WITNESS_SIZES = (1, 2, 3)
+
+
+def concrete(expr: sp.MatrixExpr, sizes: tuple[int, int, int]) -> sp.Matrix | None:
+    """``expr`` at concrete sizes and integer matrices X, Y, G (None where the product is
+    undefined)."""
+    n, k, m = sizes
+    values = {
+        d.X: sp.Matrix(n, k, lambda i, j: i + 2 * j + 1),
+        d.Y: sp.Matrix(k, m, lambda i, j: 3 * i - j + 2),
+        d.G: sp.Matrix(n, m, lambda i, j: (-1) ** (i + j) * (i + j + 1)),
+    }
+    try:
+        return sp.Matrix(expr.subs({d.n: n, d.k: k, d.m: m}).xreplace(values).doit())
+    except (sp.ShapeError, ValueError, TypeError):
+        return None
+
+
+def concrete_gradient(wrt: sp.MatrixSymbol, sizes: tuple[int, int, int]) -> sp.Matrix:
+    """``dL/dX`` (or ``dL/dY``) at the concrete matrices by ``sympy.diff`` of ``tr(G^T X Y)``
+    entry by entry, X (or Y) left as symbols."""
+    n, k, m = sizes
+    rows, cols = (n, k) if wrt == d.X else (k, m)
+    free = sp.Matrix(rows, cols, lambda i, j: sp.Symbol(f"e{i}{j}"))
+    fixed = {s: concrete(s, sizes) for s in (d.X, d.Y, d.G) if s != wrt}
+    Xv = free if wrt == d.X else fixed[d.X]
+    Yv = free if wrt == d.Y else fixed[d.Y]
+    loss = (fixed[d.G].T * Xv * Yv).trace()
+    return free.applyfunc(lambda e: sp.diff(loss, e))
 
 
 # --- the Xavier sums -------------------------------------------------------------------------

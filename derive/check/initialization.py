@@ -45,38 +45,6 @@ def _compared(c: Claim, derived: sp.Basic, steps: tuple[Step, ...], **extra) -> 
 
 # --- backprop ---------------------------------------------------------------------------------
 
-#: The concrete sizes (n, k, m) and integer matrices of the counterexample to a wrong
-#: gradient: non-square, so that a transposed product has the wrong shape or none.
-_SIZES = (1, 2, 3)
-
-
-def _concrete(expr: sp.MatrixExpr, sizes: tuple[int, int, int]) -> sp.Matrix | None:
-    """``expr`` at concrete sizes and integer matrices X, Y, G (None where the product is
-    undefined)."""
-    n, k, m = sizes
-    values = {
-        d.X: sp.Matrix(n, k, lambda i, j: i + 2 * j + 1),
-        d.Y: sp.Matrix(k, m, lambda i, j: 3 * i - j + 2),
-        d.G: sp.Matrix(n, m, lambda i, j: (-1) ** (i + j) * (i + j + 1)),
-    }
-    try:
-        return sp.Matrix(expr.subs({d.n: n, d.k: k, d.m: m}).xreplace(values).doit())
-    except (sp.ShapeError, ValueError, TypeError):
-        return None
-
-
-def _concrete_gradient(wrt: sp.MatrixSymbol, sizes: tuple[int, int, int]) -> sp.Matrix:
-    """``dL/dX`` (or ``dL/dY``) at the concrete matrices by ``sympy.diff`` of ``tr(G^T X Y)``
-    entry by entry, X (or Y) left as symbols."""
-    n, k, m = sizes
-    rows, cols = (n, k) if wrt == d.X else (k, m)
-    free = sp.Matrix(rows, cols, lambda i, j: sp.Symbol(f"e{i}{j}"))
-    fixed = {s: _concrete(s, sizes) for s in (d.X, d.Y, d.G) if s != wrt}
-    Xv = free if wrt == d.X else fixed[d.X]
-    Yv = free if wrt == d.Y else fixed[d.Y]
-    loss = (fixed[d.G].T * Xv * Yv).trace()
-    return free.applyfunc(lambda e: sp.diff(loss, e))
-
 
 def _gradient(c: Claim) -> Result:
     wrt = d.X if c.id == "backprop.dX_003" else d.Y
@@ -103,6 +71,16 @@ def _gradient(c: Claim) -> Result:
             check=lambda: pi.matrix_gradient(wrt) == derived,
         ),
         Step(
+            statement=rf"check of the matrix formula: at (n, k, m) = {pi.WITNESS_SIZES} with "
+            rf"integer X, Y, G, ${sp.latex(derived)}$ equals sympy.diff of the explicit "
+            r"$\mathrm{tr}(G^T X Y)$ entry by entry",
+            method="exact witness",
+            check=lambda: (
+                pi.concrete(derived, pi.WITNESS_SIZES)
+                == pi.concrete_gradient(wrt, pi.WITNESS_SIZES)
+            ),
+        ),
+        Step(
             statement=rf"entrywise, $\partial / \partial {name}_{{pq}}$ of $\sum_{{a=1}}^{{n}} "
             r"\sum_{b=1}^{m} G_{ab} \sum_{c=1}^{k} X_{ac} Y_{cb}$ (sympy.diff, Kronecker "
             rf"deltas summed out) is ${entry_text}$ for every size (symbolic n, k, m)",
@@ -117,11 +95,19 @@ def _gradient(c: Claim) -> Result:
         0,
         sp.ZeroMatrix(*derived.shape),
     ):
-        return result(c, Verdict.HOLDS, value, Proof(c.statement_latex, steps), notes=notes)
-    at_sizes = _concrete(printed, _SIZES)
-    true = _concrete_gradient(wrt, _SIZES)
+        same = Step(
+            statement=rf"the printed ${sp.latex(printed)}$ is that matrix expression, for every "
+            "size (symbolic n, k, m)",
+            method="symbolic identity",
+            check=lambda: sp.simplify(printed - derived) in (0, sp.ZeroMatrix(*derived.shape)),
+        )
+        return result(
+            c, Verdict.HOLDS, value, Proof(c.statement_latex, (*steps, same)), notes=notes
+        )
+    at_sizes = pi.concrete(printed, pi.WITNESS_SIZES)
+    true = pi.concrete_gradient(wrt, pi.WITNESS_SIZES)
     wrong = Step(
-        statement=rf"at n, k, m = {_SIZES} with integer X, Y, G the printed "
+        statement=rf"at n, k, m = {pi.WITNESS_SIZES} with integer X, Y, G the printed "
         rf"${sp.latex(printed)}$ is "
         + (
             "undefined (its factors' shapes do not chain)"
@@ -139,7 +125,7 @@ def _gradient(c: Claim) -> Result:
         Proof(c.statement_latex, (*steps, wrong)),
         notes=notes,
         witness={
-            "n, k, m": str(_SIZES),
+            "n, k, m": str(pi.WITNESS_SIZES),
             "printed": "undefined" if at_sizes is None else sp.sstr(at_sizes),
             "derived": sp.sstr(true),
         },
@@ -301,10 +287,11 @@ def _kaiming_mean(c: Claim) -> Result:
     substituted = s_exp = d.s * sp.exp(-d.u) / sp.sqrt(2 * sp.pi * d.s)
     steps = (
         Step(
-            rf"$E[\max(0, z)]$ for ${_GAUSS}$: the exact integral (symbolic variance $\sigma > "
-            rf"0$) is ${sp.latex(derived)}$",
+            rf"$E[\max(0, z)]$ for ${_GAUSS}$ (the integral over each half line, symbolic "
+            rf"variance $\sigma > 0$) is ${sp.latex(derived)}$, which is $\int_0^\infty z "
+            r"p(z) dz$: the negative half contributes 0",
             "symbolic identity",
-            lambda: is_zero(d.expectation(d.RELU) - derived),
+            lambda: is_zero(sp.integrate(d.z * d.density(), (d.z, 0, sp.oo)) - derived),
         ),
         Step(
             r"003's substitution $u = z^2/(2\sigma)$, $dz = (\sigma/z) du$: the integrand "
@@ -568,9 +555,9 @@ def _figure3(c: Claim) -> Result:
             rf"default_rng({certificate['seed']}).standard_normal((1024, 1024)) (sha256 "
             rf"{certificate['sha256'][:16]}...); for the float64 top right singular vector "
             r"v of NumPy's SVD, the exact Rayleigh quotient of the stored entries gives "
-            rf"$\sigma_{{max}}(W)^2 \ge |Wv|^2/|v|^2 = {sp.N(lower, 12)} > 4$",
+            rf"$\sigma_{{max}}(W)^2 \ge |Wv|^2/|v|^2 = {sp.N(lower, 12)} > {sp.latex(bound**2)}$",
             "exact witness",
-            lambda: pi.figure3_witness()["squared_lower_bound"] > 4,
+            lambda: pi.figure3_witness()["squared_lower_bound"] > bound**2,
         ),
         Step(
             r"the largest singular value of an $n_{out} \times n_{in}$ matrix of i.i.d. "

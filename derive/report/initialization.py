@@ -7,6 +7,7 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.catalog import section_entry
+from derive.definitions import initialization as d
 from proofs import initialization as pi
 
 
@@ -17,6 +18,16 @@ def _edges() -> list[str]:
         edge = sp.simplify(pi.edge(fan_in, fan_out))
         rows.append(f"| ({fan_in}, {fan_out}) | ${sp.latex(edge)}$ | {sp.N(edge, 8)} |")
     return rows
+
+
+def _shape(expr: sp.MatrixExpr) -> str:
+    return "(" + ", ".join(sp.sstr(size) for size in expr.shape) + ")"
+
+
+def _defined(expr: sp.MatrixExpr) -> str:
+    """Whether ``expr`` is defined at :data:`proofs.initialization.WITNESS_SIZES`."""
+    value = pi.concrete(expr, pi.WITNESS_SIZES)
+    return "not defined" if value is None else f"defined, of shape {value.shape}"
 
 
 def initialization_section(name: str) -> list[str]:
@@ -35,8 +46,9 @@ def initialization_section(name: str) -> list[str]:
             "first order $d\\mathcal{L} = \\mathrm{tr}(G^T dW)$ and $dW = dX\\,Y + X\\,dY$, so "
             "the gradients are those of $\\mathrm{tr}(G^T X Y)$; the claims are proven for "
             "symbolic n, k, m twice, by SymPy's matrix calculus and by index sums with "
-            "symbolic bounds. The transposed variant $Y^T G$ is refused: it has shape (m, m), "
-            "not (n, k), and at (n, k, m) = (1, 2, 3) it is not even defined.",
+            f"symbolic bounds. The transposed variant $Y^T G$ is refused: it has shape "
+            f"{_shape(d.Y.T * d.G)}, not {_shape(d.X)}, and at (n, k, m) = "
+            f"{pi.WITNESS_SIZES} it is {_defined(d.Y.T * d.G)}.",
             "",
             "Activations. 003's $\\sigma'(z) = \\sigma(z)(1 - \\sigma(z))$ and its ReLU "
             "derivative (1 for z > 0, 0 for z <= 0) are the claims `sigmoid.equation_003` and "
