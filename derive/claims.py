@@ -1459,6 +1459,16 @@ INITIALIZATION_CLAIMS: tuple[Claim, ...] = (
         "not be independent of each other: E[x_i x_k] (i != k) is left free.",
     ),
     _claim(
+        "initialization.xavier_monotone_003",
+        "equation",
+        _NOTES_003.format("Xavier Init, Note"),
+        r"\sigma^2 \uparrow\ \Rightarrow\ Var(y) \uparrow, \quad \sigma^2 \downarrow\ "
+        r"\Rightarrow\ Var(y) \downarrow",
+        sp.Integer(1),
+        notes="formal: the sign of dVar(y)/d(sigma^2), Var(y) as a function of the weights' "
+        "variance sigma^2 (V, D_in fixed); +1: Var(y) moves with sigma^2.",
+    ),
+    _claim(
         "initialization.xavier_sigma_003",
         "value",
         _NOTES_003.format("Xavier Init"),

@@ -37,6 +37,7 @@ __all__ = [
     "matrix_gradient",
     "mean_vanishes",
     "orthogonal_singular_values",
+    "product_density_mean",
     "product_rule_remainder",
     "rayleigh_quotient",
     "substitution_integrand",
@@ -117,6 +118,18 @@ def cross_terms(size: int, mean: sp.Expr = d.mu_w) -> sp.Expr:
     second = d.output_second_moment(mean).subs(d.D_in, size).doit()
     diagonal = sum(d.sigma_w**2 * d.Exx[i, i] for i in range(1, size + 1))
     return sp.expand(second - diagonal)
+
+
+def product_density_mean() -> sp.Expr:
+    """003's ``iint x w p(x) p(w) dx dw`` for Gaussian densities of symbolic means m1, m2
+    and variances: the exact double integral (it is ``m1 m2``, the product of the means)."""
+    x, w = sp.symbols("x w", real=True)
+    m1, m2 = sp.symbols("m1 m2", real=True)
+    v1, v2 = sp.symbols("v1 v2", positive=True)
+    px = sp.exp(-((x - m1) ** 2) / (2 * v1)) / sp.sqrt(2 * sp.pi * v1)
+    pw = sp.exp(-((w - m2) ** 2) / (2 * v2)) / sp.sqrt(2 * sp.pi * v2)
+    inner = sp.integrate(x * w * px * pw, (x, -sp.oo, sp.oo))
+    return sp.simplify(sp.integrate(inner, (w, -sp.oo, sp.oo)))
 
 
 def mean_vanishes() -> bool:

@@ -214,7 +214,15 @@ def _zero_centered(c: Claim) -> Result:
 
 def _xavier_mean(c: Claim) -> Result:
     derived = d.output_mean(0).doit()
+    m1, m2 = sp.symbols("m1 m2", real=True)
     steps = (
+        Step(
+            r"independence: $\iint x w\, p(x) p(w)\, dx\, dw = E[x] E[w]$ (Fubini, taken as "
+            r"given); checked exactly for Gaussian densities of symbolic means $m_1, m_2$ and "
+            r"variances: the double integral is $m_1 m_2$",
+            "exact witness",
+            lambda: is_zero(pi.product_density_mean() - m1 * m2),
+        ),
         Step(
             r"$E[y] = \sum_{i=1}^{D_{in}} E[w_i] E[x_i]$ (w independent of x) $= \sum_i 0 "
             r"\cdot E[x_i] = 0$ for every size (symbolic D_in), whatever the $E[x_i]$",
@@ -252,6 +260,23 @@ def _xavier_variance(c: Claim) -> Result:
         ),
     )
     return _compared(c, derived, steps)
+
+
+def _xavier_monotone(c: Claim) -> Result:
+    weight_variance = sp.Symbol("sigma_w2", positive=True)
+    variance_y = (d.sigma_w**2 * d.V * d.D_in).subs(d.sigma_w**2, weight_variance)
+    slope = sp.diff(variance_y, weight_variance)
+    derived = sp.sign(slope)
+    steps = (
+        Step(
+            rf"$\partial\, \mathrm{{Var}}(y) / \partial \sigma^2 = {sp.latex(slope)} > 0$ "
+            r"for every $V > 0$ and every size (symbolic D_in): Var(y) = $\sigma^2 V D_{in}$ "
+            r"rises and falls with $\sigma^2$",
+            "symbolic sign",
+            lambda: slope.is_positive is True,
+        ),
+    )
+    return _compared(c, derived, steps, notes=(f"value: the sign of {sp.sstr(slope)}.",))
 
 
 def _xavier_sigma(c: Claim) -> Result:
@@ -735,6 +760,7 @@ DECIDERS: dict[str, Callable[[Claim], Result]] = {
     "backprop.zero_centered_003": _zero_centered,
     "initialization.xavier_mean_003": _xavier_mean,
     "initialization.xavier_variance_003": _xavier_variance,
+    "initialization.xavier_monotone_003": _xavier_monotone,
     "initialization.xavier_sigma_003": _xavier_sigma,
     "initialization.kaiming_mean_003": _kaiming_mean,
     "initialization.kaiming_second_moment_003": _kaiming_second_moment,

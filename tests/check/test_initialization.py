@@ -32,6 +32,7 @@ EXPECTED = {
     "backprop.zero_centered_003": "holds",
     "initialization.xavier_mean_003": "holds",
     "initialization.xavier_variance_003": "holds",
+    "initialization.xavier_monotone_003": "holds",
     "initialization.xavier_sigma_003": "holds",
     "initialization.kaiming_mean_003": "holds",
     "initialization.kaiming_second_moment_003": "misprinted",
@@ -142,6 +143,7 @@ def test_a_wrong_tanh_derivative_and_a_wrong_centering_are_refused():
     [
         ("initialization.xavier_variance_003", d.sigma_w**2 * d.V * d.D_in**2),
         ("initialization.xavier_sigma_003", 1 / d.D_in),
+        ("initialization.xavier_monotone_003", sp.Integer(-1)),
         ("initialization.kaiming_mean_003", sp.sqrt(d.s / sp.pi)),
         ("initialization.kaiming_variance_003", d.s / 2 - d.s / sp.pi),
         ("initialization.kaiming_sigma_003", sp.sqrt(1 / d.D_in)),
