@@ -158,7 +158,13 @@ def _activation(c: Claim) -> Result:
     if found is None:
         raise UnprovenError(f"{c.id}: neither an identity nor a counterexample")
     proof = identities.counterexample_proof(c.statement_latex, printed, derived_x, what, found)
-    return result(c, Verdict.FAILS, sp.sstr(derived), proof, witness={"z": found["x"], **found})
+    return result(
+        c,
+        Verdict.FAILS,
+        sp.sstr(derived),
+        proof,
+        witness={"z": found["x"], "printed": found["printed"], "derived": found["derived"]},
+    )
 
 
 def _is_odd(f: sp.Expr) -> tuple[bool, Step]:
@@ -309,7 +315,8 @@ def _moments() -> dict[sp.Symbol, sp.Expr]:
 
 def _kaiming_mean(c: Claim) -> Result:
     derived = d.expectation(d.RELU)
-    substituted = s_exp = d.s * sp.exp(-d.u) / sp.sqrt(2 * sp.pi * d.s)
+    # 003's integrand after the substitution, as printed
+    substituted = d.s * sp.exp(-d.u) / sp.sqrt(2 * sp.pi * d.s)
     steps = (
         Step(
             rf"$E[\max(0, z)]$ for ${_GAUSS}$ (the integral over each half line, symbolic "
@@ -325,7 +332,7 @@ def _kaiming_mean(c: Claim) -> Result:
             "symbolic identity",
             lambda: (
                 is_zero(pi.substitution_integrand() - substituted)
-                and is_zero(sp.integrate(s_exp, (d.u, 0, sp.oo)) - derived)
+                and is_zero(sp.integrate(substituted, (d.u, 0, sp.oo)) - derived)
             ),
         ),
     )
