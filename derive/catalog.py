@@ -21,7 +21,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 #: The families, in the order of their first module in Table 2, then the topics' families.
-FAMILIES: tuple[str, ...] = ("rows", "activations", "attention", "norms", "batchnorm", "theory")
+FAMILIES: tuple[str, ...] = (
+    "rows",
+    "activations",
+    "attention",
+    "norms",
+    "batchnorm",
+    "theory",
+    "initialization",
+)
 
 
 @dataclass(frozen=True)
@@ -281,6 +289,21 @@ TOPICS: tuple[Topic, ...] = (
         title="Lipschitz continuity and smoothness: the examples of 000 and 002",
         source="000_fd3535166428b448.txt, Appendix: Lipschitz Continuous and Lipschitz Smooth; "
         "002_665588f2644db48a.txt, L-Lipschitz and beta-smooth",
+    ),
+    Topic(
+        key="backprop",
+        family="initialization",
+        title="Backpropagation through a product and the activations of 003",
+        source="003_54d3154625e0c3ca.txt, first page (W = XY) and the activations "
+        "(Sigmoid, tanh, ReLU)",
+    ),
+    Topic(
+        key="initialization",
+        family="initialization",
+        title="Initialization: Xavier, Kaiming, orthogonal, spectral and depth-aware",
+        source="003_54d3154625e0c3ca.txt, Xavier Init and Xavier Init -> ReLU; "
+        "001_76ce3a8a4b6079c3.txt, section 3.4 (Eq. 34-35, Figure 3), section 5.5 (Table 3, "
+        "Remark 5.5)",
     ),
 )
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from derive.definitions import batchnorm as bn
+from derive.definitions import initialization as ini
 from derive.definitions.activations import x
 
 KINDS = ("definition", "jacobian", "lipschitz", "equation", "value")
@@ -1459,6 +1460,230 @@ THEORY_CLAIMS: tuple[Claim, ...] = (
 )
 
 
+# --- backpropagation through W = XY, 003's activations, initialization (003; 001) ---------
+
+_NOTES_003 = "003_54d3154625e0c3ca.txt, {}"
+_SEC_001 = "001_76ce3a8a4b6079c3.txt, {}"
+#: 003's printed moments of z, as the notes name them (their values are derived).
+E_Z2, VAR_Z, VAR_Z2 = sp.symbols("E_z2 Var_z Var_z2")
+
+
+def _claim(claim_id: str, kind: str, source: str, latex: str, formal, **extra) -> Claim:
+    return Claim(
+        id=claim_id,
+        key=claim_id.split(".")[0],
+        kind=kind,
+        source=source,
+        statement_latex=latex,
+        formal=formal,
+        **extra,
+    )
+
+
+INITIALIZATION_CLAIMS: tuple[Claim, ...] = (
+    _claim(
+        "backprop.dX_003",
+        "equation",
+        _NOTES_003.format("first page, W = XY, (1)"),
+        r"W = XY:\ \frac{\partial \mathcal{L}}{\partial X} = \frac{\partial \mathcal{L}}"
+        r"{\partial W} \cdot Y^T",
+        ini.G * ini.Y.T,
+        notes="X: n x k, Y: k x m, dL/dW: n x m (each gradient in its variable's layout).",
+    ),
+    _claim(
+        "backprop.dY_003",
+        "equation",
+        _NOTES_003.format("first page, W = XY, (2)"),
+        r"W = XY:\ \frac{\partial \mathcal{L}}{\partial Y} = X^T \frac{\partial \mathcal{L}}"
+        r"{\partial W}",
+        ini.X.T * ini.G,
+        notes="X: n x k, Y: k x m, dL/dW: n x m (each gradient in its variable's layout).",
+    ),
+    _claim(
+        "backprop.tanh_definition_003",
+        "definition",
+        _NOTES_003.format("activations, tanh"),
+        r"\tanh(z) = \frac{e^z - e^{-z}}{e^z + e^{-z}}",
+        ini.TANH_003,
+    ),
+    _claim(
+        "backprop.tanh_derivative_003",
+        "equation",
+        _NOTES_003.format("activations, tanh"),
+        r"(\tanh)' = 1 - (\tanh)^2",
+        1 - sp.tanh(ini.z) ** 2,
+        notes="003's sigma'(z) = sigma(z)(1 - sigma(z)) and ReLU' = 1(z > 0) are the claims "
+        "sigmoid.equation_003 and relu.equation_003.",
+    ),
+    _claim(
+        "backprop.zero_centered_003",
+        "equation",
+        _NOTES_003.format(
+            "activations: 'not zero centered. / zero centered. / not zero centered.'"
+        ),
+        r"\sigma: \text{not zero centered};\ \tanh: \text{zero centered};\ \mathrm{ReLU}: "
+        r"\text{not zero centered}",
+        sp.Tuple(sp.false, sp.true, sp.false),
+        notes="formal: (sigmoid, tanh, ReLU) is zero centered, read as: odd, f(-z) = -f(z) "
+        "(so its range is symmetric about 0 and its mean is 0 for every input distribution "
+        "symmetric about 0). The three remarks stand beside the three functions in order.",
+    ),
+    _claim(
+        "initialization.xavier_mean_003",
+        "equation",
+        _NOTES_003.format("Xavier Init"),
+        r"E[y] = \sum_i E[x_i w_i] = \sum_i E[x_i] E[w_i] = 0",
+        sp.Integer(0),
+        notes="y = sum_{i=1}^{D_in} w_i x_i; w_i i.i.d. with E[w_i] = 0, Var(w_i) = sigma^2; "
+        "x independent of w; E[x_i] = 0, Var[x_i] = V.",
+    ),
+    _claim(
+        "initialization.xavier_variance_003",
+        "equation",
+        _NOTES_003.format("Xavier Init"),
+        r"Var[y] = E[y^2] = \sum_i E[w_i^2 x_i^2] + \sum_{i \neq k} E[w_i] E[w_k] E[x_i x_k] "
+        r"= \sigma^2 V \cdot D_{in}",
+        ini.sigma_w**2 * ini.V * ini.D_in,
+        notes="003's sigma here is the weights' standard deviation (sigma_w). The x_i need "
+        "not be independent of each other: E[x_i x_k] (i != k) is left free.",
+    ),
+    _claim(
+        "initialization.xavier_monotone_003",
+        "equation",
+        _NOTES_003.format("Xavier Init, Note"),
+        r"\sigma^2 \uparrow\ \Rightarrow\ Var(y) \uparrow, \quad \sigma^2 \downarrow\ "
+        r"\Rightarrow\ Var(y) \downarrow",
+        sp.Integer(1),
+        notes="formal: the sign of dVar(y)/d(sigma^2), Var(y) as a function of the weights' "
+        "variance sigma^2 (V, D_in fixed); +1: Var(y) moves with sigma^2.",
+    ),
+    _claim(
+        "initialization.xavier_sigma_003",
+        "value",
+        _NOTES_003.format("Xavier Init"),
+        r"\text{Goal } Var[y] = Var[x_i]:\ \sigma = \frac{1}{\sqrt{D_{in}}}",
+        1 / sp.sqrt(ini.D_in),
+        printed_value="1/sqrt(D_in)",
+    ),
+    _claim(
+        "initialization.kaiming_mean_003",
+        "equation",
+        _NOTES_003.format("Xavier Init -> ReLU, E[h]"),
+        r"E[h] = \int_0^\infty z \frac{1}{\sqrt{2\pi\sigma}} e^{-\frac{z^2}{2\sigma}} dz "
+        r"\overset{u = z^2/(2\sigma)}{=} \int_0^\infty \frac{\sigma e^{-u}}{\sqrt{2\pi\sigma}} "
+        r"du = \sqrt{\frac{\sigma}{2\pi}}",
+        sp.sqrt(ini.s / (2 * sp.pi)),
+        notes="In this part 003's sigma is the variance of z (s here): p(z) = "
+        "exp(-z^2/(2 sigma))/sqrt(2 pi sigma); h = max(0, z).",
+    ),
+    _claim(
+        "initialization.kaiming_second_moment_003",
+        "equation",
+        _NOTES_003.format("Xavier Init -> ReLU, E[h^2]"),
+        r"E[h^2] = \frac12 \int_{-\infty}^\infty z^2 p(z) dz = \frac12 E[z^2] = \frac12 "
+        r"\mathrm{Var}[z^2] = \frac12 \sigma",
+        sp.Tuple(E_Z2 / 2, VAR_Z2 / 2, ini.s / 2),
+        intended=sp.Tuple(E_Z2 / 2, VAR_Z / 2, ini.s / 2),
+        notes="formal: the chain's three right-hand sides (E_z2 = E[z^2], Var_z2 = "
+        "Var[z^2]); sigma: the variance of z (s). Intended: Var[z], which is E[z^2] for a "
+        "centered z.",
+    ),
+    _claim(
+        "initialization.kaiming_variance_003",
+        "equation",
+        _NOTES_003.format("Xavier Init -> ReLU, Var[h]"),
+        r"\mathrm{Var}[h] = \frac12 \sigma - \frac{\sigma}{2\pi}",
+        ini.s / 2 - ini.s / (2 * sp.pi),
+        notes="As printed, sigma/(2 pi) = E[h]^2 (sigma: the variance of z).",
+    ),
+    _claim(
+        "initialization.kaiming_variance_approx_003",
+        "equation",
+        _NOTES_003.format("Xavier Init -> ReLU, Var[h]"),
+        r"\mathrm{Var}[h] \approx \frac12 \mathrm{Var}[z]",
+        ini.s / 2,
+        approximate=True,
+        notes="Var[z] = sigma, the variance of z (s here).",
+    ),
+    _claim(
+        "initialization.kaiming_sigma_003",
+        "value",
+        _NOTES_003.format("Xavier Init -> ReLU"),
+        r"\text{Xavier Init} \hookrightarrow \mathrm{ReLU} \Rightarrow \sigma = "
+        r"\sqrt{\frac{2}{D_{in}}}",
+        sp.sqrt(2 / ini.D_in),
+        printed_value="sqrt(2/D_in)",
+        notes="sigma: the weights' standard deviation again (sigma_w). The notes reach it "
+        "from '(1/2) sigma^2 V D_in = V', i.e. from Var[h] ≈ (1/2) Var[z].",
+    ),
+    _claim(
+        "initialization.xavier_uniform_001",
+        "equation",
+        _SEC_001.format("section 3.4, Eq. 34 and Eq. 35; Table 3, Xavier Initialization"),
+        r"W_{i,j} \sim U\left(-\sqrt{\frac{6}{n_{in} + n_{out}}}, \sqrt{\frac{6}{n_{in} + "
+        r"n_{out}}}\right) \text{ or } W_{i,j} \sim N\left(0, \frac{2}{n_{in} + "
+        r"n_{out}}\right)",
+        sp.Tuple(ini.XAVIER_HALF_WIDTH, ini.XAVIER_VARIANCE),
+        notes="formal: (the uniform's half-width, the Gaussian's variance); read as: the two "
+        "types give the weights the same variance (Glorot and Bengio 2010, their Eq. 16).",
+    ),
+    _claim(
+        "initialization.figure3_001",
+        "value",
+        _SEC_001.format("section 3.4, Figure 3"),
+        r"\text{after Xavier initialization, the maximum eigenvalue is always less than 2.0} "
+        r"\ ((n_{in}, n_{out}) \in \{(1024, 1024), (1024, 2048), (2048, 2048)\})",
+        sp.Integer(2),
+        printed_value="2.0",
+        notes="Read as the largest singular value (the spectral norm, which bounds a "
+        "layer's Lipschitz constant): an n_out x n_in matrix has no eigenvalues unless it is "
+        "square, and the figure's mass near zero for square shapes is that of singular "
+        "values (quarter-circle law).",
+    ),
+    _claim(
+        "initialization.kaiming_leaky_001",
+        "equation",
+        _SEC_001.format("section 5.5, Table 3, Kaiming Initialization"),
+        r"W_{i,j} \sim N\left(0, \frac{2}{(1 + a^2) \times n_{in}}\right)",
+        2 / ((1 + ini.a**2) * ini.n_in),
+        notes="a: the negative slope of a leaky ReLU (a = 0: ReLU). Read as He et al. "
+        "(2015): the variance that keeps Var of the pre-activations from layer to layer.",
+    ),
+    _claim(
+        "initialization.orthogonal_001",
+        "equation",
+        _SEC_001.format("section 5.5, Table 3, Orthogonal Initialization"),
+        r"\mathbf{U}, \mathbf{S}, \mathbf{V} = \mathrm{SVD}(\mathbf{W}_1),\ \mathbf{I} = "
+        r"\mathrm{eye}(\mathbf{W}_1),\ \mathbf{W} = \mathbf{U}\mathbf{I}\mathbf{V}^\top",
+        sp.Integer(1),
+        notes="formal: every singular value of W (so its spectral norm). SVD: the full one "
+        "(U: n_out x n_out, V: n_in x n_in), the only one in which eye(W1) of W1's shape fits "
+        "between U and V^T for a rectangular W1.",
+    ),
+    _claim(
+        "initialization.spectral_001",
+        "equation",
+        _SEC_001.format("section 5.5, Table 3, Spectral Initialization"),
+        r"\mathbf{U}, \mathbf{S}, \mathbf{V} = \mathrm{SVD}(\mathbf{W}_1),\ \mathbf{W} = "
+        r"\frac{\mathbf{W}_1}{\mathcal{S}[0]}",
+        sp.Integer(1),
+        notes="formal: the spectral norm of W. S[0]: the first, i.e. the largest, singular "
+        "value (NumPy and PyTorch return them in descending order).",
+    ),
+    _claim(
+        "initialization.depth_aware_001",
+        "equation",
+        _SEC_001.format("section 5.5, Remark 5.5, nu_2 = 1/sqrt(L)"),
+        r"W_{i,j} \sim U\left(-\sqrt{\frac{6}{n_{in} + n_{out}}} \frac{1}{\sqrt{L}}, "
+        r"\sqrt{\frac{6}{n_{in} + n_{out}}} \frac{1}{\sqrt{L}}\right) \text{ or } W_{i,j} "
+        r"\sim N\left(0, \frac{2}{n_{in} + n_{out}} \frac{1}{L}\right)",
+        sp.Tuple(ini.XAVIER_HALF_WIDTH / sp.sqrt(ini.L), ini.XAVIER_VARIANCE / ini.L),
+        notes="formal: (the uniform's half-width, the Gaussian's variance) of W = W1/sqrt(L) "
+        "(Table 3's depth-aware row) for a Xavier W1; read as: both are W1/sqrt(L).",
+    ),
+)
+
+
 CLAIMS: tuple[Claim, ...] = (
     ACTIVATION_CLAIMS
     + NORM_CLAIMS
@@ -1466,6 +1691,7 @@ CLAIMS: tuple[Claim, ...] = (
     + ROW_CLAIMS
     + ATTENTION_CLAIMS
     + THEORY_CLAIMS
+    + INITIALIZATION_CLAIMS
 )
 
 

@@ -30,6 +30,7 @@ from derive.report.certificates import certificate_section
 from derive.report.envelope import envelope_section
 from derive.report.figures import derivative_figure
 from derive.report.float16 import Float16Facts, float16_facts
+from derive.report.initialization import initialization_section
 from derive.report.norms import norm_section
 from derive.report.rows import row_section
 from derive.report.theory import theory_section
@@ -221,6 +222,8 @@ def _family_section(family: str, name: str, files: dict[str, str]) -> list[str]:
         return row_section(name)
     if family == "theory":
         return theory_section(name)
+    if family == "initialization":
+        return initialization_section(name)
     if family == "attention":
         figure = None
         if name == "dp_attention":
