@@ -34,6 +34,7 @@ __all__ = [
     "decrease_identity",
     "decrease_witness",
     "directional_derivative",
+    "first_order_change",
     "gradient_attains",
     "hessian_quotient",
     "lagrange_identity",
@@ -48,6 +49,7 @@ __all__ = [
     "relu_one_sided",
     "remainder_identity",
     "residual_block_witness",
+    "sgd_degenerate",
     "sgd_expectation",
     "square_quotient",
 ]
@@ -101,10 +103,14 @@ def directional_derivative(dimension: int) -> bool:
     xs = sp.symbols(f"x1:{dimension + 1}", real=True)
     vs = sp.symbols(f"v1:{dimension + 1}", real=True)
     f = sp.Function("f")(*us)
-    along = f.subs({u: xk + h * vk for u, xk, vk in zip(us, xs, vs)}, simultaneous=True)
+    along = f.subs(
+        {u: xk + h * vk for u, xk, vk in zip(us, xs, vs, strict=True)}, simultaneous=True
+    )
     derivative = sp.diff(along, h).subs(h, 0)
-    gradient = sum(sp.diff(f, u).subs(dict(zip(us, xs)), simultaneous=True) * vk
-                   for u, vk in zip(us, vs))
+    gradient = sum(
+        sp.diff(f, u).subs(dict(zip(us, xs, strict=True)), simultaneous=True) * vk
+        for u, vk in zip(us, vs, strict=True)
+    )
     return is_zero(sp.simplify(derivative - gradient))
 
 
@@ -180,11 +186,12 @@ def composition_induction() -> bool:
     lip_l = p_l - w
     lip_next = c_next * lip_l - u
     step = nonnegative(c_next * p_l - lip_next)
-    l = sp.Symbol("l", integer=True, positive=True)
+    ell = sp.Symbol("l", integer=True, positive=True)
     c = sp.IndexedBase("c", positive=True)
     recurrence = all(
         is_zero(
-            sp.Product(c[l], (l, 1, n + 1)).doit() - sp.Product(c[l], (l, 1, n)).doit() * c[n + 1]
+            sp.Product(c[ell], (ell, 1, n + 1)).doit()
+            - sp.Product(c[ell], (ell, 1, n)).doit() * c[n + 1]
         )
         for n in range(1, 9)
     )
@@ -205,8 +212,7 @@ def composition_attained() -> bool:
     p = sp.Symbol("p", positive=True)
     composed = de.RELU.subs(de.x, 3 * de.RELU.subs(de.x, 2 * de.x))
     return all(
-        is_zero(composed.subs(de.x, point) - 6 * de.RELU.subs(de.x, point))
-        for point in (p, -p, 0)
+        is_zero(composed.subs(de.x, point) - 6 * de.RELU.subs(de.x, point)) for point in (p, -p, 0)
     )
 
 
@@ -259,7 +265,7 @@ def chain_rule_along(dimension: int = 2) -> dict[str, bool]:
     xs = sp.symbols(f"x1:{dimension + 1}", real=True)
     ds = sp.symbols(f"d1:{dimension + 1}", real=True)
     f = sp.Function("f")(*us)
-    at = {u: xk + t * dk for u, xk, dk in zip(us, xs, ds)}
+    at = {u: xk + t * dk for u, xk, dk in zip(us, xs, ds, strict=True)}
     g = f.subs(at, simultaneous=True)
     d = sp.Matrix(ds)
     gradient = sp.Matrix([f.diff(u) for u in us]).subs(at, simultaneous=True)
@@ -296,6 +302,15 @@ def decrease_identity(factor: int = 1) -> bool:
     return sum_identity(left, -factor * de.descent_coefficient() * de.norm_sq(a))()
 
 
+def first_order_change() -> bool:
+    """``<a, -alpha a> = -alpha ||a||^2`` for a symbolic size D: the change of the linear
+    model along ``-alpha grad L``."""
+    alpha = sp.Symbol("alpha", positive=True)
+    return sum_identity(
+        total(de.a_vec[i] * (-alpha * de.a_vec[i]), i), -alpha * de.norm_sq(de.a_vec)
+    )()
+
+
 def quadratic_decrease_is_equality() -> bool:
     """On ``f = (beta/2)||x||^2`` (gradient beta x) the step ``x - eta beta x`` decreases f by
     exactly ``(eta - beta eta^2/2)||beta x||^2``, symbolic D: the bound is attained."""
@@ -312,9 +327,13 @@ def coefficient_interval() -> sp.Set:
     return sp.solveset(de.descent_coefficient(e, de.beta) > 0, e, sp.S.Reals)
 
 
-def decrease_witness(
-    b: sp.Expr = sp.Integer(10), step: sp.Expr = sp.Rational(1, 2)
-) -> dict[str, sp.Expr]:
+#: 003's counterexample to "eta < 1 then positive": beta = 10 (f = 5 x^2), eta = 1/2.
+WITNESS_BETA, WITNESS_ETA = sp.Integer(10), sp.Rational(1, 2)
+#: 003's factor of the second-order term, beta/2.
+HALF = sp.Rational(1, 2)
+
+
+def decrease_witness(b: sp.Expr = WITNESS_BETA, step: sp.Expr = WITNESS_ETA) -> dict[str, sp.Expr]:
     """Gradient descent on ``f = (b/2) x^2`` (b-smooth) from ``x_0 = 1`` with step ``step``:
     the coefficient, ``x_1``, ``f(x_0)`` and ``f(x_1)``, exactly."""
     b, step = sp.sympify(b), sp.sympify(step)
@@ -368,7 +387,7 @@ def sgd_step_identity() -> bool:
     return sum_identity(left, right)()
 
 
-def sgd_chain(printed_coefficient: sp.Expr = sp.Rational(1, 2)) -> dict[str, bool]:
+def sgd_chain(printed_coefficient: sp.Expr = HALF) -> dict[str, bool]:
     """The SGD chain on symbols: F_t = E f(x_t), g2_t = E||grad f(x_t)||^2, with
     ``E_t f(x_{t+1}) = f(x_t) - eta g2 + (beta/2) eta^2 S - u`` (Lemma 3.1 in expectation,
     slack u) and ``S = G - w`` (slack w): the step, its rearrangement, and the printed
@@ -407,6 +426,24 @@ def telescoping(printed_factor: sp.Expr = sp.S.One) -> dict[str, bool]:
     }
 
 
+def sgd_degenerate() -> dict[str, bool]:
+    """The SGD chain's bounds are attained: for a constant f (``f(x_t) = f_0 = f*`` for every
+    t, gradient 0), ``g~ = 0`` and ``G = 0``, each printed right side equals its left side
+    (the step's, the rearranged, the sum's for a symbolic T, the min's)."""
+    f0 = sp.Symbol("f_0", real=True)
+    zero = sp.S.Zero
+    step = f0 - de.eta * zero + de.beta / 2 * de.eta**2 * zero
+    rearranged = (f0 - f0) / de.eta + de.beta / 2 * de.eta * zero
+    summed = (f0 - f0) / de.eta + de.beta / 2 * de.eta * zero * de.T
+    minimum = de.sgd_min_bound(f0 - f0).subs(de.G, zero)
+    return {
+        "step": is_zero(step - f0),
+        "rearranged": is_zero(rearranged - zero),
+        "sum": is_zero(summed - zero),
+        "min": is_zero(minimum - zero),
+    }
+
+
 def min_below_average() -> bool:
     """``min_t a_t <= (1/T) sum_t a_t`` for a symbolic T: with ``a_t = m + d_t`` (d_t >= 0,
     m the minimum), ``(1/T) sum (m + d_t) - m = (1/T) sum d_t``, a sum of nonnegative
@@ -417,9 +454,10 @@ def min_below_average() -> bool:
     size = sp.Symbol("T", integer=True, positive=True)
     average = total(m + d[t], t, size) / size
     gap = average - m
-    return sum_identity(gap, total(d[t], t, size) / size)() and (
-        total(d[t], t, size) / size
-    ).is_nonnegative is True
+    return (
+        sum_identity(gap, total(d[t], t, size) / size)()
+        and (total(d[t], t, size) / size).is_nonnegative is True
+    )
 
 
 def rate() -> dict[str, sp.Expr]:
@@ -439,7 +477,7 @@ def hessian_quotient(dimension: int = 2) -> bool:
     vs = sp.symbols(f"v1:{dimension + 1}", real=True)
     f = us[0] ** 3 + us[0] * us[-1] ** 2 + us[-1] ** 4
     grad = sp.Matrix([sp.diff(f, u) for u in us])
-    moved = grad.subs({u: u + h * v for u, v in zip(us, vs)}, simultaneous=True)
+    moved = grad.subs({u: u + h * v for u, v in zip(us, vs, strict=True)}, simultaneous=True)
     v = sp.Matrix(vs)
     quotient = sp.expand(((moved - grad).T * (h * v))[0] / h**2)
     hessian = (v.T * sp.hessian(f, us) * v)[0]

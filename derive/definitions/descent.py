@@ -24,7 +24,7 @@ from proofs.core import INDICES, SIZE, total
 #: Lipschitz constants, step size, the bound G on E||g~||^2, steps T, and the per-step
 #: quantities of the SGD chain (values of f and squared gradient norms).
 K = sp.Symbol("K", nonnegative=True)
-beta = sp.Symbol("beta", positive=True)
+beta = sp.Symbol("beta_f", positive=True)
 eta = sp.Symbol("eta", positive=True)
 G = sp.Symbol("G", nonnegative=True)
 T = sp.Symbol("T", integer=True, positive=True)
