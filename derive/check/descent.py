@@ -203,7 +203,11 @@ def _stricter(c: Claim) -> Result:
         "oo",
         steps,
         witness={"f": "x**2", "sup|f'|": str(unbounded)},
-        notes=("value: sup |f'| of the continuously differentiable x^2.",),
+        notes=(
+            "value: sup |f'| of the continuously differentiable x^2. Corrected: a "
+            "differentiable f is Lipschitz exactly when its gradient is bounded (Lemma 1); "
+            "neither class contains the other (x^2, ReLU).",
+        ),
     )
 
 
@@ -677,23 +681,39 @@ def _decrease(c: Claim) -> Result:
 
 def _step_condition(c: Claim) -> Result:
     derived = pd.coefficient_interval()
-    at_b = derived.subs(de.beta, pd.WITNESS_BETA)
-    witness = pd.decrease_witness()
-    holds = bool(c.formal.is_subset(at_b))
+    # The betas for which every printed step size has a positive bracket: the printed
+    # interval (0, e) lies in (0, 2/beta) exactly when e <= 2/beta.
+    covered = sp.solveset(c.formal.sup <= 2 / de.beta, de.beta, sp.Interval.open(0, sp.oo))
+    holds = covered == sp.Interval.open(0, sp.oo)
     steps = (
         Step(
             statement=r"$\eta - \frac{\beta}{2}\eta^2 > 0$ exactly for $\eta \in (0, 2/\beta)$ "
-            r"(solveset, symbolic $\beta > 0$); the printed $(0, 1)$ lies inside it only when "
-            r"$2/\beta \ge 1$",
+            r"(solveset, symbolic $\beta > 0$)",
             method="symbolic solution set",
             check=lambda: derived == sp.Interval.open(0, 2 / de.beta),
         ),
+        Step(
+            statement=rf"the printed ${sp.latex(c.formal)}$ lies inside it exactly for "
+            rf"$\beta \in {sp.latex(covered)}$ (solveset)",
+            method="symbolic solution set",
+            check=lambda: (
+                sp.solveset(c.formal.sup <= 2 / de.beta, de.beta, sp.Interval.open(0, sp.oo))
+                == covered
+            ),
+        ),
+    )
+    if holds:
+        return _decided(c, True, "Interval.open(0, 2/beta_f)", steps)
+    witness = pd.decrease_witness()
+    outside = pd.WITNESS_BETA not in covered and pd.WITNESS_ETA in c.formal
+    steps += (
         Step(
             statement=r"$f = 5x^2$ ($\beta = 10$), $x_0 = 1$, $\eta = 1/2 < 1$: the bracket is "
             r"$-3/4$, $x_1 = -4$ and f rises from 5 to 80",
             method="exact witness",
             check=lambda: (
-                witness == {"coefficient": sp.Rational(-3, 4), "x1": -4, "f0": 5, "f1": 80}
+                outside
+                and witness == {"coefficient": sp.Rational(-3, 4), "x1": -4, "f0": 5, "f1": 80}
             ),
         ),
         Step(
@@ -705,19 +725,17 @@ def _step_condition(c: Claim) -> Result:
     )
     return _decided(
         c,
-        holds,
+        False,
         "Interval.open(0, 2/beta_f)",
         steps,
-        witness=None
-        if holds
-        else {
-            "beta": "10",
-            "eta": "1/2",
+        witness={
+            "beta": str(pd.WITNESS_BETA),
+            "eta": str(pd.WITNESS_ETA),
             "x_0": "1",
-            "x_1": "-4",
-            "f(x_0)": "5",
-            "f(x_1)": "80",
-            "bracket": "-3/4",
+            "x_1": str(witness["x1"]),
+            "f(x_0)": str(witness["f0"]),
+            "f(x_1)": str(witness["f1"]),
+            "bracket": str(witness["coefficient"]),
         },
         notes=(
             "value: the step sizes with a positive bracket. Corrected: positive iff 0 < eta < "
