@@ -1550,10 +1550,12 @@ DESCENT_CLAIMS: tuple[Claim, ...] = (
         "steepest",
         "equation",
         "'Gradient Descent!', the Taylor approximation (lines 162-174)",
-        r"f(x_{t+1}) \approx f(x_t) + \langle \nabla f(x_t), \eta v \rangle;\ \text{minimizing "
-        r"} f(x_{t+1}),\ v = -\frac{\nabla f(x_t)}{\|\nabla f(x_t)\|}",
+        r"\text{minimizing } f(x_t) + \langle \nabla f(x_t), \eta v \rangle:\ v = "
+        r"-\frac{\nabla f(x_t)}{\|\nabla f(x_t)\|}",
         None,
-        notes="The minimization is of the first-order model over unit vectors: the notes do "
+        notes="The notes write the model as f(x_{t+1}) '≈' f(x_t) + <grad f(x_t), eta v> "
+        "(first-order Taylor); the statement checked is the minimization of that model, not "
+        "the size of the Taylor remainder. The minimization is over unit vectors: the notes do "
         "not write ||v|| = 1, and without it the model has no minimum. The resulting step "
         "x_{t+1} = x_t - eta grad f/||grad f|| is normalized gradient descent, not the update "
         "x' = x - eta grad f written just above it.",
@@ -1569,7 +1571,9 @@ DESCENT_CLAIMS: tuple[Claim, ...] = (
         - (sp.Symbol("theta") - sp.Symbol("alpha", positive=True) * sp.Symbol("grad")),
         notes="As printed the two lines give theta + alpha grad L: a step up the gradient. "
         "The text's own words ('move in the opposite direction') give theta^{(t+1)} = "
-        "theta^t + Delta theta = theta^t - alpha grad L, 003's update.",
+        "theta^t + Delta theta = theta^t - alpha grad L, 003's update. The same sign recurs "
+        "in 'L(x + alpha grad L(x))', which the text expects below L(x): to first order it "
+        "rises by alpha ||grad L(x)||^2.",
     ),
     _descent(
         "lemma31",

@@ -34,6 +34,7 @@ __all__ = [
     "decrease_identity",
     "decrease_witness",
     "directional_derivative",
+    "eigenvalue_gloss",
     "first_order_change",
     "gradient_attains",
     "hessian_quotient",
@@ -224,6 +225,19 @@ def residual_block_witness() -> tuple[sp.Expr, sp.Expr]:
     y = de.x + sa
     block = y + ffn
     return sp.simplify(block), (1 + 1) * (1 + 0)
+
+
+def eigenvalue_gloss() -> dict[str, sp.Expr]:
+    """``O = [[0, 1], [0, 0]]``: its eigenvalues (both 0), the largest eigenvalue of ``O^T O``
+    (1, so sigma_max(O) = 1) and ``||O e_2||`` (1): the map x -> O x moves e_2 by 1, while
+    the largest absolute eigenvalue is 0."""
+    o = sp.Matrix([[0, 1], [0, 0]])
+    moved = o * sp.Matrix([0, 1])
+    return {
+        "eigenvalues": sp.Tuple(*sorted(o.eigenvals(multiple=True))),
+        "largest_gram": max((o.T * o).eigenvals(multiple=True)),
+        "moved": sp.sqrt(moved.dot(moved)),
+    }
 
 
 def residual_bound() -> bool:

@@ -381,6 +381,7 @@ def _lemma3(c: Claim) -> Result:
 def _eq46(c: Claim) -> Result:
     block, printed = pd.residual_block_witness()
     doubled = sp.simplify(de.x + de.x)  # SA(x) = x: x + SA(x) = 2x, Lip 2 = 1 + 1
+    gloss = pd.eigenvalue_gloss()
     steps = (
         *_composition_steps(),
         Step(
@@ -402,6 +403,14 @@ def _eq46(c: Claim) -> Result:
             r"$2 = 1 + 1$",
             method="exact witness",
             check=lambda: doubled == 2 * de.x,
+        ),
+        Step(
+            statement=r"$\mathrm{Lip}(\mathbf{O}\mathbf{x}) = \sigma_{max}(\mathbf{O})$ read as "
+            r"the largest singular value, not the gloss's largest absolute eigenvalue: $\mathbf"
+            r"{O} = \begin{pmatrix} 0 & 1 \\ 0 & 0 \end{pmatrix}$ has eigenvalues 0, 0, while "
+            r"$\|\mathbf{O} e_2\| = 1 = \sqrt{\lambda_{max}(\mathbf{O}^\top\mathbf{O})}$",
+            method="exact witness",
+            check=lambda: gloss == {"eigenvalues": sp.Tuple(0, 0), "largest_gram": 1, "moved": 1},
         ),
     )
     return _misprinted(
