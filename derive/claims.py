@@ -1379,6 +1379,12 @@ _S003 = "003_54d3154625e0c3ca.txt, {}"
 _K1 = sp.Symbol("K_1", positive=True)
 _BETA = sp.Symbol("beta_f", positive=True)
 _ETA = sp.Symbol("eta", positive=True)
+_T = sp.Symbol("T", integer=True, positive=True)
+_G = sp.Symbol("G", nonnegative=True)
+_DELTA = sp.Symbol("Delta", nonnegative=True)
+_THETA, _GRAD = sp.Symbol("theta", real=True), sp.Symbol("grad_L", real=True)
+_ALPHA = sp.Symbol("alpha", positive=True)
+_COEFFICIENT = "formal: the printed coefficient {}."
 
 
 def _foundation(claim_id: str, kind: str, source: str, latex: str, formal, **extra) -> Claim:
@@ -1540,8 +1546,9 @@ DESCENT_CLAIMS: tuple[Claim, ...] = (
         "'GD (Gradient Descent)': full batch, stochastic and mini-batch (lines 9-15)",
         r"\tilde\nabla f = \frac{1}{N}\sum_{i=1}^N \nabla f_i(x);\ \nabla f_i(x);\ "
         r"\frac{1}{|K|}\sum_{k \in K} \nabla f_k(x)",
-        None,
-        notes="Checked: that the stochastic and mini-batch estimates are unbiased (their mean "
+        1 / sp.Symbol("K", integer=True, positive=True),
+        notes="formal: the printed weight 1/|K| of a K-subset's sum. Checked: that the "
+        "stochastic and mini-batch estimates are unbiased (their mean "
         "over a uniform index i, or a uniform K-subset, is the full-batch gradient), as the "
         "SGD analysis below assumes (E_t[grad~ f] = grad f). The extraction lost the bars of "
         "|K| ('1/ K').",
@@ -1552,8 +1559,9 @@ DESCENT_CLAIMS: tuple[Claim, ...] = (
         "'Gradient Descent!', the Taylor approximation (lines 162-174)",
         r"\text{minimizing } f(x_t) + \langle \nabla f(x_t), \eta v \rangle:\ v = "
         r"-\frac{\nabla f(x_t)}{\|\nabla f(x_t)\|}",
-        None,
-        notes="The notes write the model as f(x_{t+1}) '≈' f(x_t) + <grad f(x_t), eta v> "
+        sp.Integer(-1),
+        notes="formal: the printed sign s of v = s grad f/||grad f||. The notes write the "
+        "model as f(x_{t+1}) '≈' f(x_t) + <grad f(x_t), eta v> "
         "(first-order Taylor); the statement checked is the minimization of that model, not "
         "the size of the Taylor remainder. The minimization is over unit vectors: the notes do "
         "not write ||v|| = 1, and without it the model has no minimum. The resulting step "
@@ -1566,10 +1574,10 @@ DESCENT_CLAIMS: tuple[Claim, ...] = (
         _S002.format("refresher: Local Linear Approximation, update step"),
         r"\Delta\theta = -\alpha \nabla L(\theta_t),\quad \theta^{(t+1)} = \theta^t - "
         r"\Delta\theta",
-        None,
-        intended=sp.Symbol("theta_next")
-        - (sp.Symbol("theta") - sp.Symbol("alpha", positive=True) * sp.Symbol("grad")),
-        notes="As printed the two lines give theta + alpha grad L: a step up the gradient. "
+        _THETA - (-_ALPHA * _GRAD),
+        intended=_THETA - _ALPHA * _GRAD,
+        notes="formal: theta^{(t+1)} as the two lines give it (one coordinate). As printed the "
+        "two lines give theta + alpha grad L: a step up the gradient. "
         "The text's own words ('move in the opposite direction') give theta^{(t+1)} = "
         "theta^t + Delta theta = theta^t - alpha grad L, 003's update. The same sign recurs "
         "in 'L(x + alpha grad L(x))', which the text expects below L(x): to first order it "
@@ -1581,8 +1589,9 @@ DESCENT_CLAIMS: tuple[Claim, ...] = (
         "Lemma 3.1 and 'Proof for (3.1)' (lines 176-204)",
         r"f \text{ } C^1,\ \|\nabla f(y) - \nabla f(x)\| \leq \beta\|x - y\| \Rightarrow f(y) "
         r"\leq f(x) + \langle \nabla f(x), y - x \rangle + \frac{\beta}{2}\|y - x\|^2",
-        None,
-        notes="The lemma assumes f continuously differentiable only; the notes' proof uses "
+        _BETA / 2,
+        notes=_COEFFICIENT.format("of ||y - x||^2")
+        + " The lemma assumes f continuously differentiable only; the notes' proof uses "
         "the Hessian (f twice differentiable) and a bound on it that the notes prove "
         "afterwards (descent.hessian_bound). The C^1 proof needs neither (see step 4).",
     ),
@@ -1591,9 +1600,10 @@ DESCENT_CLAIMS: tuple[Claim, ...] = (
         "equation",
         "'Proof for (3.1)', its third line (line 194)",
         r"g'(t) = (y-x)^T \nabla^2 f(x + t(y-x)) (y-x) \leq \beta \|y-x\|^2",
-        None,
-        intended=sp.Symbol("g2"),
-        notes="The line above it already gives g'(t) = <grad f(x + t(y - x)), y - x>; the "
+        sp.Integer(1),
+        intended=sp.Integer(2),
+        notes="formal: the printed order of the derivative of g (g'). The line above it already "
+        "gives g'(t) = <grad f(x + t(y - x)), y - x>; the "
         "quadratic form is g''(t), which the next lines use.",
     ),
     _descent(
@@ -1602,8 +1612,9 @@ DESCENT_CLAIMS: tuple[Claim, ...] = (
         "after the proof of (3.1) (lines 206-226)",
         r"\|\nabla f(y) - \nabla f(x)\| \leq \beta \|x - y\| \Rightarrow v^T \nabla^2 f(x) v "
         r"\leq \beta \|v\|^2",
-        None,
-        notes="For f twice continuously differentiable (the notes' phi'(t) = Hess f(...)(y - "
+        _BETA,
+        notes=_COEFFICIENT.format("of ||v||^2")
+        + " For f twice continuously differentiable (the notes' phi'(t) = Hess f(...)(y - "
         "x)). The notes stop at the averaged Hessian ('too small'); the limit y -> x along v "
         "finishes the proof.",
     ),
@@ -1631,8 +1642,9 @@ DESCENT_CLAIMS: tuple[Claim, ...] = (
         "'beta GD', SGD (lines 228-238)",
         r"\mathbb{E}_t[f(x_{t+1})] \leq f(x_t) - \eta\|\nabla f(x_t)\|^2 + \frac{\beta}{2}"
         r"\eta^2 \underbrace{\mathbb{E}_t[\|\tilde\nabla f(x_t)\|^2]}_{\leq G}",
-        None,
-        notes="With x_{t+1} = x_t - eta grad~ f(x_t) and E_t[grad~ f(x_t)] = grad f(x_t), from "
+        _BETA / 2,
+        notes=_COEFFICIENT.format("of eta^2 G")
+        + " With x_{t+1} = x_t - eta grad~ f(x_t) and E_t[grad~ f(x_t)] = grad f(x_t), from "
         "Lemma 3.1 at y = x_{t+1} (the line before it, also checked).",
     ),
     _descent(
@@ -1641,8 +1653,9 @@ DESCENT_CLAIMS: tuple[Claim, ...] = (
         "line 240",
         r"\mathbb{E}[\|\nabla f(x_t)\|^2] \leq \frac{1}{\eta}\left(\mathbb{E}[f(x_t)] - "
         r"\mathbb{E}[f(x_{t+1})]\right) + \frac{\beta}{2}\eta G",
-        None,
-        notes="Total expectation of the conditional step (the tower property).",
+        _BETA / 2,
+        notes=_COEFFICIENT.format("of eta G")
+        + " Total expectation of the conditional step (the tower property).",
     ),
     _descent(
         "sgd_sum",
@@ -1650,8 +1663,9 @@ DESCENT_CLAIMS: tuple[Claim, ...] = (
         "line 242",
         r"\sum_{t=0}^{T-1} \mathbb{E}[\|\nabla f(x_t)\|^2] \leq \frac{1}{\eta}\left(f_0 - "
         r"f^*\right) + \frac{\beta}{2}\eta G T",
-        None,
-        notes="f_0 = f(x_0), f* a lower bound of f ('lower bound' in the notes).",
+        _DELTA / _ETA + _BETA * _ETA * _G * _T / 2,
+        notes="formal: the printed bound, Delta = f_0 - f*. f_0 = f(x_0), f* a lower bound of f "
+        "('lower bound' in the notes).",
     ),
     _descent(
         "sgd_min",
@@ -1659,8 +1673,7 @@ DESCENT_CLAIMS: tuple[Claim, ...] = (
         "line 246",
         r"\min \mathbb{E}[\|\nabla f(x_t)\|^2] \leq \frac{1}{\eta T}[f_0 - f^*] + "
         r"\frac{\beta}{2}\eta G",
-        sp.Symbol("Delta", nonnegative=True) / (_ETA * sp.Symbol("T", integer=True, positive=True))
-        + _BETA * _ETA * sp.Symbol("G", nonnegative=True) / 2,
+        _DELTA / (_ETA * _T) + _BETA * _ETA * _G / 2,
         notes="formal: the printed bound, Delta = f_0 - f*; the min is over t = 0..T-1.",
     ),
     _descent(
@@ -1669,8 +1682,9 @@ DESCENT_CLAIMS: tuple[Claim, ...] = (
         "line 248",
         r"\eta = \frac{1}{\sqrt{T}} \Rightarrow \min \mathbb{E}[\|\nabla f(x_t)\|^2] = "
         r"\mathcal{O}\left(\frac{1}{\sqrt{T}}\right)",
-        None,
-        notes="'= O(.)' read as 'is at most a quantity of order 1/sqrt(T)', the usual abuse.",
+        1 / sp.sqrt(_T),
+        notes="formal: the printed order. '= O(.)' read as 'is at most a quantity of order "
+        "1/sqrt(T)', the usual abuse.",
     ),
 )
 

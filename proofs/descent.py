@@ -128,13 +128,14 @@ def nonconvex_witness() -> dict[str, sp.Expr]:
     }
 
 
-def square_exceeds() -> bool:
+def square_exceeds(f: sp.Expr | None = None) -> bool:
     """``f(x) = x^2`` (continuously differentiable: ``f' = 2x``) is K-Lipschitz for no K:
-    for a symbolic ``K >= 0`` the quotient at ``(0, K + 1)`` is ``K + 1 > K``."""
-    f = de.x**2
+    for a symbolic ``K >= 0`` the quotient at ``(0, K + 1)`` is ``K + 1 > K``. (Another
+    ``f``: whether its quotient there exceeds every K.)"""
+    f = de.x**2 if f is None else f
     point = de.K + 1
-    quotient = sp.Abs(f.subs(de.x, point) - f.subs(de.x, 0)) / point
-    return is_zero(quotient - (de.K + 1)) and (quotient - de.K).is_positive is True
+    quotient = sp.simplify(sp.Abs(f.subs(de.x, point) - f.subs(de.x, 0)) / point)
+    return (quotient - de.K).is_positive is True
 
 
 def relu_lipschitz() -> bool:
@@ -169,14 +170,14 @@ def quadratic_smooth(dimension_free: bool = True) -> bool:
     return moves and scalar and dimension_free
 
 
-def composition_step() -> bool:
+def composition_step(factor: sp.Expr = sp.S.One) -> bool:
     """The two-layer step: from ``a <= Lg b`` and ``b <= Lf r`` (a = ||g(f(x)) - g(f(y))||,
     b = ||f(x) - f(y)||, r = ||x - y||) and ``Lg >= 0``: ``a <= Lg Lf r``. The hypotheses
     with slacks ``u, w >= 0``; what is left, ``u + Lg w``, is nonnegative."""
     lg, lf, r, u, w = sp.symbols("L_g L_f r u w", nonnegative=True)
     b = lf * r - w
     a = lg * b - u
-    return nonnegative(lg * lf * r - a)
+    return nonnegative(factor * lg * lf * r - a)
 
 
 def composition_induction() -> bool:
@@ -567,3 +568,79 @@ def definitions_agree() -> dict[str, bool]:
 
 #: The size symbol of the vector statements.
 D = SIZE
+
+
+def attains_minimum(sign: sp.Expr) -> bool:
+    """``<a, sign * a/||a||> = -||a||`` (the Cauchy-Schwarz lower bound) for a symbolic size
+    D: true for ``sign = -1`` only."""
+    a = de.a_vec
+    norm = sp.sqrt(de.norm_sq(a))
+    return sum_identity(sign * de.dot(a, a) / norm, -norm)()
+
+
+def remainder_weight() -> sp.Expr:
+    """``int_0^1 (1 - s) beta ds``: the coefficient of ``||y - x||^2`` in Lemma 3.1."""
+    s = sp.Symbol("s", real=True)
+    return sp.integrate((1 - s) * de.beta, (s, 0, 1))
+
+
+def quadratic_coefficients() -> dict[str, sp.Expr]:
+    """On ``f = (beta/2) x^2`` (beta-smooth, attaining every bound below), the coefficients
+    the statements print, computed from f: ``(f(y) - f(x) - f'(x)(y - x))/(y - x)^2``
+    (Lemma 3.1), ``v f'' v / v^2`` (the Hessian bound), and, for one SGD step with g~ =
+    f'(x), ``(f(x - eta g~) - f(x) + eta g~^2)/(eta^2 g~^2)`` (the step's bound) and that
+    times ``eta^2 / eta`` per unit of ``eta`` (the rearranged line)."""
+    y, v = sp.Symbol("y", real=True), sp.Symbol("v", real=True, nonzero=True)
+    f = de.beta / 2 * de.x**2
+    slope = sp.diff(f, de.x)
+    remainder = sp.factor((f.subs(de.x, y) - f - slope * (y - de.x)) / (y - de.x) ** 2)
+    curvature = sp.simplify(v * sp.diff(f, de.x, 2) * v / v**2)
+    step = sp.factor(
+        (f.subs(de.x, de.x - de.eta * slope) - f + de.eta * slope**2) / (de.eta**2 * slope**2)
+    )
+    return {
+        "remainder": remainder,
+        "curvature": curvature,
+        "sgd_step": step,
+        "sgd_rearranged": sp.simplify(step * de.eta**2 / de.eta / de.eta),
+    }
+
+
+def sum_bound() -> sp.Expr:
+    """The bound the telescoping sum gives, ``(f_0 - f*)/eta + beta eta G T/2`` with
+    ``Delta = f_0 - f*`` (from the closed form :func:`telescoping` checks)."""
+    t = sp.Symbol("t", integer=True, nonnegative=True)
+    f = sp.IndexedBase("F", real=True)
+    per_step = (f[t] - f[t + 1]) / de.eta + de.beta * de.eta * de.G / 2
+    summed = sp.Sum(per_step, (t, 0, de.T - 1)).doit()
+    f_star = sp.Symbol("f_star", real=True)
+    gap = sp.Symbol("Delta", nonnegative=True)
+    return sp.expand(summed.subs(f[de.T], f_star).subs(f[0], f_star + gap))
+
+
+def minibatch_weight() -> sp.Expr:
+    """The weight c that makes ``c sum_{k in S} g_k`` over a uniform K-subset S unbiased:
+    ``c K/N = 1/N`` with ``K/N = C(N-1, K-1)/C(N, K)``, so ``c = 1/K`` (symbolic N, K)."""
+    n, k = sp.symbols("N K", integer=True, positive=True)
+    c = sp.Symbol("c")
+    inclusion = sp.combsimp(sp.binomial(n - 1, k - 1) / sp.binomial(n, k))
+    (weight,) = sp.solve(sp.Eq(c * inclusion, 1 / n), c)
+    return weight
+
+
+def derivative_order(largest: int = 3) -> int:
+    """The order n of the derivative of ``g(t) = f(x + t d)`` that equals ``d^T Hess f d``
+    for a generic f of two variables (n = 1..``largest`` tried): 2."""
+    t = sp.Symbol("t", real=True)
+    us = sp.symbols("u1:3", real=True)
+    xs = sp.symbols("x1:3", real=True)
+    ds = sp.symbols("d1:3", real=True)
+    f = sp.Function("f")(*us)
+    at = {u: xk + t * dk for u, xk, dk in zip(us, xs, ds, strict=True)}
+    g = f.subs(at, simultaneous=True)
+    d = sp.Matrix(ds)
+    form = (d.T * sp.hessian(f, us).subs(at, simultaneous=True) * d)[0]
+    for order in range(1, largest + 1):
+        if sp.simplify(sp.diff(g, t, order) - form) == 0:
+            return order
+    raise ValueError("no derivative order up to the largest matches the quadratic form")
