@@ -532,7 +532,8 @@ def _steepest(c: Claim) -> Result:
         ),
         Step(
             statement=rf"the printed $v = {sp.latex(c.formal)}\,\nabla f/\|\nabla f\|$: "
-            r"$\langle a, s\,a/\|a\|\rangle = -\|a\|$ (symbolic D) holds exactly for $s = -1$; "
+            r"$\langle a, s\,a/\|a\|\rangle = -\|a\|$ (symbolic D) holds for $s = -1$ and "
+            r"not for $s = +1$; "
             r"by Cauchy-Schwarz's equality case $-\nabla f/\|\nabla f\|$ is the only minimizer "
             r"(for $\nabla f \ne 0$)",
             method=_SYMBOLIC,
