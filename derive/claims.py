@@ -1524,6 +1524,17 @@ DESCENT_CLAIMS: tuple[Claim, ...] = (
         "bound' in practice: it can be equal (the proof's attaining example).",
     ),
     _foundation(
+        "eq44",
+        "lipschitz",
+        _S001.format("section 4.1, Eq. 43-44"),
+        r"K_s \leq K_t \leq K_u",
+        None,
+        notes="K_s: Eq. 43's maximum of the difference quotient over sampled points, K_t: the "
+        "true constant, K_u: the product bound of Lemma 3. The text before Eq. 43 adds that "
+        "in practice K_t 'will be smaller than' K_u: not always (the proof's attaining "
+        "network has K_s = K_t = K_u).",
+    ),
+    _foundation(
         "eq46",
         "lipschitz",
         _S001.format("section 4.1.1, Eq. 46"),

@@ -50,6 +50,7 @@ __all__ = [
     "relu_one_sided",
     "remainder_identity",
     "residual_block_witness",
+    "sampled_constants",
     "sgd_degenerate",
     "sgd_expectation",
     "square_quotient",
@@ -216,6 +217,24 @@ def composition_attained() -> bool:
     return all(
         is_zero(composed.subs(de.x, point) - 6 * de.RELU.subs(de.x, point)) for point in (p, -p, 0)
     )
+
+
+def sampled_constants() -> dict[str, tuple[sp.Expr, sp.Expr, sp.Expr]]:
+    """``(K_s, K_t, K_u)`` of two ReLU networks, exactly: ``K_s`` the largest difference
+    quotient over the sampled pairs (0, 1), (-1, 2), (1/2, 3); ``K_t`` the true constant (6
+    and 0: :func:`composition_attained`, :func:`composition_strict`); ``K_u`` the product of
+    the layers' constants (2 * 3 and 1 * 1)."""
+    pairs = ((0, 1), (-1, 2), (sp.Rational(1, 2), 3))
+    attaining = de.RELU.subs(de.x, 3 * de.RELU.subs(de.x, 2 * de.x))
+    cancelling = de.RELU.subs(de.x, -de.RELU)
+
+    def sampled(f: sp.Expr) -> sp.Expr:
+        return max(sp.Abs(f.subs(de.x, b) - f.subs(de.x, a)) / abs(b - a) for a, b in pairs)
+
+    return {
+        "attaining": (sampled(attaining), sp.Integer(6), sp.Integer(2 * 3)),
+        "strict": (sampled(cancelling), sp.Integer(0), sp.Integer(1 * 1)),
+    }
 
 
 def residual_block_witness() -> tuple[sp.Expr, sp.Expr]:

@@ -378,6 +378,40 @@ def _lemma3(c: Claim) -> Result:
     )
 
 
+def _eq44(c: Claim) -> Result:
+    found = pd.sampled_constants()
+    ordered = all(k_s <= k_t <= k_u for k_s, k_t, k_u in found.values())
+    steps = (
+        Step(
+            statement=r"$K_s \le K_t$: a maximum of $|F(x + \epsilon) - F(x)|/\|\epsilon\|$ "
+            r"over sampled pairs is at most its supremum over all pairs, which is $K_t$ by "
+            r"Definition 1; $K_t \le K_u$ is Lemma 3 (the composition step, with slacks)",
+            method="symbolic sign",
+            check=pd.composition_step,
+        ),
+        Step(
+            statement=r"attained: $\mathrm{relu}(3\,\mathrm{relu}(2x))$ sampled at (0, 1), "
+            r"(-1, 2), (1/2, 3) gives $K_s = 6 = K_t = K_u = 2 \cdot 3$ (exact quotients; "
+            r"$K_t = 6$ for every x, both signs)",
+            method="exact witness",
+            check=lambda: found["attaining"] == (6, 6, 6) and pd.composition_attained(),
+        ),
+        Step(
+            statement=r"strict: $\mathrm{relu}(-\mathrm{relu}(x))$ gives $K_s = K_t = 0 < 1 = "
+            r"K_u$",
+            method="exact witness",
+            check=lambda: found["strict"] == (0, 0, 1) and pd.composition_strict(),
+        ),
+    )
+    return _decided(
+        c,
+        ordered,
+        "(K_s, K_t, K_u)",
+        steps,
+        notes=("value: the three constants, ordered; both inequalities can be equalities.",),
+    )
+
+
 def _eq46(c: Claim) -> Result:
     block, printed = pd.residual_block_witness()
     doubled = sp.simplify(de.x + de.x)  # SA(x) = x: x + SA(x) = 2x, Lip 2 = 1 + 1
@@ -1033,6 +1067,7 @@ DECIDERS: dict[str, Callable[[Claim], Result]] = {
     "lipschitz_foundations.example1": _example1,
     "lipschitz_foundations.lemma2": _lemma2,
     "lipschitz_foundations.lemma3": _lemma3,
+    "lipschitz_foundations.eq44": _eq44,
     "lipschitz_foundations.eq46": _eq46,
     "descent.estimates": _estimates,
     "descent.steepest": _steepest,
