@@ -29,6 +29,7 @@ FAMILIES: tuple[str, ...] = (
     "batchnorm",
     "theory",
     "initialization",
+    "descent",
 )
 
 
@@ -304,6 +305,22 @@ TOPICS: tuple[Topic, ...] = (
         source="003_54d3154625e0c3ca.txt, Xavier Init and Xavier Init -> ReLU; "
         "001_76ce3a8a4b6079c3.txt, section 3.4 (Eq. 34-35, Figure 3), section 5.5 (Table 3, "
         "Remark 5.5)",
+    ),
+    Topic(
+        key="lipschitz_foundations",
+        family="descent",
+        title="Lipschitz continuity and smoothness: the lemmas and examples of 001, 000's "
+        "lemma, and the sources' definitions compared",
+        source="001_76ce3a8a4b6079c3.txt, section 2 (Definitions 1-5, Lemmas 1-2, Eq. 4, "
+        "Example 1, Remark 2.1) and section 4.1 (Lemma 3, Eq. 45-46); 000_fd3535166428b448.txt, "
+        "Appendix; 002_665588f2644db48a.txt, L-Lipschitz and beta-smooth",
+    ),
+    Topic(
+        key="descent",
+        family="descent",
+        title="Gradient descent and SGD: the descent lemma and the 1/sqrt(T) rate",
+        source="003_54d3154625e0c3ca.txt, 'GD (Gradient Descent)', 'Gradient Descent!', "
+        "Lemma 3.1 with its proof, and SGD; 002_665588f2644db48a.txt, the update step",
     ),
 )
 

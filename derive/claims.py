@@ -1684,6 +1684,335 @@ INITIALIZATION_CLAIMS: tuple[Claim, ...] = (
 )
 
 
+# --- descent: Lipschitz continuity, smoothness, gradient descent, SGD (000-003) ------------
+
+_S001 = "001_76ce3a8a4b6079c3.txt, {}"
+_APPENDIX_000 = "000_fd3535166428b448.txt, Appendix: Lipschitz Continuous and Lipschitz Smooth"
+_S002 = "002_665588f2644db48a.txt, {}"
+_S003 = "003_54d3154625e0c3ca.txt, {}"
+_K1 = sp.Symbol("K_1", positive=True)
+_BETA = sp.Symbol("beta_f", positive=True)
+_ETA = sp.Symbol("eta", positive=True)
+_T = sp.Symbol("T", integer=True, positive=True)
+_G = sp.Symbol("G", nonnegative=True)
+_DELTA = sp.Symbol("Delta", nonnegative=True)
+_THETA, _GRAD = sp.Symbol("theta", real=True), sp.Symbol("grad_L", real=True)
+_ALPHA = sp.Symbol("alpha", positive=True)
+_COEFFICIENT = "formal: the printed coefficient {}."
+
+
+def _foundation(claim_id: str, kind: str, source: str, latex: str, formal, **extra) -> Claim:
+    return Claim(
+        id=f"lipschitz_foundations.{claim_id}",
+        key="lipschitz_foundations",
+        kind=kind,
+        source=source,
+        statement_latex=latex,
+        formal=formal,
+        **extra,
+    )
+
+
+def _descent(claim_id: str, kind: str, source: str, latex: str, formal, **extra) -> Claim:
+    return Claim(
+        id=f"descent.{claim_id}",
+        key="descent",
+        kind=kind,
+        source=source if source.startswith("00") else _S003.format(source),
+        statement_latex=latex,
+        formal=formal,
+        **extra,
+    )
+
+
+DESCENT_CLAIMS: tuple[Claim, ...] = (
+    _foundation(
+        "lemma1",
+        "equation",
+        _S001.format("section 2.1, Lemma 1, Eq. 3"),
+        r"\text{A continuous and differentiable } f \text{ is } K_0\text{-Lipschitz continuous "
+        r"if and only if } \|\nabla f(\mathbf{x})\| \leq K_0",
+        None,
+        notes="Read for f: R^D -> R (a gradient) with the Euclidean norm, as Definition 1 "
+        "defaults to, and 'for every x'. The lemma names no domain; Definition 1's is R^D, "
+        "which is convex. On a non-convex domain the 'if' direction fails (see the proof's "
+        "witness); that is a remark on the unstated domain, not on R^D.",
+    ),
+    _foundation(
+        "lemma_000",
+        "equation",
+        _APPENDIX_000 + ", Lemma and its proof",
+        r"f \text{ is } L\text{-Lipschitz if only if } \sup \|\nabla f(x)\|_2 \leq L",
+        None,
+        notes="'if only if' is read as 'if and only if', as the two-directional proof shows. "
+        "The proof's first direction applies the mean value theorem for integrals to "
+        "t -> ||grad f(g(t))||_2, which needs that map continuous (f continuously "
+        "differentiable), while the definition assumes f differentiable only; the scalar mean "
+        "value theorem on g(t) = f(x + t(y - x)) needs differentiability alone. The printed "
+        "integral also drops the factor ||y - x||_2 of |f(y) - f(x)| <= int_0^1 "
+        "||grad f(g(t))||_2 ||y - x||_2 dt.",
+    ),
+    _foundation(
+        "definitions",
+        "definition",
+        _APPENDIX_000
+        + "; "
+        + _S002.format("L-Lipschitz and beta-Smooth Functions")
+        + "; "
+        + _S001.format("section 2, Definitions 1 and 4"),
+        r"|f(y) - f(x)| \le L\|y - x\|_2,\ \|\nabla f(y) - \nabla f(x)\|_2 \le \beta\|y - "
+        r"x\|_2 \ (000: L, \beta \geq 0;\ 002: L, \beta > 0)",
+        None,
+        notes="Read as: 000's and 002's L-Lipschitz and beta-smooth are 001's Definitions 1 "
+        "and 4 for scalar f on R^d with the Euclidean norm (001: K_0, K_1; 000 and 002: L, "
+        "beta). They name the same functions; they differ in the constants they admit: 001 "
+        "puts no sign on K_0 (a negative one holds only on a one-point domain), 000 asks "
+        "L >= 0, 002 asks L > 0, so under 002 a constant function has no least Lipschitz "
+        "constant (every L > 0 is admitted, 0 is not), while 001's Example 1 calls its "
+        "constant 0. 001 also allows vector-valued f and any p-norm.",
+    ),
+    _foundation(
+        "eq4",
+        "equation",
+        _S001.format("section 2.1, Eq. 4"),
+        r"\text{Continuously differentiable} \subset \text{Lipschitz continuous}",
+        None,
+        notes="The text reads it as 'every continuously differentiable function is also "
+        "Lipschitz continuous'. True on a compact convex set (or for C^1 functions with a "
+        "bounded gradient on R^D), and every C^1 function is locally Lipschitz.",
+    ),
+    _foundation(
+        "stricter",
+        "equation",
+        _S001.format("section 2.1, the paragraph after Eq. 4"),
+        r"\text{being continuously differentiable is stricter than being Lipschitz continuous, "
+        r"as it requires the function to have a limited gradient or Jacobian}",
+        None,
+        notes="A bounded gradient is what Lipschitz continuity requires of a differentiable "
+        "function (Lemma 1), not what continuous differentiability requires.",
+    ),
+    _foundation(
+        "relu",
+        "equation",
+        _S001.format("section 2.1, the paragraph after Eq. 4; Remark 2.1, item 1"),
+        r"\text{the ReLU function is not continuously differentiable but is Lipschitz "
+        r"continuous}",
+        sp.Integer(1),
+        printed_value="1",
+        notes="formal: ReLU's smallest Lipschitz constant (Table 2 prints 1.0; the claim "
+        "here is that ReLU is Lipschitz and not differentiable at 0). Remark 2.1's 'Lipschitz "
+        "continuity is more general than continuously differentiable' is true in this sense "
+        "(ReLU is in the one class and not the other) and false as an inclusion (eq4).",
+    ),
+    _foundation(
+        "example1",
+        "value",
+        _S001.format("section 2.1, Example 1"),
+        r"f = c: 0;\ f = \mathbf{a}^\top \mathbf{x} + 1: \|\mathbf{a}\|;\ f = \mathbf{x}^\top "
+        r"\mathbf{x} + 2: \infty",
+        sp.Tuple(0, sp.Symbol("a_norm", nonnegative=True), sp.oo),
+        printed_value="(0, ||a||, oo)",
+        notes="formal: the smallest Lipschitz constants (Euclidean norm, x in R^D), a_norm = "
+        "||a||_2 = sqrt(sum_i a_i^2); oo: none exists.",
+    ),
+    _foundation(
+        "lemma2",
+        "equation",
+        _S001.format("section 2.2, Lemma 2, Eq. 7"),
+        r"\text{A continuous and twice differentiable } f \text{ is } K_1\text{-smoothness "
+        r"if and only if } \|\nabla^2 f(\mathbf{x})\| < K_1",
+        None,
+        intended=sp.Symbol("sup_hessian_norm", nonnegative=True) <= _K1,
+        notes="||.|| of the Hessian: the spectral norm (the operator norm of the Euclidean "
+        "one), for every x. 'K_1-smoothness': K_1-smooth, Definition 4.",
+    ),
+    _foundation(
+        "lemma3",
+        "lipschitz",
+        _S001.format("section 4.1, Lemma 3, Eq. 42"),
+        r"\text{Lip}(F(\mathbf{x}; \{\mathbf{W}^l\})) \leq \prod_{l=1}^L "
+        r"\text{Lip}(f^l(\mathbf{W}^l \mathbf{x}^{l-1}))",
+        None,
+        notes="Lip(f^l(W^l x^{l-1})): the Lipschitz constant of the l-th layer as a map of "
+        "x^{l-1}. The text after it says the true constant 'will be smaller than the upper "
+        "bound' in practice: it can be equal (the proof's attaining example).",
+    ),
+    _foundation(
+        "eq44",
+        "lipschitz",
+        _S001.format("section 4.1, Eq. 43-44"),
+        r"K_s \leq K_t \leq K_u",
+        None,
+        notes="K_s: Eq. 43's maximum of the difference quotient over sampled points, K_t: the "
+        "true constant, K_u: the product bound of Lemma 3. The text before Eq. 43 adds that "
+        "in practice K_t 'will be smaller than' K_u: not always (the proof's attaining "
+        "network has K_s = K_t = K_u).",
+    ),
+    _foundation(
+        "eq46",
+        "lipschitz",
+        _S001.format("section 4.1.1, Eq. 46"),
+        r"\text{Lip}(F) \leq \left(\prod_{l=1}^L \text{Lip}(f^l)\right) \text{Lip}(\mathbf{O}"
+        r"\mathbf{x}^L) = \left(\prod_{l=1}^L (1 + \text{Lip}(\text{SA}^l))(1 + \text{Lip}"
+        r"(\text{FFN}^l))\right) \text{Lip}(\mathbf{O}\mathbf{x}^L) = \left(\prod_{l=1}^L "
+        r"\cdots\right) \sigma_{max}(\mathbf{O})",
+        None,
+        intended=sp.Symbol("Lip_f_l", nonnegative=True)
+        <= (1 + sp.Symbol("Lip_SA", nonnegative=True))
+        * (1 + sp.Symbol("Lip_FFN", nonnegative=True)),
+        notes="f^l is the l-th block of Eq. 45, x -> y + FFN(y) with y = x + SA(x). The "
+        "gloss under Eq. 46, 'sigma_max(O) is the maximum absolute eigenvalue of O', is the "
+        "paper's reading of sigma_max throughout (see linear.eigenvalue): Lip(O x) is O's "
+        "largest singular value, which the claim uses.",
+    ),
+    _descent(
+        "estimates",
+        "equation",
+        "'GD (Gradient Descent)': full batch, stochastic and mini-batch (lines 9-15)",
+        r"\tilde\nabla f = \frac{1}{N}\sum_{i=1}^N \nabla f_i(x);\ \nabla f_i(x);\ "
+        r"\frac{1}{|K|}\sum_{k \in K} \nabla f_k(x)",
+        1 / sp.Symbol("K", integer=True, positive=True),
+        notes="formal: the printed weight 1/|K| of a K-subset's sum. Checked: that the "
+        "stochastic and mini-batch estimates are unbiased (their mean "
+        "over a uniform index i, or a uniform K-subset, is the full-batch gradient), as the "
+        "SGD analysis below assumes (E_t[grad~ f] = grad f). The extraction lost the bars of "
+        "|K| ('1/ K').",
+    ),
+    _descent(
+        "steepest",
+        "equation",
+        "'Gradient Descent!', the Taylor approximation (lines 162-174)",
+        r"\text{minimizing } f(x_t) + \langle \nabla f(x_t), \eta v \rangle:\ v = "
+        r"-\frac{\nabla f(x_t)}{\|\nabla f(x_t)\|}",
+        sp.Integer(-1),
+        notes="formal: the printed sign s of v = s grad f/||grad f||. The notes write the "
+        "model as f(x_{t+1}) '≈' f(x_t) + <grad f(x_t), eta v> "
+        "(first-order Taylor); the statement checked is the minimization of that model, not "
+        "the size of the Taylor remainder. The minimization is over unit vectors: the notes do "
+        "not write ||v|| = 1, and without it the model has no minimum. The resulting step "
+        "x_{t+1} = x_t - eta grad f/||grad f|| is normalized gradient descent, not the update "
+        "x' = x - eta grad f written just above it.",
+    ),
+    _descent(
+        "update_002",
+        "equation",
+        _S002.format("refresher: Local Linear Approximation, update step"),
+        r"\Delta\theta = -\alpha \nabla L(\theta_t),\quad \theta^{(t+1)} = \theta^t - "
+        r"\Delta\theta",
+        _THETA - (-_ALPHA * _GRAD),
+        intended=_THETA - _ALPHA * _GRAD,
+        notes="formal: theta^{(t+1)} as the two lines give it (one coordinate). As printed the "
+        "two lines give theta + alpha grad L: a step up the gradient. "
+        "The text's own words ('move in the opposite direction') give theta^{(t+1)} = "
+        "theta^t + Delta theta = theta^t - alpha grad L, 003's update. The same sign recurs "
+        "in 'L(x + alpha grad L(x))', which the text expects below L(x): to first order it "
+        "rises by alpha ||grad L(x)||^2.",
+    ),
+    _descent(
+        "lemma31",
+        "equation",
+        "Lemma 3.1 and 'Proof for (3.1)' (lines 176-204)",
+        r"f \text{ } C^1,\ \|\nabla f(y) - \nabla f(x)\| \leq \beta\|x - y\| \Rightarrow f(y) "
+        r"\leq f(x) + \langle \nabla f(x), y - x \rangle + \frac{\beta}{2}\|y - x\|^2",
+        _BETA / 2,
+        notes=_COEFFICIENT.format("of ||y - x||^2")
+        + " The lemma assumes f continuously differentiable only; the notes' proof uses "
+        "the Hessian (f twice differentiable) and a bound on it that the notes prove "
+        "afterwards (descent.hessian_bound). The C^1 proof needs neither (see step 4).",
+    ),
+    _descent(
+        "proof_second_derivative",
+        "equation",
+        "'Proof for (3.1)', its third line (line 194)",
+        r"g'(t) = (y-x)^T \nabla^2 f(x + t(y-x)) (y-x) \leq \beta \|y-x\|^2",
+        sp.Integer(1),
+        intended=sp.Integer(2),
+        notes="formal: the printed order of the derivative of g (g'). The line above it already "
+        "gives g'(t) = <grad f(x + t(y - x)), y - x>; the "
+        "quadratic form is g''(t), which the next lines use.",
+    ),
+    _descent(
+        "hessian_bound",
+        "equation",
+        "after the proof of (3.1) (lines 206-226)",
+        r"\|\nabla f(y) - \nabla f(x)\| \leq \beta \|x - y\| \Rightarrow v^T \nabla^2 f(x) v "
+        r"\leq \beta \|v\|^2",
+        _BETA,
+        notes=_COEFFICIENT.format("of ||v||^2")
+        + " For f twice continuously differentiable (the notes' phi'(t) = Hess f(...)(y - "
+        "x)). The notes stop at the averaged Hessian ('too small'); the limit y -> x along v "
+        "finishes the proof.",
+    ),
+    _descent(
+        "decrease",
+        "equation",
+        "after Lemma 3.1 (lines 184-186)",
+        r"x_{t+1} = x_t - \eta\nabla f(x_t) \Rightarrow f(x_{t+1}) \leq f(x_t) - \left[\eta - "
+        r"\frac{\beta}{2}\eta^2\right] \|\nabla f(x_t)\|^2",
+        _ETA - _BETA * _ETA**2 / 2,
+        notes="formal: the bracket, the guaranteed decrease per unit of ||grad f||^2.",
+    ),
+    _descent(
+        "step_condition",
+        "equation",
+        "the note under the bracket (line 186)",
+        r"\left[\eta - \frac{\beta}{2}\eta^2\right]:\ \eta < 1 \text{ then positive}",
+        sp.Interval.open(0, 1),
+        printed_value="0 < eta < 1",
+        notes="formal: the step sizes the notes say make the bracket positive (eta > 0 implied).",
+    ),
+    _descent(
+        "sgd_step",
+        "equation",
+        "'beta GD', SGD (lines 228-238)",
+        r"\mathbb{E}_t[f(x_{t+1})] \leq f(x_t) - \eta\|\nabla f(x_t)\|^2 + \frac{\beta}{2}"
+        r"\eta^2 \underbrace{\mathbb{E}_t[\|\tilde\nabla f(x_t)\|^2]}_{\leq G}",
+        _BETA / 2,
+        notes=_COEFFICIENT.format("of eta^2 G")
+        + " With x_{t+1} = x_t - eta grad~ f(x_t) and E_t[grad~ f(x_t)] = grad f(x_t), from "
+        "Lemma 3.1 at y = x_{t+1} (the line before it, also checked).",
+    ),
+    _descent(
+        "sgd_rearranged",
+        "equation",
+        "line 240",
+        r"\mathbb{E}[\|\nabla f(x_t)\|^2] \leq \frac{1}{\eta}\left(\mathbb{E}[f(x_t)] - "
+        r"\mathbb{E}[f(x_{t+1})]\right) + \frac{\beta}{2}\eta G",
+        _BETA / 2,
+        notes=_COEFFICIENT.format("of eta G")
+        + " Total expectation of the conditional step (the tower property).",
+    ),
+    _descent(
+        "sgd_sum",
+        "equation",
+        "line 242",
+        r"\sum_{t=0}^{T-1} \mathbb{E}[\|\nabla f(x_t)\|^2] \leq \frac{1}{\eta}\left(f_0 - "
+        r"f^*\right) + \frac{\beta}{2}\eta G T",
+        _DELTA / _ETA + _BETA * _ETA * _G * _T / 2,
+        notes="formal: the printed bound, Delta = f_0 - f*. f_0 = f(x_0), f* a lower bound of f "
+        "('lower bound' in the notes).",
+    ),
+    _descent(
+        "sgd_min",
+        "equation",
+        "line 246",
+        r"\min \mathbb{E}[\|\nabla f(x_t)\|^2] \leq \frac{1}{\eta T}[f_0 - f^*] + "
+        r"\frac{\beta}{2}\eta G",
+        _DELTA / (_ETA * _T) + _BETA * _ETA * _G / 2,
+        notes="formal: the printed bound, Delta = f_0 - f*; the min is over t = 0..T-1.",
+    ),
+    _descent(
+        "sgd_rate",
+        "equation",
+        "line 248",
+        r"\eta = \frac{1}{\sqrt{T}} \Rightarrow \min \mathbb{E}[\|\nabla f(x_t)\|^2] = "
+        r"\mathcal{O}\left(\frac{1}{\sqrt{T}}\right)",
+        1 / sp.sqrt(_T),
+        notes="formal: the printed order. '= O(.)' read as 'is at most a quantity of order "
+        "1/sqrt(T)', the usual abuse.",
+    ),
+)
+
 CLAIMS: tuple[Claim, ...] = (
     ACTIVATION_CLAIMS
     + NORM_CLAIMS
@@ -1692,6 +2021,7 @@ CLAIMS: tuple[Claim, ...] = (
     + ATTENTION_CLAIMS
     + THEORY_CLAIMS
     + INITIALIZATION_CLAIMS
+    + DESCENT_CLAIMS
 )
 
 

@@ -24,6 +24,7 @@ from derive.check.attention import check_attention
 from derive.check.batchnorm import check_batchnorm
 from derive.check.core import DIGITS, Result, decimal
 from derive.check.initialization import check_initialization
+from derive.check.descent import check_descent
 from derive.check.norms import check_norm
 from derive.check.rows import check_row
 from derive.check.theory import check_theory
@@ -41,6 +42,7 @@ CHECKERS: dict[str, Callable[[Claim], Result]] = {
     "rows": check_row,
     "theory": check_theory,
     "initialization": check_initialization,
+    "descent": check_descent,
 }
 
 

@@ -27,6 +27,7 @@ from derive.report.attention import attention_section, jacobian_figure
 from derive.report.batchnorm import batchnorm_section
 from derive.report.accuracy import accuracy_section
 from derive.report.certificates import certificate_section
+from derive.report.descent import descent_section
 from derive.report.envelope import envelope_section
 from derive.report.figures import derivative_figure
 from derive.report.float16 import Float16Facts, float16_facts
@@ -224,6 +225,8 @@ def _family_section(family: str, name: str, files: dict[str, str]) -> list[str]:
         return theory_section(name)
     if family == "initialization":
         return initialization_section(name)
+    if family == "descent":
+        return descent_section(name)
     if family == "attention":
         figure = None
         if name == "dp_attention":
