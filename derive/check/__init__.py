@@ -23,8 +23,8 @@ from derive.check.activations import check_activation
 from derive.check.attention import check_attention
 from derive.check.batchnorm import check_batchnorm
 from derive.check.core import DIGITS, Result, decimal
-from derive.check.initialization import check_initialization
 from derive.check.descent import check_descent
+from derive.check.initialization import check_initialization
 from derive.check.norms import check_norm
 from derive.check.rows import check_row
 from derive.check.theory import check_theory
