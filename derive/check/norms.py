@@ -378,10 +378,10 @@ def _algorithm_000(c: Claim):
     return result(
         c,
         Verdict.HOLDS,
-        "(a_b - abar)/sqrt(var + epsilon)",
+        "(a_b - abar)/sqrt(sigma2 + epsilon)",
         Proof(claim=c.statement_latex, steps=(_lecture_normalization_step(),)),
         notes=(
-            "value: entry b of one sample's normalized activations, abar and var the mean "
+            "value: entry b of one sample's normalized activations, abar and sigma2 the mean "
             "and biased variance over its N neurons: PyTorch's eps convention, added to the "
             "variance.",
         ),
