@@ -26,6 +26,7 @@ from derive.check.core import DIGITS, Result, decimal
 from derive.check.norms import check_norm
 from derive.check.rows import check_row
 from derive.check.theory import check_theory
+from derive.check.updates import check_updates
 from derive.claims import CLAIMS, Claim
 from proofs.core import UnprovenError
 
@@ -39,6 +40,7 @@ CHECKERS: dict[str, Callable[[Claim], Result]] = {
     "norms": check_norm,
     "rows": check_row,
     "theory": check_theory,
+    "updates": check_updates,
 }
 
 

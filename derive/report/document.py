@@ -33,6 +33,7 @@ from derive.report.float16 import Float16Facts, float16_facts
 from derive.report.norms import norm_section
 from derive.report.rows import row_section
 from derive.report.theory import theory_section
+from derive.report.updates import updates_section
 from proofs.core import Verdict
 
 #: Report sections, in the order of Table 2 (:data:`derive.catalog.SECTIONS`).
@@ -221,6 +222,8 @@ def _family_section(family: str, name: str, files: dict[str, str]) -> list[str]:
         return row_section(name)
     if family == "theory":
         return theory_section(name)
+    if family == "updates":
+        return updates_section(name)
     if family == "attention":
         figure = None
         if name == "dp_attention":
