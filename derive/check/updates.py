@@ -281,7 +281,8 @@ def _algorithm1(c: Claim):
             statement=r"Loshchilov and Hutter's SGDW keeps the rate inside the velocity "
             r"($m_t = \beta m_{t-1} + \eta_t \alpha g_t$): at $\beta = 1/2$, $g = (1, 0)$, rates "
             rf"$(1, 1/2)$ the steps are ${sp.latex(sp.Tuple(*lh))}$ against Algorithm 1's "
-            rf"${sp.latex(sp.Tuple(*steady))}$; with a constant rate they agree",
+            rf"${sp.latex(sp.Tuple(*steady))}$ (with a constant rate $m_t$ is a constant "
+            r"times PyTorch's buffer, by the induction above, and the two agree)",
             method="exact witness",
             check=lambda: steady[0] == lh[0] and steady[1] != lh[1],
         ),
@@ -609,7 +610,10 @@ def _float_range(c: Claim):
         what = "NumPy's finfo(float32) tiny and max"
     else:
         exact = (up.binary16_value(0x0400), up.binary16_value(0x7BFF))
-        what = "the binary16 patterns 0x0400 and 0x7BFF"
+        info = np.finfo(np.float16)
+        if exact != (Fraction(float(info.tiny)), Fraction(float(info.max))):
+            raise UnprovenError(f"{c.id}: the binary16 patterns are not NumPy's finfo")
+        what = "the binary16 patterns 0x0400 and 0x7BFF (NumPy's finfo(float16) tiny and max)"
     derived = sp.Tuple(*(sp.Rational(v.numerator, v.denominator) for v in exact))
     printed = c.printed_value.strip("()").split(", ")
     rounded = all(pu.rounds_to(v, p) for v, p in zip(derived, printed, strict=True))
@@ -684,21 +688,20 @@ def _eq38(c: Claim):
 
 
 def _underflow(c: Claim):
-    half_smallest = Fraction(1, 2**25)
-    product = Fraction(1, 10**5) * Fraction(1, 10**4)
-    # below 2^-14 binary16 is the grid of multiples of 2^-24; round() ties to even
-    rounded = Fraction(round(product * 2**24), 2**24)
-    weight = Fraction(1, 10**4)
+    lr, weight = Fraction(1, 10**5), Fraction(1, 10**4)
+    product = lr * weight
+    halves = (up.round_binary16(lr), up.round_binary16(weight))
+    rounded = up.round_binary16(product)
+    of_halves = up.round_binary16(halves[0] * halves[1])
     ulp16, ulp32 = Fraction(1, 2**24), Fraction(1, 2**37)  # 1e-4 lies in [2^-14, 2^-13)
     steps = (
         Step(
             statement=r"$10^{-9} < 2^{-25}$, half the smallest subnormal $2^{-24}$: rounding to "
-            r"nearest gives 0 (as it does for the product of the FP16 roundings of $10^{-5}$ "
-            r"and $10^{-4}$, both within 1% of them)",
+            r"nearest gives 0; so does the product of the FP16 values of $10^{-5}$ and "
+            rf"$10^{{-4}}$ (${sp.latex(sp.Rational(halves[0]))}$ and "
+            rf"${sp.latex(sp.Rational(halves[1]))}$), computed exactly and rounded",
             method="exact witness",
-            check=lambda: (
-                product < half_smallest and product * Fraction(101, 100) ** 2 < half_smallest
-            ),
+            check=lambda: product < Fraction(1, 2**25) and rounded == 0 == of_halves,
         ),
         Step(
             statement=r"the FP32 copy: $10^{-4}$ lies in $[2^{-14}, 2^{-13})$, whose spacing is "
@@ -712,8 +715,7 @@ def _underflow(c: Claim):
             ),
         ),
     )
-    derived = sp.Rational(rounded.numerator, rounded.denominator)
-    return _compared(c, derived, steps)
+    return _compared(c, sp.Rational(rounded.numerator, rounded.denominator), steps)
 
 
 DECIDERS: dict[str, Callable[[Claim], object]] = {

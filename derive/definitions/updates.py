@@ -40,17 +40,18 @@ __all__ = [
     "ema",
     "eq38_value",
     "rms_steps",
+    "round_binary16",
     "torch_sgd_buffers",
 ]
 
 #: 004's discount factor (001's beta of Algorithm 1), its step size, its eps.
-gamma = sp.Symbol("gamma", positive=True)
+gamma = sp.Symbol("gamma_d", positive=True)
 eta = sp.Symbol("eta", positive=True)
 eps = sp.Symbol("epsilon", positive=True)
 #: 001's momentum (Algorithm 1), learning rate and weight decay.
-beta = sp.Symbol("beta", positive=True)
+beta = sp.Symbol("beta_m", positive=True)
 alpha = sp.Symbol("alpha", positive=True)
-lam = sp.Symbol("lambda", nonnegative=True)
+lam = sp.Symbol("lambda_wd", nonnegative=True)
 #: One step's previous state (a running average; Adam's m_{t-1}, v_{t-1}), gradient and
 #: weight, and a step's direction (001's mu_t).
 prev = sp.Symbol("M_prev", real=True)
@@ -133,6 +134,22 @@ def binary16_value(bits: int) -> Fraction | None:
     else:
         magnitude = (1 + Fraction(fraction, 1024)) * Fraction(2) ** (exponent - 15)
     return -magnitude if sign else magnitude
+
+
+def round_binary16(x: Fraction) -> Fraction:
+    """The binary16 value nearest a finite ``x`` (ties to even), exactly; ``x`` within the
+    finite range (below 65520 in magnitude)."""
+    magnitude = abs(x)
+    if magnitude == 0:
+        return Fraction(0)
+    exponent = max(magnitude.numerator.bit_length() - magnitude.denominator.bit_length(), -14)
+    while Fraction(2) ** exponent > magnitude and exponent > -14:
+        exponent -= 1
+    while Fraction(2) ** (exponent + 1) <= magnitude:
+        exponent += 1
+    quantum = Fraction(2) ** (exponent - 10)
+    nearest = round(magnitude / quantum) * quantum  # round() on a Fraction: ties to even
+    return nearest if x > 0 else -nearest
 
 
 def eq38_value(bits: int) -> Fraction:

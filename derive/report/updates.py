@@ -9,13 +9,13 @@ from derive.catalog import section_entry
 NOTATION = (
     "| 004 (appendix B) | 001 (Algorithms 1-2) | liptable | PyTorch |",
     "|---|---|---|---|",
-    "| $\\eta$ | $\\alpha_t$ | eta, alpha | `lr` (SGD: `lr` = $\\eta (1 - \\gamma)$, see below) |",
-    "| $\\gamma$ (momentum) | $\\beta$ | gamma, beta | SGD `momentum`, with `dampening=0` |",
-    "| $\\gamma$ (Adadelta) | - | gamma | RMSprop `alpha` (Definition 11 is RMSProp) |",
+    "| $\\eta$ | $\\alpha_t$ | eta, alpha | `lr` (SGD: `lr` = $\\eta (1 - \\gamma)$, `momentum.definition_004`) |",
+    "| $\\gamma$ (momentum) | $\\beta$ | gamma_d, beta_m | SGD `momentum`, with `dampening=0` |",
+    "| $\\gamma$ (Adadelta) | - | gamma_d | RMSprop `alpha` (Definition 11 is RMSProp) |",
     "| $B_1$, $B_2$ | $\\beta_1$, $\\beta_2$ | beta_1, beta_2 | Adam `betas` |",
     "| $\\varepsilon$ under the root: $\\sqrt{\\hat v + \\varepsilon}$ | none (line 8) | epsilon"
     " | `eps` added to $\\sqrt{\\hat v}$: no exact match for $\\varepsilon > 0$ |",
-    "| - | $\\lambda$ (decoupled, times $\\alpha_t$) | lambda | AdamW `weight_decay`; SGD's "
+    "| - | $\\lambda$ (decoupled, times $\\alpha_t$) | lambda_wd | AdamW `weight_decay`; SGD's "
     "`weight_decay` is coupled (L2) |",
     "| $M_t$, $m_{t,j}$, $v_{t,j}$ | $\\mathbf v_t$, $\\mathbf m_t$, $\\mathbf v_t$ | M, m, v "
     "| SGD buffer $b_t = M_t/(1 - \\gamma)$; Adam `exp_avg`, `exp_avg_sq` |",
@@ -36,21 +36,23 @@ def updates_section(name: str) -> list[str]:
             "65,536 patterns) and NumPy's.",
             "",
         ]
-    lines += [
-        "Both sources damp the gradient inside the average ($M_t = \\gamma M_{t-1} + (1 - "
-        "\\gamma) g_t$) and keep the step size outside it; PyTorch's SGD sums undamped "
-        "gradients (`dampening=0`, its first buffer is $g_1$), so 004's step $\\eta M_t$ is "
-        "PyTorch's with `lr` $= \\eta (1 - \\gamma)$ at every step (proven below). Loshchilov "
-        "and Hutter's SGDW puts the rate inside the velocity instead. The sign convention is "
-        "the same everywhere: the step is subtracted. One coordinate at a time:",
-        "",
-        *NOTATION,
-        "",
-    ]
-    if name == "adaptive":
+    if name == "momentum":
         lines += [
-            "The kernel `kernels.optim` runs one Adam or AdamW step in PyTorch's convention "
-            "(eps added to $\\sqrt{\\hat v_t}$, decoupled decay multiplied by lr).",
-            "",
+            "Both sources damp the gradient inside the average ($M_t = \\gamma M_{t-1} + (1 - "
+            "\\gamma) g_t$) and keep the step size outside it; PyTorch's SGD sums undamped "
+            "gradients (`dampening=0`, its first buffer is $g_1$), so 004's step $\\eta M_t$ "
+            "is PyTorch's with `lr` $= \\eta (1 - \\gamma)$ at every step (proven below). "
+            "Loshchilov and Hutter's SGDW puts the rate inside the velocity instead. The step "
+            "is subtracted in every source. One coordinate at a time:",
         ]
-    return lines
+    else:
+        lines += [
+            "004's Adam (Definition 16) and 001's AdamW (Algorithm 2) keep Kingma and Ba's "
+            "moments and bias corrections; they differ from PyTorch in eps (004 adds it under "
+            "the root, 001 has none) and, for 001, only in line 8's missing root "
+            "(`optimizers.algorithm2_update`). The kernel `kernels.optim` runs one Adam or "
+            "AdamW step in PyTorch's convention: $\\theta_t = \\theta_{t-1}(1 - lr\\,\\lambda) - "
+            "lr\\, \\hat m_t / (\\sqrt{\\hat v_t} + \\epsilon)$ (AdamW; Adam adds "
+            "$\\lambda \\theta_{t-1}$ to the gradient instead). One coordinate at a time:",
+        ]
+    return [*lines, "", *NOTATION, ""]
