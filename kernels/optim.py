@@ -42,9 +42,12 @@ element performs, in this order: (Adam with decay) ``w p``, ``g + w p``; ``beta1
 bounds the error from this count (a running bound on the magnitudes, no tuning) and checks
 it against an exact reference per element.
 
-The loops are branch-free and vectorize (``sqrt`` is the only call in them); there is no
-reduction, so no ``fastmath``. NaN and inf propagate as IEEE arithmetic says (an inf
-gradient gives ``v' = inf`` and ``p' = p - s m'/inf``, NaN for ``inf/inf``).
+The loops vectorize (checked in the assembly: packed ``sqrt`` and arithmetic; ``sqrt`` is
+the only call in them); there is no reduction, so no ``fastmath``. float16 input goes
+through three vectorized passes: widen, the float64 loop, narrow. NaN and inf propagate as
+IEEE arithmetic says: an infinite gradient makes ``m'`` and ``v'`` infinite and ``p'`` NaN
+(``inf/inf``); a float64 gradient past about 4e155 makes ``v'`` itself overflow (as in
+PyTorch), and then ``p' = p``; ``eps = 0`` with ``m' = v' = 0`` gives ``0/0``, NaN.
 
 >>> import numpy as np
 >>> p, m, v = adam(np.array([1.0]), np.array([0.5]), np.zeros(1), np.zeros(1), step=1, lr=0.1)
@@ -62,7 +65,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import ArrayLike
 
-from kernels._f16 import float64_to_half_bits, half_bits_to_float64
+from kernels._f16 import narrow_to_half_array, widen_half_array
 from kernels._validate import flag, float_array, real, same_shape_and_dtype, whole
 
 __all__ = ["adam", "adam_scalars", "adamw", "power", "sgd"]
@@ -109,7 +112,8 @@ def _adam_element(p, g, m, v, beta1, beta2, c1, c2, l2, decay, step_size, correc
 
 @njit(cache=True, error_model="numpy")
 def _adam_loop(p, g, m, v, scalars, p_out, m_out, v_out):
-    """float32 or float64 arrays: widened exactly, each output rounded once by the store."""
+    """float32 or float64 inputs, widened exactly; each output rounded once by its store
+    (float64 outputs for float16 input, narrowed afterwards)."""
     beta1, beta2, c1, c2, l2, decay, step_size, correction2, eps = scalars
     for i in range(p.size):
         p_new, m_new, v_new = _adam_element(
@@ -132,31 +136,6 @@ def _adam_loop(p, g, m, v, scalars, p_out, m_out, v_out):
         v_out[i] = v_new
 
 
-@njit(cache=True, error_model="numpy")
-def _adam_half_loop(p, g, m, v, scalars, p_out, m_out, v_out):
-    """float16 arrays as uint16 bits: widened exactly, each output rounded once to half."""
-    beta1, beta2, c1, c2, l2, decay, step_size, correction2, eps = scalars
-    for i in range(p.size):
-        p_new, m_new, v_new = _adam_element(
-            half_bits_to_float64(p[i]),
-            half_bits_to_float64(g[i]),
-            half_bits_to_float64(m[i]),
-            half_bits_to_float64(v[i]),
-            beta1,
-            beta2,
-            c1,
-            c2,
-            l2,
-            decay,
-            step_size,
-            correction2,
-            eps,
-        )
-        p_out[i] = float64_to_half_bits(p_new)
-        m_out[i] = float64_to_half_bits(m_new)
-        v_out[i] = float64_to_half_bits(v_new)
-
-
 def _arrays(param: ArrayLike, **others: ArrayLike) -> tuple[np.ndarray, ...]:
     """``param`` and the others checked (float dtype, param's shape and dtype), as C-ordered
     arrays of param's shape."""
@@ -169,15 +148,21 @@ def _arrays(param: ArrayLike, **others: ArrayLike) -> tuple[np.ndarray, ...]:
     return tuple(np.ascontiguousarray(a) for a in checked)
 
 
-def _run(loop, half_loop, arrays: tuple[np.ndarray, ...], scalars: tuple, outputs: int):
-    """Run ``loop`` (or ``half_loop`` on the bits of float16 input) over the flattened
-    ``arrays`` into ``outputs`` new arrays of their shape and dtype."""
+def _run(loop, arrays: tuple[np.ndarray, ...], scalars: tuple, outputs: int):
+    """Run ``loop`` over the flattened ``arrays`` into ``outputs`` new arrays of their shape
+    and dtype. float16 input is widened exactly to float64 first and each output narrowed
+    once (``kernels._f16``): three vectorized passes (a single loop over the half bits did
+    not vectorize)."""
     shape, dtype = arrays[0].shape, arrays[0].dtype
     half = dtype == np.float16
-    flat = [a.reshape(-1).view(np.uint16) if half else a.reshape(-1) for a in arrays]
-    out = [np.empty(flat[0].size, np.uint16 if half else dtype) for _ in range(outputs)]
-    (half_loop if half else loop)(*flat, np.array(scalars, np.float64), *out)
-    return tuple((o.view(np.float16) if half else o).reshape(shape) for o in out)
+    flat = [a.reshape(-1) for a in arrays]
+    if half:
+        flat = [widen_half_array(a.view(np.uint16)) for a in flat]
+    out = [np.empty(flat[0].size, np.float64 if half else dtype) for _ in range(outputs)]
+    loop(*flat, np.array(scalars, np.float64), *out)
+    if half:
+        out = [narrow_to_half_array(o).view(np.float16) for o in out]
+    return tuple(o.reshape(shape) for o in out)
 
 
 def adam(
@@ -212,7 +197,7 @@ def adam(
     weight_decay = real(weight_decay, "weight_decay", low=0.0)
     decoupled = flag(decoupled, "decoupled")
     scalars = (beta1, beta2, *adam_scalars(t, lr, beta1, beta2, weight_decay, decoupled), eps)
-    return _run(_adam_loop, _adam_half_loop, arrays, scalars, 3)
+    return _run(_adam_loop, arrays, scalars, 3)
 
 
 def adamw(
@@ -272,25 +257,6 @@ def _sgd_loop(p, g, b, scalars, p_out, b_out):
         b_out[i] = b_new
 
 
-@njit(cache=True, error_model="numpy")
-def _sgd_half_loop(p, g, b, scalars, p_out, b_out):
-    momentum, damped, l2, lr, first, nesterov = scalars
-    for i in range(p.size):
-        p_new, b_new = _sgd_element(
-            half_bits_to_float64(p[i]),
-            half_bits_to_float64(g[i]),
-            half_bits_to_float64(b[i]),
-            momentum,
-            damped,
-            l2,
-            lr,
-            first != 0.0,
-            nesterov != 0.0,
-        )
-        p_out[i] = float64_to_half_bits(p_new)
-        b_out[i] = float64_to_half_bits(b_new)
-
-
 def sgd(
     param: ArrayLike,
     grad: ArrayLike,
@@ -320,4 +286,4 @@ def sgd(
         raise ValueError("nesterov: needs momentum > 0 and dampening = 0")
     first = first or momentum == 0.0  # no momentum: the buffer is the gradient
     scalars = (momentum, 1.0 - dampening, weight_decay, lr, float(first), float(nesterov))
-    return _run(_sgd_loop, _sgd_half_loop, arrays, scalars, 2)
+    return _run(_sgd_loop, arrays, scalars, 2)

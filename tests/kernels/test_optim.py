@@ -298,6 +298,10 @@ def test_float64_overflow_of_v_and_zero_over_zero_follow_ieee():
     assert np.isinf(v[0]) and p[0] == 1.0
     p, _, _ = optim.adam(np.ones(1), np.zeros(1), np.zeros(1), np.zeros(1), step=1, eps=0.0)
     assert np.isnan(p[0])
+    for dtype in (np.float16, np.float32, np.float64):
+        zeros = np.zeros(1, dtype)
+        p, m, v = optim.adam(np.ones(1, dtype), np.full(1, np.inf, dtype), zeros, zeros, step=1)
+        assert np.isnan(p[0]) and np.isinf(m[0]) and np.isinf(v[0]), dtype
 
 
 def test_inputs_are_not_written_and_bad_input_is_refused():
