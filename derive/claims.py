@@ -1464,6 +1464,17 @@ UPDATE_CLAIMS: tuple[Claim, ...] = (
         "computes (lines 6 and 10).",
     ),
     _update(
+        "momentum.nesterov_001",
+        "definition",
+        _SURVEY.format("section 3.6"),
+        r"\text{Momentum SGD (mSGD) (Nesterov, 1983) \ldots\ We have shown the SGD with "
+        r"momentum in Algorithm 1.}",
+        up.w_prev,
+        notes="formal: the point Algorithm 1 takes the gradient at (w_{t-1}, line 3 as "
+        "intended); Nesterov's method takes it at the look-ahead point w_{t-1} + mu v_{t-1} "
+        "(Sutskever et al. 2013).",
+    ),
+    _update(
         "momentum.eq37_001",
         "equation",
         _SURVEY.format("Eq. 36-37"),

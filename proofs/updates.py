@@ -27,6 +27,7 @@ __all__ = [
     "coupled_decay_witness",
     "dampened_first_step",
     "eq38_cases",
+    "momentum_iterates",
     "printed_b33",
     "rounds_to",
     "scaling_degree",
@@ -162,6 +163,21 @@ def step_at(point: sp.Expr) -> sp.Expr:
     weight before the step)."""
     (solution,) = sp.solve(sp.Eq(up.w_t, 1 - point.subs(up.w_prev, 1)), up.w_t)
     return solution
+
+
+def momentum_iterates(point: sp.Expr, steps: int = 2) -> list[sp.Expr]:
+    """``w_1 .. w_steps`` of ``v_t = mu v_{t-1} - eps grad f(point)``, ``w_t = w_{t-1} + v_t``
+    on ``f(w) = w^2/2`` from ``w_0 = 1``, ``v_0 = 0``, ``mu = 1/2``, a symbolic step eps;
+    ``point`` in ``w_prev`` and ``v_prev`` (``w_prev``: heavy ball, Algorithm 1 up to its lr;
+    :data:`derive.definitions.updates.NESTEROV_POINT`: Nesterov)."""
+    step = sp.Symbol("epsilon_s", positive=True)
+    w, v, out = sp.S.One, sp.S.Zero, []
+    for _ in range(steps):
+        at = point.subs({up.w_prev: w, up.velocity: v, up.mu_m: sp.Rational(1, 2)})
+        v = sp.Rational(1, 2) * v - step * at  # grad f(x) = x
+        w = sp.expand(w + v)
+        out.append(w)
+    return out
 
 
 def coupled_decay_witness() -> tuple[list, list]:

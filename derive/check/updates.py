@@ -312,8 +312,7 @@ def _algorithm1(c: Claim):
             "PyTorch's AdamW convention (the decay multiplied by the learning rate alpha_t); "
             "Loshchilov and Hutter multiply it by the schedule multiplier eta_t alone and "
             "put the rate inside the velocity, which differs once the rate varies. Section "
-            "3.6 attributes momentum SGD to Nesterov (1983); Algorithm 1 takes the gradient "
-            "at w_{t-1}, Polyak's heavy ball, not Nesterov's look-ahead point.",
+            "3.6 attributes momentum SGD to Nesterov (1983): see momentum.nesterov_001.",
         ),
     )
 
@@ -347,6 +346,48 @@ def _gradient_point(c: Claim):
         Proof(claim=c.statement_latex, steps=steps),
         witness={"L": "w**2/2", "w_0": "1", "printed": sp.sstr(printed), "derived": "0"},
         notes=("Intended: g_t = grad L(w_{t-1}), which the algorithms then use as written.",),
+    )
+
+
+def _nesterov(c: Claim):
+    ours, nesterov = pu.momentum_iterates(c.formal), pu.momentum_iterates(up.NESTEROV_POINT)
+    gap = sp.factor(nesterov[1] - ours[1])
+    steps = (
+        Step(
+            statement=r"$f(w) = w^2/2$, $w_0 = 1$, momentum 1/2, any step $\epsilon > 0$ "
+            rf"(symbolic): both give $w_1 = {sp.latex(ours[0])}$; then Algorithm 1 (heavy "
+            rf"ball, its lr mapped as in `momentum.algorithm1_001`) gives $w_2 = "
+            rf"{sp.latex(ours[1])}$ and Nesterov's look-ahead gradient $w_2 = "
+            rf"{sp.latex(nesterov[1])}$, apart by ${sp.latex(gap)} \neq 0$",
+            method="symbolic identity",
+            check=lambda: is_zero(ours[0] - nesterov[0]) and not is_zero(gap),
+        ),
+    )
+    if is_zero(gap):
+        same = Step(
+            statement="the iterates agree for every step size",
+            method="symbolic identity",
+            check=lambda: is_zero(nesterov[1] - ours[1]),
+        )
+        return result(c, Verdict.HOLDS, sp.sstr(c.formal), Proof(c.statement_latex, (same,)))
+    return result(
+        c,
+        Verdict.FAILS,
+        sp.sstr(up.NESTEROV_POINT),
+        Proof(claim=c.statement_latex, steps=steps),
+        witness={
+            "f": "w**2/2",
+            "w_0": "1",
+            "momentum": "1/2",
+            "printed": sp.sstr(ours[1]),
+            "derived": sp.sstr(nesterov[1]),
+        },
+        notes=(
+            "value: the point Nesterov's method takes the gradient at. Algorithm 1 is "
+            "Polyak's heavy ball (1964), PyTorch's SGD with nesterov=False; Nesterov's "
+            "method is PyTorch's nesterov=True. They agree on a linear loss, not on a "
+            "quadratic.",
+        ),
     )
 
 
@@ -726,6 +767,7 @@ DECIDERS: dict[str, Callable[[Claim], object]] = {
     "momentum.bias_correction_004": _bias_correction,
     "momentum.algorithm1_001": _algorithm1,
     "momentum.gradient_point_001": _gradient_point,
+    "momentum.nesterov_001": _nesterov,
     "momentum.eq37_001": _eq37,
     "adaptive.step_cap_004": _step_cap,
     "adaptive.square_root_004": _square_root,

@@ -63,6 +63,13 @@ G_tj = sp.Symbol("G_tj", nonnegative=True)
 w_t = sp.Symbol("w_t", real=True)
 g = sp.Symbol("g", real=True)
 w_prev = sp.Symbol("w_prev", real=True)
+#: A heavy-ball velocity (Sutskever et al.'s v: w_t = w_{t-1} + v_t) and its momentum.
+velocity = sp.Symbol("v_prev", real=True)
+mu_m = sp.Symbol("mu_m", positive=True)
+#: Nesterov's look-ahead point (Sutskever et al. 2013, Eq. 3-4): v_t = mu v_{t-1} - eps
+#: grad f(w_{t-1} + mu v_{t-1}), w_t = w_{t-1} + v_t; heavy ball takes grad f(w_{t-1}).
+NESTEROV_POINT = w_prev + mu_m * velocity
+
 #: The number of steps, symbolic.
 T = sp.Symbol("T", integer=True, positive=True)
 t = sp.Symbol("t", integer=True, positive=True)

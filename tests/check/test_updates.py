@@ -24,6 +24,7 @@ VERDICTS = {
     "momentum.bias_correction_004": "holds",
     "momentum.algorithm1_001": "holds",
     "momentum.gradient_point_001": "misprinted",
+    "momentum.nesterov_001": "fails",
     "momentum.eq37_001": "fails",
     "adaptive.step_cap_004": "holds",
     "adaptive.square_root_004": "holds",
@@ -117,6 +118,13 @@ def test_decay_inside_the_average_is_not_decoupled():
 
 def test_the_gradient_at_the_previous_weight_holds():
     assert _mutated("momentum.gradient_point_001", formal=up.w_prev).verdict == "holds"
+
+
+def test_the_look_ahead_gradient_is_nesterovs():
+    assert _mutated("momentum.nesterov_001", formal=up.NESTEROV_POINT).verdict == "holds"
+    heavy, nesterov = pu.momentum_iterates(up.w_prev), pu.momentum_iterates(up.NESTEROV_POINT)
+    step = next(iter(heavy[1].free_symbols))
+    assert sp.expand(nesterov[1] - heavy[1]) == step**2 / 2
 
 
 def test_eq37_with_the_factor_two_holds():
