@@ -27,13 +27,13 @@ __all__ = [
     "coupled_decay_witness",
     "dampened_first_step",
     "eq38_cases",
+    "expected_fraction",
     "momentum_iterates",
     "printed_b33",
     "rounds_to",
     "scaling_degree",
     "step_at",
     "torch_momentum_induction",
-    "unbiased",
     "varying_schedule_witness",
     "weights_total",
 ]
@@ -110,12 +110,10 @@ def printed_b33(steps: int, rate: sp.Expr, gradients: list) -> tuple[sp.Expr, sp
     return sp.nsimplify(printed), sp.nsimplify(up.ema(gradients, rate)[-1])
 
 
-def unbiased(rate: sp.Expr) -> sp.Expr:
-    """``E[m_t] / (1 - rate^t)`` for gradients of one mean ``mu`` (stationary), for a
-    symbolic t: ``E[m_t] = sum_{i=1}^t (1 - rate) rate^(t-i) mu`` (linearity of E)."""
-    mu = sp.Symbol("mu", real=True)
-    expected = sp.Sum((1 - rate) * rate ** (up.T - up.t) * mu, (up.t, 1, up.T)).doit()
-    return sp.simplify(expected / (1 - rate**up.T)) / mu
+def expected_fraction(rate: sp.Expr) -> sp.Expr:
+    """``E[m_T] / E[g]`` for gradients of one mean (stationary) from ``m_0 = 0``, for a
+    symbolic T: ``sum_{t=1}^T (1 - rate) rate^(T-t)`` (linearity of E), summed by SymPy."""
+    return sp.simplify(sp.Sum((1 - rate) * rate ** (up.T - up.t), (up.t, 1, up.T)).doit())
 
 
 def scaling_degree(rule: sp.Expr) -> sp.Expr | None:
