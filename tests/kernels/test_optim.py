@@ -36,6 +36,8 @@ import mpmath
 import numpy as np
 import pytest
 import sympy as sp
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from derive.definitions import theory as th
 from kernels import optim
@@ -279,6 +281,42 @@ def test_one_step_against_the_exact_reference(dtype, h):
             bounds = kernel_bound(*row, h)
             for name, out, bound in zip(("p'", "m'", "v'"), outputs, bounds, strict=True):
                 assert_within(out[i], bound, dtype, f"{name} at {i} {row}")
+
+
+_FINITE = st.floats(-1e100, 1e100, allow_subnormal=True)
+
+
+@given(
+    p=_FINITE,
+    g=_FINITE,
+    m=_FINITE,
+    v=st.floats(0, 1e200, allow_subnormal=True),
+    step=st.integers(1, 10**4),
+    lr=st.floats(0, 10),
+    beta1=st.floats(0, 0.9999),
+    beta2=st.floats(0, 0.9999),
+    eps=st.floats(1e-12, 1),
+    weight_decay=st.floats(0, 1),
+    decoupled=st.booleans(),
+    dtype=st.sampled_from([np.float64, np.float32, np.float16]),
+)
+@example(1.0, 0.0, 0.0, 0.0, 1, 1e-3, 0.9, 0.999, 1e-8, 0.0, False, np.float64)  # g = 0, t = 1
+@example(-2.0, 1e100, 0.0, 0.0, 1, 1e-3, 0.9, 0.999, 1e-8, 0.1, True, np.float64)  # huge g
+@example(1.0, 1.0, 0.5, 5e-324, 3, 0.1, 0.9, 0.999, 1e-12, 0.0, False, np.float64)  # tiny v
+@example(1.0, 65504.0, 0.0, 0.0, 1, 1e-3, 0.9, 0.999, 1e-8, 0.0, False, np.float16)
+def test_any_step_against_the_exact_reference(
+    p, g, m, v, step, lr, beta1, beta2, eps, weight_decay, decoupled, dtype
+):
+    """Hypothesis over every argument: one element, the budget of the exact step."""
+    limit = float(np.finfo(dtype).max) / 10
+    row = tuple(float(dtype(np.clip(x, -limit, limit))) for x in (p, g, m, v))
+    h = Hyper(step, lr, beta1, beta2, eps, weight_decay, decoupled)
+    outputs = optim.adam(*(np.array([x], dtype) for x in row), **h.kwargs())
+    with mpmath.workdps(DIGITS):
+        for name, out, bound in zip(
+            ("p'", "m'", "v'"), outputs, kernel_bound(*row, h), strict=True
+        ):
+            assert_within(out[0], bound, dtype, f"{name} {row} {h}")
 
 
 def test_float16_state_overflows_exactly_when_its_value_does():
