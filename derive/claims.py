@@ -1518,6 +1518,19 @@ UPDATE_CLAIMS: tuple[Claim, ...] = (
         "j (an index slip).",
     ),
     _update(
+        "adaptive.adagrad_004",
+        "definition",
+        _MIT.format("B.1.3"),
+        r"\text{adagrad: rather than find the weighted average } G_t, \text{ we simply sum the "
+        r"previous gradients \ldots\ over time, } G_t \text{ becomes too large. So, our step "
+        r"size becomes too small}",
+        up.prev + up.g,
+        intended=up.prev + up.g**2,
+        notes="formal: G_t in G_{t-1} (M_prev) and g_t as the sentence says (a sum of the "
+        "gradients); intended: of their squares, as G_t averages squares in B.1.2 and "
+        "Duchi et al.'s Adagrad sums them.",
+    ),
+    _update(
         "adaptive.bias_correction_004",
         "equation",
         _MIT.format("B.36 and Concept 15"),

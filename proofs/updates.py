@@ -21,7 +21,9 @@ from derive.definitions import updates as up
 from proofs.core import is_zero
 
 __all__ = [
+    "accumulated",
     "adadelta_ratio",
+    "adagrad_step_limit",
     "adam_v_witness",
     "closed_form_recurs",
     "coupled_decay_witness",
@@ -135,6 +137,25 @@ def second_moment_scales() -> bool:
     step = up.gamma * up.prev + (1 - up.gamma) * up.g**2
     scaled = up.gamma * c**2 * up.prev + (1 - up.gamma) * (c * up.g) ** 2
     return is_zero(scaled - c**2 * step)
+
+
+def accumulated(update: sp.Expr, gradients: list) -> list[sp.Expr]:
+    """``G_1 .. G_t`` of ``G_t = update(G_{t-1}, g_t)`` from ``G_0 = 0``."""
+    out, total = [], sp.S.Zero
+    for x in gradients:
+        total = update.subs({up.prev: total, up.g: x})
+        out.append(total)
+    return out
+
+
+def adagrad_step_limit(rate: sp.Expr | None) -> sp.Expr:
+    """``lim_{t -> oo}`` of the step size ``eta / sqrt(G_t + eps)`` for a constant gradient
+    ``g != 0``: ``G_t = t g^2`` (Adagrad, ``rate`` None) gives 0; the running average
+    ``G_t = (1 - rate^t) g^2`` gives ``eta / sqrt(g^2 + eps)``. Symbolic t."""
+    size = sp.Symbol("c", positive=True)  # |g|
+    average = size**2 * up.T if rate is None else (1 - rate**up.T) * size**2
+    step = up.eta / sp.sqrt(average + up.eps)
+    return sp.limit(step, up.T, sp.oo)
 
 
 def adadelta_ratio() -> tuple[sp.Expr, sp.Expr]:

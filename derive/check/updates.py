@@ -525,6 +525,54 @@ def _adadelta(c: Claim):
     )
 
 
+def _adagrad(c: Claim):
+    printed = pu.accumulated(c.formal, [1, -1])
+    half = sp.Rational(1, 2)
+    vanish, kept = pu.adagrad_step_limit(None), pu.adagrad_step_limit(half)
+    grows = sp.diff(c.intended, up.prev) == 1 and (c.intended - up.prev).is_nonnegative is True
+    steps = (
+        Step(
+            statement=r"as printed (a sum of the gradients) $g = (1, -1)$ gives $G = "
+            rf"{sp.latex(sp.Tuple(*printed))}$: it does not grow, and $G_1 = -1$ at $g = -1$ "
+            r"would put a negative number under the root",
+            method="exact witness",
+            check=lambda: printed[-1] == 0 and bool(pu.accumulated(c.formal, [-1])[0] < 0),
+        ),
+        Step(
+            statement=r"as intended, $G_t = G_{t-1} + g_t^2 \ge G_{t-1}$ "
+            rf"{EVERY_T}: the step adds $g_t^2 \ge 0$ to a symbolic $G_{{t-1}}$), so the step "
+            rf"size never grows; for a constant $g \neq 0$ it tends to ${sp.latex(vanish)}$ "
+            r"as $t \to \infty$ ($G_t = t g^2$), while with the running average ($G_t = "
+            rf"(1 - \gamma^t) g^2$, here $\gamma = 1/2$) it tends to ${sp.latex(kept)}$",
+            method="symbolic limit",
+            check=lambda: (
+                grows
+                and vanish == 0
+                and is_zero(kept - up.eta / sp.sqrt(sp.Symbol("c", positive=True) ** 2 + up.eps))
+            ),
+        ),
+    )
+    if is_zero(c.formal - c.intended):
+        return result(c, Verdict.HOLDS, sp.sstr(c.intended), Proof(c.statement_latex, steps[1:]))
+    if printed[-1] != 0:
+        raise UnprovenError(f"{c.id}: the witness does not show the printed sum cancelling")
+    return result(
+        c,
+        Verdict.MISPRINTED,
+        sp.sstr(c.intended),
+        Proof(claim=c.statement_latex, steps=steps),
+        witness={
+            "g": "(1, -1)",
+            "printed": sp.sstr(sp.Tuple(*printed)),
+            "derived": sp.sstr(sp.Tuple(*pu.accumulated(c.intended, [1, -1]))),
+        },
+        notes=(
+            "Intended: Adagrad sums the squared gradients (Duchi et al. 2011; "
+            "torch.optim.Adagrad's state_sum); then the statement holds.",
+        ),
+    )
+
+
 def _adam_bias(c: Claim):
     betas = (up.beta1, up.beta2)
     fractions = tuple(pu.expected_fraction(b) for b in betas)
@@ -772,6 +820,7 @@ DECIDERS: dict[str, Callable[[Claim], object]] = {
     "adaptive.step_cap_004": _step_cap,
     "adaptive.square_root_004": _square_root,
     "adaptive.adadelta_004": _adadelta,
+    "adaptive.adagrad_004": _adagrad,
     "adaptive.bias_correction_004": _adam_bias,
     "adaptive.definition16_004": _definition16,
     "adaptive.adamw_001": _adamw,

@@ -29,6 +29,7 @@ VERDICTS = {
     "adaptive.step_cap_004": "holds",
     "adaptive.square_root_004": "holds",
     "adaptive.adadelta_004": "fails",
+    "adaptive.adagrad_004": "misprinted",
     "adaptive.bias_correction_004": "holds",
     "adaptive.definition16_004": "misprinted",
     "adaptive.adamw_001": "holds",
@@ -136,6 +137,12 @@ def test_without_the_square_root_the_update_is_not_scale_free():
     no_root = up.eta / (up.G_tj + up.eps)
     result = _mutated("adaptive.square_root_004", formal=no_root)
     assert result.verdict == "fails" and result.witness["derived"] == "-1"
+
+
+def test_adagrad_with_squares_holds():
+    c = claim("adaptive.adagrad_004")
+    assert _mutated(c.id, formal=c.intended).verdict == "holds"
+    assert pu.accumulated(c.formal, [1, -1]) == [1, 0]
 
 
 def test_definition16_with_v_holds():
