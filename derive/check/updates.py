@@ -543,7 +543,8 @@ def _adagrad(c: Claim):
             rf"{EVERY_T}: the step adds $g_t^2 \ge 0$ to a symbolic $G_{{t-1}}$), so the step "
             rf"size never grows; for a constant $g \neq 0$ it tends to ${sp.latex(vanish)}$ "
             r"as $t \to \infty$ ($G_t = t g^2$), while with the running average ($G_t = "
-            rf"(1 - \gamma^t) g^2$, here $\gamma = 1/2$) it tends to ${sp.latex(kept)}$",
+            r"(1 - \gamma^t) g^2$, momentum.bias_correction_004; here $\gamma = 1/2$) it "
+            rf"tends to ${sp.latex(kept)}$",
             method="symbolic limit",
             check=lambda: (
                 grows
