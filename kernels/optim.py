@@ -24,8 +24,9 @@ dampening) g'`` after; ``p' = p - lr b'`` (``nesterov``: ``p' = p - lr (g' + mom
 momentum=gamma, dampening=0)`` (claim ``momentum.definition_004``).
 
 Arithmetic. Every element is computed in float64 from its inputs widened exactly, and each
-output is rounded once to the input's dtype (round to nearest even; for float16 directly
-from float64, inf from 65520 on, as ``kernels._f16``): float32 and float16 outputs are
+output is rounded once to the input's dtype (round to nearest even; for float16 and
+bfloat16 directly from float64, inf from 65520 and from 2^128 - 2^119 on, as
+``kernels._f16`` and ``kernels._bf16``): float32, float16 and bfloat16 outputs are
 the correct roundings of values within the float64 error below of the exact ones. float16
 state is kept in float16 (PyTorch's AMP keeps float32 master weights and state: pass
 float32 arrays for that); a float16 ``v'`` overflows exactly when its correctly rounded
@@ -43,11 +44,12 @@ bounds the error from this count (a running bound on the magnitudes, no tuning) 
 it against an exact reference per element.
 
 The loops vectorize (checked in the assembly: packed ``sqrt`` and arithmetic; ``sqrt`` is
-the only call in them); there is no reduction, so no ``fastmath``. float16 input goes
-through three vectorized passes: widen, the float64 loop, narrow. NaN and inf propagate as
-IEEE arithmetic says: an infinite gradient makes ``m'`` and ``v'`` infinite and ``p'`` NaN
-(``inf/inf``); a float64 gradient past about 4e155 makes ``v'`` itself overflow (as in
-PyTorch), and then ``p' = p``; ``eps = 0`` with ``m' = v' = 0`` gives ``0/0``, NaN.
+the only call in them); there is no reduction, so no ``fastmath``. float16 and bfloat16
+input go through three vectorized passes: widen, the float64 loop, narrow. NaN and inf
+propagate as IEEE arithmetic says: an infinite gradient makes ``m'`` and ``v'`` infinite
+and ``p'`` NaN (``inf/inf``); a float64 gradient past about 4e155 makes ``v'`` itself
+overflow (as in PyTorch), and then ``p' = p``; ``eps = 0`` with ``m' = v' = 0`` gives
+``0/0``, NaN.
 
 >>> import numpy as np
 >>> p, m, v = adam(np.array([1.0]), np.array([0.5]), np.zeros(1), np.zeros(1), step=1, lr=0.1)
@@ -65,6 +67,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import ArrayLike
 
+from kernels._bf16 import BFLOAT16, to_bfloat16
 from kernels._f16 import narrow_to_half_array, widen_half_array
 from kernels._validate import flag, float_array, real, same_shape_and_dtype, whole
 
@@ -139,10 +142,10 @@ def _adam_loop(p, g, m, v, scalars, p_out, m_out, v_out):
 def _arrays(param: ArrayLike, **others: ArrayLike) -> tuple[np.ndarray, ...]:
     """``param`` and the others checked (float dtype, param's shape and dtype), as C-ordered
     arrays of param's shape."""
-    p = float_array(param, "param")
+    p = float_array(param, "param", bfloat16=True)
     checked = [p]
     for name, value in others.items():
-        array = float_array(value, name)
+        array = float_array(value, name, bfloat16=True)
         same_shape_and_dtype(p, array, name)
         checked.append(array)
     return tuple(np.ascontiguousarray(a) for a in checked)
@@ -150,18 +153,23 @@ def _arrays(param: ArrayLike, **others: ArrayLike) -> tuple[np.ndarray, ...]:
 
 def _run(loop, arrays: tuple[np.ndarray, ...], scalars: tuple, outputs: int):
     """Run ``loop`` over the flattened ``arrays`` into ``outputs`` new arrays of their shape
-    and dtype. float16 input is widened exactly to float64 first and each output narrowed
-    once (``kernels._f16``): three vectorized passes (a single loop over the half bits did
-    not vectorize)."""
+    and dtype. float16 and bfloat16 input is widened exactly to float64 first and each
+    output rounded once to the input's format (``kernels._f16``, ``kernels._bf16``): three
+    vectorized passes (a single loop over the half bits did not vectorize)."""
     shape, dtype = arrays[0].shape, arrays[0].dtype
-    half = dtype == np.float16
+    half, brain = dtype == np.float16, dtype == BFLOAT16
     flat = [a.reshape(-1) for a in arrays]
     if half:
         flat = [widen_half_array(a.view(np.uint16)) for a in flat]
-    out = [np.empty(flat[0].size, np.float64 if half else dtype) for _ in range(outputs)]
+    elif brain:
+        flat = [a.astype(np.float64) for a in flat]  # exact
+    wide = half or brain
+    out = [np.empty(flat[0].size, np.float64 if wide else dtype) for _ in range(outputs)]
     loop(*flat, np.array(scalars, np.float64), *out)
     if half:
         out = [narrow_to_half_array(o).view(np.float16) for o in out]
+    elif brain:
+        out = [to_bfloat16(o) for o in out]
     return tuple(o.reshape(shape) for o in out)
 
 
@@ -184,7 +192,7 @@ def adam(
     ``step`` counts this step from 1 (PyTorch's ``state["step"]`` after its increment);
     ``exp_avg`` and ``exp_avg_sq`` are zero before the first step. ``lr``, ``eps`` and
     ``weight_decay`` are finite and >= 0, the betas in [0, 1). All four arrays share one
-    shape and one dtype (float16, float32 or float64); see the module docstring.
+    shape and one dtype (float16, bfloat16, float32 or float64); see the module docstring.
     """
     arrays = _arrays(param, grad=grad, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq)
     t = whole(step, "step", low=1)

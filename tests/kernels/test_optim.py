@@ -32,6 +32,7 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
+import ml_dtypes
 import mpmath
 import numpy as np
 import pytest
@@ -54,7 +55,10 @@ FORMATS = {
     np.dtype(np.float64): (53, -1022, float(np.finfo(np.float64).max)),
     np.dtype(np.float32): (24, -126, float(np.finfo(np.float32).max)),
     np.dtype(np.float16): (11, -14, 65504.0),
+    np.dtype(ml_dtypes.bfloat16): (8, -126, float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)),
 }
+BFLOAT16 = ml_dtypes.bfloat16
+DTYPES = [np.float64, np.float32, np.float16, BFLOAT16]
 
 
 def exact(x: float) -> mpmath.mpf:
@@ -237,20 +241,21 @@ def _elements(dtype, rng) -> list[tuple[float, float, float, float]]:
     """(p, g, m, v): a few hundred random elements (magnitudes across many binades, v
     consistent with being an average of squares or not) and the extremal ones."""
     dtype = np.dtype(dtype)
-    large = {np.float64: 1e150, np.float32: 1e30, np.float16: 6e4}[dtype.type]
-    tiny = float(np.finfo(dtype).smallest_subnormal)
+    large = {np.float64: 1e150, np.float32: 1e30, np.float16: 6e4, BFLOAT16: 1e30}[dtype.type]
+    info = ml_dtypes.finfo(dtype)
+    tiny = float(info.smallest_subnormal)
     rows = []
     for _ in range(300):
         scale = 10.0 ** rng.uniform(-6, 4)
         p, g, m = rng.standard_normal(3) * scale
         v = abs(rng.standard_normal()) * scale**2 * rng.choice([0.0, 1e-3, 1.0, 10.0])
-        limit = float(np.finfo(dtype).max) / 10  # inputs in range; outputs may overflow
+        limit = float(info.max) / 10  # inputs in range; outputs may overflow
         rows.append(tuple(np.clip((p, g, m, v), -limit, limit)))
     rows += [
         (1.0, 0.0, 0.0, 0.0),  # g = 0 at t = 1: update 0 over eps
         (1.0, 0.0, 0.5, 1e-12),  # g = 0, momentum left
         (-2.0, large, 0.0, 0.0),  # huge gradient
-        (0.5, -large, large / 10, min(large * large / 1e3, float(np.finfo(dtype).max) / 10)),
+        (0.5, -large, large / 10, min(large * large / 1e3, float(info.max) / 10)),
         (1.0, 1.0, 0.0, tiny),  # tiny v
         (tiny, tiny, tiny, tiny),  # subnormals everywhere
         (0.0, 1e-3, -1e-3, 1e-6),  # cancelling momentum
@@ -267,7 +272,7 @@ HYPERS = (
 )
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("h", HYPERS, ids=lambda h: f"t{h.step}-wd{h.weight_decay}-{h.decoupled}")
 def test_one_step_against_the_exact_reference(dtype, h):
     """Every output within the derived budget of the exact step (mpmath, exact inputs)."""
@@ -298,7 +303,7 @@ _FINITE = st.floats(-1e100, 1e100, allow_subnormal=True)
     eps=st.floats(1e-12, 1),
     weight_decay=st.floats(0, 1),
     decoupled=st.booleans(),
-    dtype=st.sampled_from([np.float64, np.float32, np.float16]),
+    dtype=st.sampled_from(DTYPES),
 )
 @example(1.0, 0.0, 0.0, 0.0, 1, 1e-3, 0.9, 0.999, 1e-8, 0.0, False, np.float64)  # g = 0, t = 1
 @example(-2.0, 1e100, 0.0, 0.0, 1, 1e-3, 0.9, 0.999, 1e-8, 0.1, True, np.float64)  # huge g
@@ -308,8 +313,8 @@ def test_any_step_against_the_exact_reference(
     p, g, m, v, step, lr, beta1, beta2, eps, weight_decay, decoupled, dtype
 ):
     """Hypothesis over every argument: one element, the budget of the exact step."""
-    limit = float(np.finfo(dtype).max) / 10
-    row = tuple(float(dtype(np.clip(x, -limit, limit))) for x in (p, g, m, v))
+    limit = float(ml_dtypes.finfo(dtype).max) / 10
+    row = tuple(float(np.array(np.clip(x, -limit, limit)).astype(dtype)) for x in (p, g, m, v))
     h = Hyper(step, lr, beta1, beta2, eps, weight_decay, decoupled)
     outputs = optim.adam(*(np.array([x], dtype) for x in row), **h.kwargs())
     with mpmath.workdps(DIGITS):
@@ -336,7 +341,7 @@ def test_float64_overflow_of_v_and_zero_over_zero_follow_ieee():
     assert np.isinf(v[0]) and p[0] == 1.0
     p, _, _ = optim.adam(np.ones(1), np.zeros(1), np.zeros(1), np.zeros(1), step=1, eps=0.0)
     assert np.isnan(p[0])
-    for dtype in (np.float16, np.float32, np.float64):
+    for dtype in DTYPES:
         zeros = np.zeros(1, dtype)
         p, m, v = optim.adam(np.ones(1, dtype), np.full(1, np.inf, dtype), zeros, zeros, step=1)
         assert np.isnan(p[0]) and np.isinf(m[0]) and np.isinf(v[0]), dtype
@@ -439,7 +444,7 @@ def sgd_bound(p, g, b, lr, momentum, dampening, weight_decay, first, *, fused=Fa
     return p - Bounded.of(lr) * b_new, b_new
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_sgd_steps_against_the_exact_reference(dtype):
     """004's momentum through sgd(lr = eta (1 - gamma), momentum = gamma) (claim
     momentum.definition_004), five steps, and PyTorch-style decay and dampening: every step
