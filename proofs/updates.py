@@ -152,7 +152,7 @@ def adagrad_step_limit(rate: sp.Expr | None) -> sp.Expr:
     """``lim_{t -> oo}`` of the step size ``eta / sqrt(G_t + eps)`` for a constant gradient
     ``g != 0``: ``G_t = t g^2`` (Adagrad, ``rate`` None) gives 0; the running average
     ``G_t = (1 - rate^t) g^2`` gives ``eta / sqrt(g^2 + eps)``. Symbolic t."""
-    size = sp.Symbol("c", positive=True)  # |g|
+    size = sp.Symbol("g", positive=True)  # |g| (the sign plays no part)
     average = size**2 * up.T if rate is None else (1 - rate**up.T) * size**2
     step = up.eta / sp.sqrt(average + up.eps)
     return sp.limit(step, up.T, sp.oo)

@@ -549,7 +549,7 @@ def _adagrad(c: Claim):
             check=lambda: (
                 grows
                 and vanish == 0
-                and is_zero(kept - up.eta / sp.sqrt(sp.Symbol("c", positive=True) ** 2 + up.eps))
+                and is_zero(kept - up.eta / sp.sqrt(sp.Symbol("g", positive=True) ** 2 + up.eps))
             ),
         ),
     )
