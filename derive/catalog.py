@@ -30,6 +30,7 @@ FAMILIES: tuple[str, ...] = (
     "theory",
     "initialization",
     "descent",
+    "updates",
 )
 
 
@@ -321,6 +322,27 @@ TOPICS: tuple[Topic, ...] = (
         title="Gradient descent and SGD: the descent lemma and the 1/sqrt(T) rate",
         source="003_54d3154625e0c3ca.txt, 'GD (Gradient Descent)', 'Gradient Descent!', "
         "Lemma 3.1 with its proof, and SGD; 002_665588f2644db48a.txt, the update step",
+    ),
+    Topic(
+        key="momentum",
+        family="updates",
+        title="Momentum: 004's running averages and 001's SGD with momentum",
+        source="004_a581282367ea7257.txt, appendix B.1.1 and B.1.4.2 (B.17-B.20, B.31-B.35, "
+        "Definition 7, Concept 15); 001_76ce3a8a4b6079c3.txt, section 3.5 (Eq. 36-37, "
+        "Algorithm 1)",
+    ),
+    Topic(
+        key="adaptive",
+        family="updates",
+        title="Adaptive step sizes: 004's Adadelta and Adam, 001's AdamW",
+        source="004_a581282367ea7257.txt, appendix B.1.2-B.1.4 (B.21-B.30, B.36, Definitions "
+        "11 and 16); 001_76ce3a8a4b6079c3.txt, Algorithm 2 (lines 3-7, 9-10)",
+    ),
+    Topic(
+        key="mixed_precision",
+        family="updates",
+        title="Mixed precision: the FP16 and FP32 numbers of 001",
+        source="001_76ce3a8a4b6079c3.txt, section 3.7 (Eq. 38)",
     ),
 )
 

@@ -17,6 +17,7 @@ import sympy as sp
 
 from derive.definitions import batchnorm as bn
 from derive.definitions import initialization as ini
+from derive.definitions import updates as up
 from derive.definitions.activations import x
 
 KINDS = ("definition", "jacobian", "lipschitz", "equation", "value")
@@ -2013,6 +2014,234 @@ DESCENT_CLAIMS: tuple[Claim, ...] = (
     ),
 )
 
+# --- updates: momentum, Adadelta, Adam (004 appendix B), 001's Algorithms 1-2 and 3.7 ----
+
+_MIT = "004_a581282367ea7257.txt, appendix B, {}"
+_SURVEY = "001_76ce3a8a4b6079c3.txt, {}"
+
+
+def _update(claim_id: str, kind: str, source: str, latex: str, formal, **extra) -> Claim:
+    key = claim_id.split(".")[0]
+    return Claim(
+        id=claim_id,
+        key=key,
+        kind=kind,
+        source=source,
+        statement_latex=latex,
+        formal=formal,
+        **extra,
+    )
+
+
+UPDATE_CLAIMS: tuple[Claim, ...] = (
+    _update(
+        "momentum.definition_004",
+        "definition",
+        _MIT.format("B.17-B.20 and Definition 7"),
+        r"M_0 = 0,\ M_t = \gamma M_{t-1} + (1-\gamma) g_t,\ W_t = W_{t-1} - \eta M_t: "
+        r"\text{a running average between our current gradient and our older gradients}",
+        up.RUNNING_AVERAGE,
+        notes="formal: M_t in M_{t-1} (M_prev) and g_t. Definition 7 writes gamma_t.",
+    ),
+    _update(
+        "momentum.weights_004",
+        "definition",
+        _MIT.format("Definition 7"),
+        r"\text{The amount we value new data is given by } \gamma_t.\ \text{Old data is "
+        r"scaled by } 1 \gamma_t.",
+        sp.Tuple(up.gamma, 1 - up.gamma),
+        intended=sp.Tuple(1 - up.gamma, up.gamma),
+        notes="formal: (the weight of the new gradient, the weight of M_{t-1}) as the prose "
+        "says; the extraction lost the minus of '1 - gamma_t'.",
+    ),
+    _update(
+        "momentum.example_004",
+        "value",
+        _MIT.format("B.31-B.32"),
+        r"[1, 1, 1],\ \gamma = .1:\ a_1 = .9,\ a_2 = .99,\ a_3 = .999",
+        sp.Tuple(sp.Rational(9, 10), sp.Rational(99, 100), sp.Rational(999, 1000)),
+        printed_value="(.9, .99, .999)",
+    ),
+    _update(
+        "momentum.weights_sum_004",
+        "equation",
+        _MIT.format("B.33-B.34"),
+        r"A_T = \sum_{t=0}^{T} \gamma^{(T-t)} (1-\gamma)^t g_t = A_0 \gamma^T + "
+        r"\sum_{t=1}^{T} \gamma^{(T-t)} (1-\gamma)^t g_t,\ \text{the weights adding up to 1}",
+        up.gamma ** (up.T - up.t) * (1 - up.gamma) ** up.t,
+        intended=up.gamma ** (up.T - up.t) * (1 - up.gamma),
+        notes="formal: the printed weight of g_t (t >= 1; the t = 0 term is A_0's, gamma^T). "
+        "A_t = gamma A_{t-1} + (1 - gamma) g_t from A_0 = 0 (B.18, B.32).",
+    ),
+    _update(
+        "momentum.bias_correction_004",
+        "equation",
+        _MIT.format("B.34-B.35 and Concept 15"),
+        r"\text{we're missing } \gamma^T,\ \frac{\text{Desired total}}{\text{Real total}} "
+        r"= \frac{1}{1 - \gamma^T},\ \widehat{A}_t = A_t \cdot \frac{1}{1 - \gamma^t}",
+        1 / (1 - up.gamma**up.T),
+        printed_value="1/(1 - gamma^T)",
+    ),
+    _update(
+        "momentum.algorithm1_001",
+        "definition",
+        _SURVEY.format("Algorithm 1 (SGD with momentum and decoupled weight decay), lines 4-8"),
+        r"\mathbf v_t = \beta \mathbf v_{t-1} + (1 - \beta) \mathbf g_t,\ \mathbf w_t = "
+        r"\mathbf w_{t-1} - \alpha_t \mathbf v_t - \alpha_t \lambda \mathbf w_{t-1}",
+        sp.Tuple(
+            up.beta * up.prev + (1 - up.beta) * up.g,
+            up.w_prev
+            - up.alpha * (up.beta * up.prev + (1 - up.beta) * up.g)
+            - up.alpha * up.lam * up.w_prev,
+        ),
+        notes="formal: (v_t, w_t) in v_{t-1} (M_prev), g_t, w_{t-1}; v_0 = 0.",
+    ),
+    _update(
+        "momentum.gradient_point_001",
+        "definition",
+        _SURVEY.format("Algorithms 1 and 2, line 3"),
+        r"\mathbf g_t = \nabla_{\mathbf w} \mathcal L(\mathbf w_t, \boldsymbol\theta, t)",
+        up.w_t,
+        intended=up.w_prev,
+        notes="formal: the point the gradient of step t is taken at; w_t is what the step "
+        "computes (lines 6 and 10).",
+    ),
+    _update(
+        "momentum.nesterov_001",
+        "definition",
+        _SURVEY.format("section 3.6"),
+        r"\text{Momentum SGD (mSGD) (Nesterov, 1983) \ldots\ We have shown the SGD with "
+        r"momentum in Algorithm 1.}",
+        up.w_prev,
+        notes="formal: the point Algorithm 1 takes the gradient at (w_{t-1}, line 3 as "
+        "intended); Nesterov's method takes it at the look-ahead point w_{t-1} + mu v_{t-1} "
+        "(Sutskever et al. 2013).",
+    ),
+    _update(
+        "momentum.eq37_001",
+        "equation",
+        _SURVEY.format("Eq. 36-37"),
+        r"\min_\theta \frac1N \sum_i \mathcal L + \sum_l \lambda \|\mathbf W^l\|_2^2 "
+        r"\ \Rightarrow\ \mathbf W^l_{new} = \mathbf W^l - \alpha \nabla_{\mathbf W^l} "
+        r"\mathcal L - \alpha \lambda \mathbf W^l",
+        up.alpha * up.lam * up.w_prev,
+        notes="formal: the decay term of Eq. 37, read as the gradient step of Eq. 36's "
+        "regulariser (one weight; ||W||_2 read as the Frobenius norm).",
+    ),
+    _update(
+        "adaptive.step_cap_004",
+        "value",
+        _MIT.format("B.24"),
+        r"\eta_j = \frac{\eta}{G_{t,j} + \varepsilon}:\ \text{our scaling factor will never "
+        r"be bigger than } 1/\epsilon",
+        1 / up.eps,
+        printed_value="1/epsilon",
+    ),
+    _update(
+        "adaptive.square_root_004",
+        "equation",
+        _MIT.format("B.25-B.26"),
+        r"\text{the update has } g_{t,j} \text{ in the numerator and } g_{t,j}^2 \text{ in the "
+        r"denominator; so we take the square root: } \eta_j = \frac{\eta}{\sqrt{G_{t,j} + "
+        r"\epsilon}}",
+        up.eta / sp.sqrt(up.G_tj + up.eps),
+        printed_value="0",
+        notes="formal: B.26's step size. Read as: with the square root the update eta_j g_{t,j} "
+        "no longer shrinks as the gradients grow: scaling every gradient by c > 0 leaves it "
+        "unchanged (degree 0 in c; at eps = 0).",
+    ),
+    _update(
+        "adaptive.adadelta_004",
+        "definition",
+        _MIT.format("B.1.2 and Definition 11"),
+        r"\text{Adadelta: } W_{t,j} = W_{t-1,j} - \frac{\eta}{\sqrt{G_{t,j} + \varepsilon}} "
+        r"g_{t,j},\ G_{t,j} = \gamma G_{t-1,j} + (1-\gamma) g_{t,j}^2",
+        up.eta / sp.sqrt(up.G_tj + up.eps),
+        notes="formal: Definition 11's step size. Definition 11 defines g_{t,i} and then uses "
+        "j (an index slip).",
+    ),
+    _update(
+        "adaptive.adagrad_004",
+        "definition",
+        _MIT.format("B.1.3"),
+        r"\text{adagrad: rather than find the weighted average } G_t, \text{ we simply sum the "
+        r"previous gradients \ldots\ over time, } G_t \text{ becomes too large. So, our step "
+        r"size becomes too small}",
+        up.prev + up.g,
+        intended=up.prev + up.g**2,
+        notes="formal: G_t in G_{t-1} (M_prev) and g_t as the sentence says (a sum of the "
+        "gradients); intended: of their squares, as G_t averages squares in B.1.2 and "
+        "Duchi et al.'s Adagrad sums them.",
+    ),
+    _update(
+        "adaptive.bias_correction_004",
+        "equation",
+        _MIT.format("B.36 and Concept 15"),
+        r"\widehat m_{t,j} = \frac{m_{t,j}}{1 - B_1^t},\ \widehat v_{t,j} = "
+        r"\frac{v_{t,j}}{1 - B_2^t}",
+        sp.Tuple(1 / (1 - up.beta1**up.T), 1 / (1 - up.beta2**up.T)),
+        notes="formal: the two correction factors (t = T steps). Read as: the corrected "
+        "averages are unbiased, E[m_hat_t] = E[g] and E[v_hat_t] = E[g^2], when every g_t "
+        "has the same mean and second moment.",
+    ),
+    _update(
+        "adaptive.definition16_004",
+        "definition",
+        _MIT.format("Definition 16"),
+        r"v_{0,j} = 0\quad v_{t,j} = B_2 m_{t-1,j} + (1 - B_2) g_{t,j}^2",
+        up.beta2 * up.m_prev + (1 - up.beta2) * up.g**2,
+        intended=up.beta2 * up.v_prev + (1 - up.beta2) * up.g**2,
+        notes="formal: v_t in m_{t-1}, v_{t-1} and g_t. B.29 prints v_{t-1}.",
+    ),
+    _update(
+        "adaptive.adamw_001",
+        "definition",
+        _SURVEY.format("Algorithm 2 (AdamW), lines 9-10"),
+        r"\mathbf w_t = \mathbf w_{t-1} - \alpha_t \boldsymbol\mu_t - \alpha_t \lambda "
+        r"\mathbf w_{t-1}",
+        up.w_prev - up.alpha * up.mu - up.alpha * up.lam * up.w_prev,
+        notes="formal: w_t in w_{t-1} and the direction mu_t = m_hat_t/sqrt(v_hat_t) of line 8 "
+        "read as intended (optimizers.algorithm2_update).",
+    ),
+    _update(
+        "mixed_precision.fp32_range_001",
+        "value",
+        _SURVEY.format("section 3.7"),
+        r"\text{FP32: minimum positive normal } 2^{-126} \approx 1.18 \times 10^{-38},\ "
+        r"\text{largest } 2^{128}(1 - 2^{-24}) \approx 3.4 \times 10^{38}",
+        sp.Tuple(sp.Rational(1, 2**126), sp.Integer(2) ** 128 * (1 - sp.Rational(1, 2**24))),
+        printed_value="(1.18e-38, 3.4e38)",
+    ),
+    _update(
+        "mixed_precision.fp16_range_001",
+        "value",
+        _SURVEY.format("section 3.7"),
+        r"\text{FP16: minimum positive normal } 2^{-14} \approx 6.10 \times 10^{-5},\ "
+        r"\text{maximum } (2 - 2^{-10}) \times 2^{15} = 65504",
+        sp.Tuple(sp.Rational(1, 2**14), (2 - sp.Rational(1, 2**10)) * 2**15, 65504),
+        printed_value="(6.10e-5, 65504)",
+    ),
+    _update(
+        "mixed_precision.eq38_001",
+        "equation",
+        _SURVEY.format("Eq. 38"),
+        r"(-1)^{\text{Sign}} \times 2^{\text{Exponent}-15} \times \left(1 + "
+        r"\frac{\text{Fraction}}{1024}\right)",
+        None,
+        notes="formal: the value of a binary16 bit pattern, for every pattern (the text "
+        "names no range of the exponent field).",
+    ),
+    _update(
+        "mixed_precision.underflow_001",
+        "value",
+        _SURVEY.format("section 3.7"),
+        r"10^{-5} \times 10^{-4} = 10^{-9}:\ \text{in FP16, } 10^{-9} \text{ is rounded to "
+        r"zero}",
+        sp.Integer(0),
+        printed_value="0",
+    ),
+)
+
 CLAIMS: tuple[Claim, ...] = (
     ACTIVATION_CLAIMS
     + NORM_CLAIMS
@@ -2022,6 +2251,7 @@ CLAIMS: tuple[Claim, ...] = (
     + THEORY_CLAIMS
     + INITIALIZATION_CLAIMS
     + DESCENT_CLAIMS
+    + UPDATE_CLAIMS
 )
 
 

@@ -28,6 +28,7 @@ from derive.check.initialization import check_initialization
 from derive.check.norms import check_norm
 from derive.check.rows import check_row
 from derive.check.theory import check_theory
+from derive.check.updates import check_updates
 from derive.claims import CLAIMS, Claim
 from proofs.core import UnprovenError
 
@@ -43,6 +44,7 @@ CHECKERS: dict[str, Callable[[Claim], Result]] = {
     "theory": check_theory,
     "initialization": check_initialization,
     "descent": check_descent,
+    "updates": check_updates,
 }
 
 

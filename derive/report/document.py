@@ -35,6 +35,7 @@ from derive.report.initialization import initialization_section
 from derive.report.norms import norm_section
 from derive.report.rows import row_section
 from derive.report.theory import theory_section
+from derive.report.updates import updates_section
 from proofs.core import Verdict
 
 #: Report sections, in the order of Table 2 (:data:`derive.catalog.SECTIONS`).
@@ -227,6 +228,8 @@ def _family_section(family: str, name: str, files: dict[str, str]) -> list[str]:
         return initialization_section(name)
     if family == "descent":
         return descent_section(name)
+    if family == "updates":
+        return updates_section(name)
     if family == "attention":
         figure = None
         if name == "dp_attention":
