@@ -2174,6 +2174,30 @@ UPDATE_CLAIMS: tuple[Claim, ...] = (
         "Duchi et al.'s Adagrad sums them.",
     ),
     _update(
+        "adaptive.sparse_004",
+        "equation",
+        _MIT.format("B.1.2.6 and Concept 12"),
+        r"\text{If a variable is much less frequent, then the weighted average } G_t "
+        r"\text{ will be much smaller. So, when those data points do appear, the step size "
+        r"is much larger}",
+        None,
+        notes="Read as: a coordinate whose gradient g appears at every k-th step only (0 "
+        "between) against one that sees g at every step, both from G_0 = 0, compared at a "
+        "step where both see g (eps = 0: the step sizes' ratio is sqrt(G_dense/G_sparse)).",
+    ),
+    _update(
+        "adaptive.adam_combines_004",
+        "equation",
+        _MIT.format("B.27-B.30 and Concept 13"),
+        r"m_{t,j} = B_1 m_{t-1,j} + (1 - B_1) g_{t,j},\ v_{t,j} = B_2 v_{t-1,j} + (1 - B_2) "
+        r"g_{t,j}^2,\ W_{t,j} = W_{t-1,j} - \frac{\eta}{\sqrt{v_{t,j} + \epsilon}} "
+        r"m_{t,j}\ (\text{Adam integrates momentum and adadelta})",
+        up.eta * up.m_prev / sp.sqrt(up.v_prev + up.eps),
+        notes="formal: B.30's step in m_t (m_prev here) and v_t (v_prev). B.30 is not yet "
+        "Adam: 004 adds the bias corrections next (B.36, adaptive.bias_correction_004) and "
+        "keeps eps under the root (Definition 16).",
+    ),
+    _update(
         "adaptive.bias_correction_004",
         "equation",
         _MIT.format("B.36 and Concept 15"),

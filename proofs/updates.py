@@ -262,3 +262,65 @@ def eq38_cases() -> dict[str, list[int]]:
             numpy.append(bits)
         (agree if up.eq38_value(bits) == ieee else differ).append(bits)
     return {"agree": agree, "differ": differ, "numpy": numpy}
+
+
+# --- Concept 12: sparse coordinates get larger steps --------------------------------------
+
+
+def sparse_ratio(period: sp.Expr, rate: sp.Expr = up.gamma) -> sp.Expr:
+    """``G_dense / G_sparse`` at a step where both coordinates see the gradient g: the
+    dense one sees g at every step, the sparse one at every ``period``-th step only (0
+    between), both from ``G_0 = 0``; after n periods (symbolic n) the ratio is the same for
+    every n: ``sum_{i < period} rate^i``."""
+    n, i = sp.Symbol("n", integer=True, positive=True), sp.Symbol("i", integer=True)
+    g2 = sp.Symbol("g2", positive=True)
+    dense = g2 * (1 - rate ** (n * period))  # the running average of a constant, nk steps
+    periods = sp.Sum(rate ** (i * period), (i, 0, n - 1)).doit()
+    # 0 < rate < 1, so rate^period != 1: the geometric sum's general branch
+    periods = periods.subs(sp.Eq(rate**period, 1), False)
+    sparse = (1 - rate) * g2 * periods
+    return sp.simplify(sp.factor(dense / sparse))
+
+
+def sparse_ratio_checks() -> dict[str, bool]:
+    """The ratio for a symbolic period k: ``(1 - gamma^k)/(1 - gamma)``, independent of the
+    number of periods; it is ``sum_{i<k} gamma^i``, above 1 from k = 2 on (each term
+    positive, the first 1) and below ``1/(1 - gamma)``; the two recursions, unrolled at
+    k = 3 over two periods, give the same ratio."""
+    k = sp.Symbol("k", integer=True, positive=True)
+    i = sp.Symbol("i", integer=True, nonnegative=True)
+    ratio = sparse_ratio(k)
+    closed = (1 - up.gamma**k) / (1 - up.gamma)
+    series = sp.Sum(up.gamma**i, (i, 0, k - 1)).doit().subs(sp.Eq(up.gamma, 1), False)
+    dense = up.ema([1] * 6)[-1]
+    sparse = up.ema([0, 0, 1, 0, 0, 1])[-1]
+    return {
+        "closed": is_zero(ratio - closed),
+        "series": is_zero(sp.simplify(series - closed)),
+        "unrolled": is_zero(sp.simplify(dense / sparse - closed.subs(k, 3))),
+    }
+
+
+def adam_combines_checks() -> dict[str, bool]:
+    """B.28 is Definition 7's running average with gamma = B_1, B.29 Definition 11's G with
+    gamma = B_2, one step from a symbolic previous state each (so every t, by induction from
+    zero starts); so B.30's step ``eta m_t / sqrt(v_t + eps)`` is Definition 11's step size
+    applied to momentum's average. Unrolled at t = 1..3, the same for symbolic gradients."""
+    m_prev, v_prev = up.m_prev, up.v_prev
+    b28 = up.beta1 * m_prev + (1 - up.beta1) * up.g
+    b29 = up.beta2 * v_prev + (1 - up.beta2) * up.g**2
+    momentum = up.RUNNING_AVERAGE.subs({up.gamma: up.beta1, up.prev: m_prev})
+    squares = up.RUNNING_AVERAGE.subs({up.gamma: up.beta2, up.prev: v_prev, up.g: up.g**2})
+    gradients = sp.symbols("g1:4", real=True)
+    unrolled = True
+    for t in (1, 2, 3):
+        m, v = up.adam_moments(gradients[:t])
+        average = up.ema(gradients[:t], up.beta1)[-1]
+        squared = up.ema([x**2 for x in gradients[:t]], up.beta2)[-1]
+        step = up.eta / sp.sqrt(squared + up.eps) * average
+        unrolled = unrolled and is_zero(up.eta * m / sp.sqrt(v + up.eps) - step)
+    return {
+        "momentum": is_zero(b28 - momentum),
+        "squares": is_zero(b29 - squares),
+        "unrolled": unrolled,
+    }

@@ -808,7 +808,68 @@ def _underflow(c: Claim):
     return _compared(c, sp.Rational(rounded.numerator, rounded.denominator), steps)
 
 
+def _sparse(c: Claim):
+    k = sp.Symbol("k", integer=True, positive=True)
+    ratio = pu.sparse_ratio(k)
+    checks = pu.sparse_ratio_checks()
+    gamma = sp.Rational(9, 10)
+    at_default = sp.sqrt(ratio.subs({up.gamma: gamma, k: 10}))
+    steps = (
+        Step(
+            statement=r"after n periods of k steps (symbolic n and k), $G_{dense}/G_{sparse} "
+            rf"= {sp.latex(ratio)} = \sum_{{i<k}} \gamma^i$ for every n: above 1 from "
+            r"k = 2 on, and below $1/(1 - \gamma)$ (geometric sums)",
+            method="symbolic identity",
+            check=lambda: checks["closed"] and checks["series"],
+        ),
+        Step(
+            statement=r"unrolled: the running averages of $(1, \ldots, 1)$ and $(0, 0, 1, 0, 0, "
+            r"1)$ over 6 steps give the same ratio at k = 3",
+            method="symbolic identity",
+            check=lambda: checks["unrolled"],
+        ),
+    )
+    if not all(checks.values()):
+        raise UnprovenError(f"{c.id}: {checks}")
+    return result(
+        c,
+        Verdict.HOLDS,
+        "sqrt((1 - gamma_d**k)/(1 - gamma_d))",
+        Proof(claim=c.statement_latex, steps=steps),
+        notes=(
+            "value: the sparse coordinate's step size over the dense one's (eps = 0). "
+            "'Much larger' is bounded: at most 1/sqrt(1 - gamma) however rare the "
+            f"coordinate, e.g. {sp.N(at_default, 4)} at gamma = 9/10 and k = 10 "
+            f"({sp.N(1 / sp.sqrt(1 - gamma), 4)} in the limit); eps > 0 narrows the gap.",
+        ),
+    )
+
+
+def _adam_combines(c: Claim):
+    checks = pu.adam_combines_checks()
+    steps = (
+        Step(
+            statement=r"one step from a symbolic previous state: B.28 is Definition 7's "
+            r"running average with $\gamma = B_1$ and B.29 Definition 11's $G$ with $\gamma = "
+            r"B_2$ (so for every t, from $m_0 = v_0 = 0$)",
+            method="symbolic identity",
+            check=lambda: checks["momentum"] and checks["squares"],
+        ),
+        Step(
+            statement=r"so B.30's step $\eta m_t/\sqrt{v_t + \epsilon}$ is Definition 11's "
+            r"step size $\eta/\sqrt{G_t + \epsilon}$ times momentum's average, checked "
+            r"unrolled for symbolic gradients at t = 1..3",
+            method="symbolic identity",
+            check=lambda: checks["unrolled"],
+        ),
+    )
+    derived = up.eta * up.m_prev / sp.sqrt(up.v_prev + up.eps)
+    return _compared(c, derived, steps)
+
+
 DECIDERS: dict[str, Callable[[Claim], object]] = {
+    "adaptive.sparse_004": _sparse,
+    "adaptive.adam_combines_004": _adam_combines,
     "momentum.definition_004": _running_average,
     "momentum.weights_004": _weights,
     "momentum.example_004": _example,

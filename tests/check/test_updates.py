@@ -30,6 +30,8 @@ VERDICTS = {
     "adaptive.square_root_004": "holds",
     "adaptive.adadelta_004": "fails",
     "adaptive.adagrad_004": "misprinted",
+    "adaptive.sparse_004": "holds",
+    "adaptive.adam_combines_004": "holds",
     "adaptive.bias_correction_004": "holds",
     "adaptive.definition16_004": "misprinted",
     "adaptive.adamw_001": "holds",
@@ -240,3 +242,26 @@ def test_binary16_decoding_and_rounding_against_numpy():
     for x in np.concatenate([rng.uniform(-7e4, 7e4, 200) / 1.1, rng.uniform(-1e-4, 1e-4, 200)]):
         expected = Fraction(float(np.float16(x)))
         assert up.round_binary16(Fraction(float(x))) == expected, x
+
+
+def test_b30_without_its_square_root_fails():
+    """B.30 with v in place of its square root is not Definition 11's step size on
+    momentum's average."""
+    wrong = up.eta * up.m_prev / (up.v_prev + up.eps)
+    assert _mutated("adaptive.adam_combines_004", formal=wrong).verdict == "fails"
+
+
+def test_sparse_coordinates_step_ratio_against_float64_running_averages():
+    """Independently of SymPy: float64 running averages of g^2 for a coordinate that sees
+    g = 3 at every step and one that sees it every k-th step, compared at a step where both
+    see it, give sqrt((1 - gamma^k)/(1 - gamma)) for every k; k = 1 gives no gain."""
+    gamma, steps = 0.9, 240
+    for k in (1, 2, 5, 10, 24):
+        dense = sparse = 0.0
+        for t in range(1, steps + 1):
+            g_sparse = 3.0 if t % k == 0 else 0.0
+            dense = gamma * dense + (1 - gamma) * 9.0
+            sparse = gamma * sparse + (1 - gamma) * g_sparse**2
+        derived = float(sp.sqrt(pu.sparse_ratio(k).subs(up.gamma, sp.Rational(9, 10))))
+        assert np.sqrt(dense / sparse) == pytest.approx(derived, rel=1e-12), k
+    assert pu.sparse_ratio(1) == 1
