@@ -61,12 +61,13 @@ class Result:
         }
 
 
-#: A size named in a proof step: "D = 1..5", "M = 2..4", "N = 3", "K = 1..4", "D <= 5".
-_SIZE = re.compile(r"\b([DMNKH]) (?:= (\d+)(?:\.\.(\d+))?|<= (\d+))\b")
+#: A size named in a proof step: "D = 1..5", "M = 2..4", "N = 3", "K = 1..4", "D <= 5",
+#: "O = 2" (outputs), "t = 1..3" or "T = 2" (steps), "L = 3" (depth).
+_SIZE = re.compile(r"\b([DMNKHOTtL]) (?:= (\d+)(?:\.\.(\d+))?|<= (\d+))(?![\d/]|\.\d)")
 #: A step that covers every size says so.
 _EVERY = re.compile(
-    r"symbolic [DMKN]\b|for every (?:D|M|K|N|size|batch)|every batch size|"
-    r"every D\b|for all D\b"
+    r"symbolic [DMKNOTtL]\b|for every (?:D|M|K|N|O|T|t|L|size|batch|number of steps|"
+    r"length|depth)\b|every batch size|every D\b|for all D\b"
 )
 
 
@@ -85,7 +86,11 @@ def sizes_checked(verdict: str, steps: list[tuple[str, str]]) -> str:
     >>> sizes_checked("holds", [("symbolic identity", "sympy.diff, D = 1..5")])
     'D = 1..5'
     >>> sizes_checked("holds", [("symbolic identity", "O = 2, D = 3; D = 1; K = 2")])
-    'D = 1, D = 3, K = 2'
+    'D = 1, D = 3, K = 2, O = 2'
+    >>> sizes_checked("holds", [("symbolic identity", "unrolled at t = 1..3")])
+    't = 1..3'
+    >>> sizes_checked("holds", [("symbolic identity", "t = 1..3; for every t, by induction")])
+    'every size'
     >>> sizes_checked("holds", [("symbolic identity", "D = 2..5; for every D (symbolic D)")])
     'every size'
     >>> sizes_checked("holds", [("symbolic sign", "Lip <= 1"), ("exact witness", "at D = 2")])
