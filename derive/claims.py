@@ -76,6 +76,19 @@ class Claim:
         return self.id.split(".")[0]
 
 
+def _claim(claim_id: str, kind: str, source: str, latex: str, formal, **extra) -> Claim:
+    """A claim whose key is its id's first part (``"adaptive.sparse_004"``: ``adaptive``)."""
+    return Claim(
+        id=claim_id,
+        key=claim_id.split(".")[0],
+        kind=kind,
+        source=source,
+        statement_latex=latex,
+        formal=formal,
+        **extra,
+    )
+
+
 ACTIVATION_CLAIMS: tuple[Claim, ...] = (
     Claim(
         id="sigmoid.definition",
@@ -1469,18 +1482,6 @@ _SEC_001 = "001_76ce3a8a4b6079c3.txt, {}"
 E_Z2, VAR_Z, VAR_Z2 = sp.symbols("E_z2 Var_z Var_z2")
 
 
-def _claim(claim_id: str, kind: str, source: str, latex: str, formal, **extra) -> Claim:
-    return Claim(
-        id=claim_id,
-        key=claim_id.split(".")[0],
-        kind=kind,
-        source=source,
-        statement_latex=latex,
-        formal=formal,
-        **extra,
-    )
-
-
 INITIALIZATION_CLAIMS: tuple[Claim, ...] = (
     _claim(
         "backprop.dX_003",
@@ -1703,27 +1704,12 @@ _COEFFICIENT = "formal: the printed coefficient {}."
 
 
 def _foundation(claim_id: str, kind: str, source: str, latex: str, formal, **extra) -> Claim:
-    return Claim(
-        id=f"lipschitz_foundations.{claim_id}",
-        key="lipschitz_foundations",
-        kind=kind,
-        source=source,
-        statement_latex=latex,
-        formal=formal,
-        **extra,
-    )
+    return _claim(f"lipschitz_foundations.{claim_id}", kind, source, latex, formal, **extra)
 
 
 def _descent(claim_id: str, kind: str, source: str, latex: str, formal, **extra) -> Claim:
-    return Claim(
-        id=f"descent.{claim_id}",
-        key="descent",
-        kind=kind,
-        source=source if source.startswith("00") else _S003.format(source),
-        statement_latex=latex,
-        formal=formal,
-        **extra,
-    )
+    source = source if source.startswith("00") else _S003.format(source)
+    return _claim(f"descent.{claim_id}", kind, source, latex, formal, **extra)
 
 
 DESCENT_CLAIMS: tuple[Claim, ...] = (
@@ -2020,21 +2006,8 @@ _MIT = "004_a581282367ea7257.txt, appendix B, {}"
 _SURVEY = "001_76ce3a8a4b6079c3.txt, {}"
 
 
-def _update(claim_id: str, kind: str, source: str, latex: str, formal, **extra) -> Claim:
-    key = claim_id.split(".")[0]
-    return Claim(
-        id=claim_id,
-        key=key,
-        kind=kind,
-        source=source,
-        statement_latex=latex,
-        formal=formal,
-        **extra,
-    )
-
-
 UPDATE_CLAIMS: tuple[Claim, ...] = (
-    _update(
+    _claim(
         "momentum.definition_004",
         "definition",
         _MIT.format("B.17-B.20 and Definition 7"),
@@ -2043,7 +2016,7 @@ UPDATE_CLAIMS: tuple[Claim, ...] = (
         up.RUNNING_AVERAGE,
         notes="formal: M_t in M_{t-1} (M_prev) and g_t. Definition 7 writes gamma_t.",
     ),
-    _update(
+    _claim(
         "momentum.weights_004",
         "definition",
         _MIT.format("Definition 7"),
@@ -2054,7 +2027,7 @@ UPDATE_CLAIMS: tuple[Claim, ...] = (
         notes="formal: (the weight of the new gradient, the weight of M_{t-1}) as the prose "
         "says; the extraction lost the minus of '1 - gamma_t'.",
     ),
-    _update(
+    _claim(
         "momentum.example_004",
         "value",
         _MIT.format("B.31-B.32"),
@@ -2062,7 +2035,7 @@ UPDATE_CLAIMS: tuple[Claim, ...] = (
         sp.Tuple(sp.Rational(9, 10), sp.Rational(99, 100), sp.Rational(999, 1000)),
         printed_value="(.9, .99, .999)",
     ),
-    _update(
+    _claim(
         "momentum.weights_sum_004",
         "equation",
         _MIT.format("B.33-B.34"),
@@ -2073,7 +2046,7 @@ UPDATE_CLAIMS: tuple[Claim, ...] = (
         notes="formal: the printed weight of g_t (t >= 1; the t = 0 term is A_0's, gamma^T). "
         "A_t = gamma A_{t-1} + (1 - gamma) g_t from A_0 = 0 (B.18, B.32).",
     ),
-    _update(
+    _claim(
         "momentum.bias_correction_004",
         "equation",
         _MIT.format("B.34-B.35 and Concept 15"),
@@ -2082,7 +2055,7 @@ UPDATE_CLAIMS: tuple[Claim, ...] = (
         1 / (1 - up.gamma**up.T),
         printed_value="1/(1 - gamma^T)",
     ),
-    _update(
+    _claim(
         "momentum.algorithm1_001",
         "definition",
         _SURVEY.format("Algorithm 1 (SGD with momentum and decoupled weight decay), lines 4-8"),
@@ -2096,7 +2069,7 @@ UPDATE_CLAIMS: tuple[Claim, ...] = (
         ),
         notes="formal: (v_t, w_t) in v_{t-1} (M_prev), g_t, w_{t-1}; v_0 = 0.",
     ),
-    _update(
+    _claim(
         "momentum.gradient_point_001",
         "definition",
         _SURVEY.format("Algorithms 1 and 2, line 3"),
@@ -2106,7 +2079,7 @@ UPDATE_CLAIMS: tuple[Claim, ...] = (
         notes="formal: the point the gradient of step t is taken at; w_t is what the step "
         "computes (lines 6 and 10).",
     ),
-    _update(
+    _claim(
         "momentum.nesterov_001",
         "definition",
         _SURVEY.format("section 3.6"),
@@ -2117,7 +2090,7 @@ UPDATE_CLAIMS: tuple[Claim, ...] = (
         "intended); Nesterov's method takes it at the look-ahead point w_{t-1} + mu v_{t-1} "
         "(Sutskever et al. 2013).",
     ),
-    _update(
+    _claim(
         "momentum.eq37_001",
         "equation",
         _SURVEY.format("Eq. 36-37"),
@@ -2128,7 +2101,7 @@ UPDATE_CLAIMS: tuple[Claim, ...] = (
         notes="formal: the decay term of Eq. 37, read as the gradient step of Eq. 36's "
         "regulariser (one weight; ||W||_2 read as the Frobenius norm).",
     ),
-    _update(
+    _claim(
         "adaptive.step_cap_004",
         "value",
         _MIT.format("B.24"),
@@ -2137,7 +2110,7 @@ UPDATE_CLAIMS: tuple[Claim, ...] = (
         1 / up.eps,
         printed_value="1/epsilon",
     ),
-    _update(
+    _claim(
         "adaptive.square_root_004",
         "equation",
         _MIT.format("B.25-B.26"),
@@ -2150,7 +2123,7 @@ UPDATE_CLAIMS: tuple[Claim, ...] = (
         "no longer shrinks as the gradients grow: scaling every gradient by c > 0 leaves it "
         "unchanged (degree 0 in c; at eps = 0).",
     ),
-    _update(
+    _claim(
         "adaptive.adadelta_004",
         "definition",
         _MIT.format("B.1.2 and Definition 11"),
@@ -2160,7 +2133,7 @@ UPDATE_CLAIMS: tuple[Claim, ...] = (
         notes="formal: Definition 11's step size. Definition 11 defines g_{t,i} and then uses "
         "j (an index slip).",
     ),
-    _update(
+    _claim(
         "adaptive.adagrad_004",
         "definition",
         _MIT.format("B.1.3"),
@@ -2173,7 +2146,7 @@ UPDATE_CLAIMS: tuple[Claim, ...] = (
         "gradients); intended: of their squares, as G_t averages squares in B.1.2 and "
         "Duchi et al.'s Adagrad sums them.",
     ),
-    _update(
+    _claim(
         "adaptive.sparse_004",
         "equation",
         _MIT.format("B.1.2.6 and Concept 12"),
@@ -2185,7 +2158,7 @@ UPDATE_CLAIMS: tuple[Claim, ...] = (
         "between) against one that sees g at every step, both from G_0 = 0, compared at a "
         "step where both see g (eps = 0: the step sizes' ratio is sqrt(G_dense/G_sparse)).",
     ),
-    _update(
+    _claim(
         "adaptive.adam_combines_004",
         "equation",
         _MIT.format("B.27-B.30 and Concept 13"),
@@ -2197,7 +2170,7 @@ UPDATE_CLAIMS: tuple[Claim, ...] = (
         "Adam: 004 adds the bias corrections next (B.36, adaptive.bias_correction_004) and "
         "keeps eps under the root (Definition 16).",
     ),
-    _update(
+    _claim(
         "adaptive.bias_correction_004",
         "equation",
         _MIT.format("B.36 and Concept 15"),
@@ -2208,7 +2181,7 @@ UPDATE_CLAIMS: tuple[Claim, ...] = (
         "averages are unbiased, E[m_hat_t] = E[g] and E[v_hat_t] = E[g^2], when every g_t "
         "has the same mean and second moment.",
     ),
-    _update(
+    _claim(
         "adaptive.definition16_004",
         "definition",
         _MIT.format("Definition 16"),
@@ -2217,7 +2190,7 @@ UPDATE_CLAIMS: tuple[Claim, ...] = (
         intended=up.beta2 * up.v_prev + (1 - up.beta2) * up.g**2,
         notes="formal: v_t in m_{t-1}, v_{t-1} and g_t. B.29 prints v_{t-1}.",
     ),
-    _update(
+    _claim(
         "adaptive.adamw_001",
         "definition",
         _SURVEY.format("Algorithm 2 (AdamW), lines 9-10"),
@@ -2227,7 +2200,7 @@ UPDATE_CLAIMS: tuple[Claim, ...] = (
         notes="formal: w_t in w_{t-1} and the direction mu_t = m_hat_t/sqrt(v_hat_t) of line 8 "
         "read as intended (optimizers.algorithm2_update).",
     ),
-    _update(
+    _claim(
         "mixed_precision.fp32_range_001",
         "value",
         _SURVEY.format("section 3.7"),
@@ -2236,7 +2209,7 @@ UPDATE_CLAIMS: tuple[Claim, ...] = (
         sp.Tuple(sp.Rational(1, 2**126), sp.Integer(2) ** 128 * (1 - sp.Rational(1, 2**24))),
         printed_value="(1.18e-38, 3.4e38)",
     ),
-    _update(
+    _claim(
         "mixed_precision.fp16_range_001",
         "value",
         _SURVEY.format("section 3.7"),
@@ -2245,7 +2218,7 @@ UPDATE_CLAIMS: tuple[Claim, ...] = (
         sp.Tuple(sp.Rational(1, 2**14), (2 - sp.Rational(1, 2**10)) * 2**15, 65504),
         printed_value="(6.10e-5, 65504)",
     ),
-    _update(
+    _claim(
         "mixed_precision.eq38_001",
         "equation",
         _SURVEY.format("Eq. 38"),
@@ -2255,7 +2228,7 @@ UPDATE_CLAIMS: tuple[Claim, ...] = (
         notes="formal: the value of a binary16 bit pattern, for every pattern (the text "
         "names no range of the exponent field).",
     ),
-    _update(
+    _claim(
         "mixed_precision.underflow_001",
         "value",
         _SURVEY.format("section 3.7"),
