@@ -741,12 +741,15 @@ def block_envelope(
     dtype: str = "float16",
     *,
     witness: bool = True,
+    witness_rounds: int | None = None,
     weights: str | Path | dict[str, np.ndarray] | None = None,
     **config: Any,
 ) -> BlockEnvelope:
     """The envelope of the block ``spec`` (a preset or a spec) in ``dtype`` for the
     configuration ``config`` (the fields of :class:`BlockConfig`); ``weights``: a file or a
-    dict of arrays named ``<stage>.weight``/``<stage>.bias``."""
+    dict of arrays named ``<stage>.weight``/``<stage>.bias``. ``witness_rounds``: the
+    witness search's parameter draws, four input spreads each (default 12 for dense
+    Jacobians, 4 above :data:`WITNESS_WIDTH`)."""
     try:
         fmt = FORMATS[dtype]
     except KeyError:
@@ -799,7 +802,7 @@ def block_envelope(
         )
     envelope = BlockEnvelope(spec, nodes, cfg, fmt, tuple(stages))
     if witness:
-        envelope = _with_witness(envelope)
+        envelope = _with_witness(envelope, witness_rounds)
     return envelope
 
 
@@ -825,7 +828,7 @@ def _tokens(envelope: BlockEnvelope) -> int:
     return envelope.config.tokens if any(s.module == "dp_attention" for s in stages) else 1
 
 
-def _with_witness(envelope: BlockEnvelope) -> BlockEnvelope:
+def _with_witness(envelope: BlockEnvelope, rounds: int | None = None) -> BlockEnvelope:
     stages = _flatten(envelope.nodes)
     if any(s.module not in _WITNESS_MODULES for s in stages):
         note = (
@@ -837,9 +840,9 @@ def _with_witness(envelope: BlockEnvelope) -> BlockEnvelope:
     widths = [envelope.config.dim] + [s.width for s in stages if s.width]
     dense = _tokens(envelope) * max(widths) <= WITNESS_WIDTH
     if dense:
-        best, trials, point = _search(envelope, _realized)
+        best, trials, point = _search(envelope, _realized, rounds or 12)
     else:  # a few passes per point, but each pass runs the whole block
-        best, trials, point = _search(envelope, _realized_by_passes, rounds=4)
+        best, trials, point = _search(envelope, _realized_by_passes, rounds or 4)
     labelled = [replace(s, witness_gain=g) for s, g in zip(envelope.stages, best, strict=True)]
     what = (
         "the largest column sum of |J| from each stage's input to the block output (dense "
