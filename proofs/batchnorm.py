@@ -374,3 +374,41 @@ def symbolic_moments_without_eps(
         sum_identity(out_mean, mean)()
         and sum_identity(total((out - out_mean) ** 2, k) / SIZE, variance)()
     )
+
+
+@cache
+def symbolic_chain_checks(inner_factor: int = 1) -> dict[str, bool]:
+    """004's chain rule through Zbar for every batch size K and number of features F (both
+    symbolic; Z an ``IndexedBase``, each feature's mean and biased std as sums over 1..K,
+    Zbar = (Z - mu)/(sigma + eps), Zhat_ab = G_a Zbar_ab + B_a):
+
+    - ``"B39"``: dZhat_ab/dZ_ef (sympy.diff) equals sum_{c <= F} sum_{d <= K} dZhat_ab/dZbar_cd
+      dZbar_cd/dZ_ef (B.38 entry by entry);
+    - ``"B41"``: with the same feature it is the single product G_a dZbar_ab/dZ_af;
+    - ``"across"``: across features (a != e) it is 0;
+    - ``"concept20"``: dZbar_cd/dZ_ef = 0 for c != e (Concept 20 as intended).
+
+    ``inner_factor`` scales the inner partials of the right-hand sides (a test's false
+    variant: each check then fails, but ``across`` and ``concept20``, which have none)."""
+    size, features = sp.symbols("K F", integer=True, positive=True)
+    z, y = sp.IndexedBase("Z", real=True), sp.IndexedBase("Y", real=True)
+    gain, shift = sp.IndexedBase("G", real=True), sp.IndexedBase("B", real=True)
+    a, b, c, d, e, f, l = sp.symbols("a b c d e f l", integer=True, positive=True)  # noqa: E741
+
+    def zbar(i, k):
+        mean = total(z[i, l], l, size) / size
+        std = sp.sqrt(total((z[i, l] - mean) ** 2, l, size) / size)
+        return (z[i, k] - mean) / (std + eps)
+
+    total_partial = sp.diff(gain[a] * zbar(a, b) + shift[a], z[e, f])
+    outer = sp.diff(gain[a] * y[a, b] + shift[a], y[c, d])  # G_a delta_ac delta_bd
+    inner = inner_factor * sp.diff(zbar(c, d), z[e, f])
+    chained = total(total(outer * inner, d, size), c, features)
+    same_feature = sp.diff(gain[a] * zbar(a, b) + shift[a], z[a, f])
+    single = inner_factor * gain[a] * sp.diff(zbar(a, b), z[a, f])
+    return {
+        "B39": sum_identity(total_partial, chained)(),
+        "B41": sum_identity(same_feature, single)(),
+        "across": sum_identity(total_partial, 0, distinct=[(a, e)])(),
+        "concept20": sum_identity(sp.diff(zbar(c, d), z[e, f]), 0, distinct=[(c, e)])(),
+    }

@@ -596,15 +596,27 @@ def _test_002(c):
 _CHAIN_SIZES = ((2, 2), (2, 3), (3, 2))
 
 
+#: The symbolic-size checks behind each chain claim (proofs.batchnorm.symbolic_chain_checks).
+_SYMBOLIC_CHAIN = {"B38": ("B39",), "B41": ("B41", "across")}
+
+
 def _chain(which: str, value: str, statement: str):
     def decide(c):
-        step = Step(
+        every = Step(
+            statement=statement + " for every batch size K and number of features F "
+            "(symbolic K and F: Z an indexed matrix, each feature's mean and std as sums over "
+            "1..K, the sums over c and d collapsed by Kronecker deltas)",
+            method="symbolic identity",
+            check=lambda: all(pb.symbolic_chain_checks()[k] for k in _SYMBOLIC_CHAIN[which]),
+        )
+        concrete = Step(
             statement=statement + " (sympy.diff; batches of K = 2..3 points of 2 features "
             "and of K = 2 points of 3 features, a row per feature)",
             method="symbolic identity",
             check=lambda: all(pb.chain_through_normalized(n, k)[which] for n, k in _CHAIN_SIZES),
         )
-        return result(c, Verdict.HOLDS, value, Proof(claim=c.statement_latex, steps=(step,)))
+        proof = Proof(claim=c.statement_latex, steps=(every, concrete))
+        return result(c, Verdict.HOLDS, value, proof)
 
     return decide
 
@@ -668,6 +680,13 @@ def _concept20(c):
             r"batches of K = 2..3 points of 2 features and of K = 2 points of 3 features)",
             method="symbolic identity",
             check=lambda: intended,
+        ),
+        Step(
+            statement=r"and for every batch size K and number of features F (symbolic K and "
+            r"F, each feature's statistics as sums over 1..K): $\partial \overline Z_{cd} / "
+            r"\partial Z_{ef} = 0$ whenever $c \neq e$",
+            method="symbolic identity",
+            check=lambda: pb.symbolic_chain_checks()["concept20"],
         ),
     )
     verdict = (

@@ -16,6 +16,7 @@ from derive.definitions import batchnorm as bn
 from derive.definitions.norms import eps
 from kernels import batchnorm
 from proofs import batchnorm as pb
+from proofs.core import sum_identity, total
 
 
 @pytest.fixture(scope="module")
@@ -300,3 +301,20 @@ def test_normalized_moments_for_a_symbolic_batch_refuse_wrong_values():
     assert not pb.symbolic_moments_without_eps(1, 0, 0, 2)
     assert not pb.symbolic_moments_without_eps(1, 0, 1, 1)
     assert not pb.symbolic_moments_without_eps(gamma, beta, beta, sp.Abs(gamma))
+
+
+def test_chain_through_zbar_for_a_symbolic_batch_refuses_false_variants():
+    """004's chain rule (B.38/B.39, B.41) and Concept 20's intent, for symbolic K and F: they
+    hold; doubled inner partials are refused; a partial that does not vanish across features
+    would be caught (the same-feature partial is not 0)."""
+    checks = pb.symbolic_chain_checks()
+    assert all(checks.values()), checks
+    wrong = pb.symbolic_chain_checks(inner_factor=2)
+    assert not wrong["B39"] and not wrong["B41"]
+    size = sp.Symbol("K", integer=True, positive=True)
+    z = sp.IndexedBase("Z", real=True)
+    a, b, f, l = sp.symbols("a b f l", integer=True, positive=True)  # noqa: E741
+    mean = total(z[a, l], l, size) / size
+    std = sp.sqrt(total((z[a, l] - mean) ** 2, l, size) / size)
+    same_feature = sp.diff((z[a, b] - mean) / (std + eps), z[a, f])
+    assert not sum_identity(same_feature, 0)()
