@@ -23,6 +23,11 @@ What is proven here (every step machine-checked, see :mod:`proofs.core`):
   (``Y(X; c U) = c Y(c X; U)``); already ``|J(0)|_2 = |Wq^T Wq Wv^T|_2 / sqrt(d)`` beats it
   (N = 2, D = 1, W^Q = 4, W^V = 1: 16 against 11.96); and inside, with W^Q = 2 at
   X = (7/10, 0): more than 6.4 against 5.98 (:func:`_l2_interior_witness`).
+* :func:`tied_two_token_spectrum`, :func:`tied_gain_slope`, :func:`tied_gain_maximum` --
+  L2 attention with ``W^Q = W^K`` is Lipschitz at N = 2 tokens of D = 1: the Jacobian is
+  ``[[a, b], [b, a]]`` with eigenvalues ``q^2 v`` and ``q^2 v g(q^2 t^2)``, ``g(w) =
+  tanh(w/2) + w sech^2(w/2)``, whose one maximum is enclosed in arb (1.6016389...);
+  :func:`untied_two_token_partial` -- untied weights have no constant (``1/2 - s^2``).
 * :func:`scs_printed_holds` -- the printed SCS constant is a valid upper bound; the chain
   rule with ``|softmax'| <= 1/2``, ``|normalization'| <= 1/sqrt(eps)`` (attained at 0) and
   rows of norm < 1 gives the smaller bound of :func:`derived_scs_bound`.
