@@ -770,7 +770,30 @@ def ffn_jacobian(statement: str, shortcut: bool) -> Decision:
         "the printed matrix equals the transpose of sympy's Jacobian (exhaustive over the "
         "patterns; on the kinks z_h = 0 the indicator is relu'(0) = 0)"
     )
-    return decide(statement, cases, what)
+    return decide(statement, cases, what, general=ffn_general(shortcut))
+
+
+def ffn_general(shortcut: bool, factor: int = 1) -> General:
+    """Entry (b, a) of the printed Eq. 27 (the paper's layout) against the chain rule for
+    every D and H: ``delta_ab`` (with the shortcut) plus ``sum_h W2_ah P_h dz_h/dx_b``, with
+    ``dz_h/dx_b`` by sympy.diff of ``z_h = sum_{j <= D} W1_hj x_j + b1_h`` and ``P_h``
+    standing for ``relu'(z_h) = 1(z_h > 0)``. ``factor`` scales the derived side (a
+    test's false variant)."""
+    hidden = sp.Symbol("H", integer=True, positive=True)
+    x, b1 = sp.IndexedBase("x", real=True), sp.IndexedBase("b1", real=True)
+    W1, W2 = sp.IndexedBase("W1", real=True), sp.IndexedBase("W2", real=True)
+    P = sp.IndexedBase("P", real=True)
+    a, b, h, j = sp.symbols("a b h j", integer=True, positive=True)
+    z = total(W1[h, j] * x[j], j) + b1[h]
+    skip = sp.KroneckerDelta(a, b) if shortcut else 0
+    derived = skip + factor * total(W2[a, h] * P[h] * sp.diff(z, x[b]), h, hidden)
+    printed = skip + total(W1[h, b] * P[h] * W2[a, h], h, hidden)
+    return General(
+        printed,
+        derived,
+        "every D and H (symbolic D and H; entry (b, a), P_h = relu'(z_h), the chain rule "
+        "through z = W1 x + b1)",
+    )
 
 
 def _triangle_steps() -> list[Step]:

@@ -306,3 +306,15 @@ def test_a_backprop_summed_over_the_wrong_size_is_caught():
     assert not sum_identity(total(W[i, c] * g[i], i), sp.diff(loss, x[c]))()
     assert sum_identity(g[r] * x[c], sp.diff(loss, W[r, c]))()
     assert not sum_identity(g[c] * x[r], sp.diff(loss, W[r, c]))()
+
+
+@pytest.mark.parametrize("shortcut", [False, True])
+def test_eq27_for_every_size_refuses_false_variants(shortcut):
+    """Eq. 27's entry for symbolic D and H holds; a doubled chain and the other layout
+    (W1 and W2 trading their free indices) are refused."""
+    general = pr.ffn_general(shortcut)
+    assert sum_identity(general.printed, general.derived)()
+    assert not sum_identity(general.printed, pr.ffn_general(shortcut, factor=2).derived)()
+    a, b = sp.symbols("a b", integer=True, positive=True)
+    swapped = general.printed.xreplace({a: b, b: a})
+    assert not sum_identity(swapped, general.derived)()
