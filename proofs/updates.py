@@ -285,7 +285,9 @@ def sparse_ratio(period: sp.Expr, rate: sp.Expr = up.gamma) -> sp.Expr:
 def sparse_ratio_checks() -> dict[str, bool]:
     """The ratio for a symbolic period k: ``(1 - gamma^k)/(1 - gamma)``, independent of the
     number of periods; it is ``sum_{i<k} gamma^i``, above 1 from k = 2 on (each term
-    positive, the first 1) and below ``1/(1 - gamma)``; the two recursions, unrolled at
+    positive, the first 1; ``above_one``: the excess over 1 is ``gamma (1 - gamma^(k - 1))/(1 -
+    gamma)``, a product of positive factors for 0 < gamma < 1) and below ``1/(1 - gamma)``;
+    the two recursions, unrolled at
     k = 3 over two periods, give the same ratio."""
     k = sp.Symbol("k", integer=True, positive=True)
     i = sp.Symbol("i", integer=True, nonnegative=True)
@@ -294,9 +296,12 @@ def sparse_ratio_checks() -> dict[str, bool]:
     series = sp.Sum(up.gamma**i, (i, 0, k - 1)).doit().subs(sp.Eq(up.gamma, 1), False)
     dense = up.ema([1] * 6)[-1]
     sparse = up.ema([0, 0, 1, 0, 0, 1])[-1]
+    # ratio - 1 = gamma (1 - gamma^(k-1))/(1 - gamma): each factor positive for k >= 2
+    above_one = up.gamma * (1 - up.gamma ** (k - 1)) / (1 - up.gamma)
     return {
         "closed": is_zero(ratio - closed),
         "series": is_zero(sp.simplify(series - closed)),
+        "above_one": is_zero(sp.simplify(ratio - 1 - above_one)),
         "unrolled": is_zero(sp.simplify(dense / sparse - closed.subs(k, 3))),
     }
 

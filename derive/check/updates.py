@@ -818,9 +818,10 @@ def _sparse(c: Claim):
         Step(
             statement=r"after n periods of k steps (symbolic n and k), $G_{dense}/G_{sparse} "
             rf"= {sp.latex(ratio)} = \sum_{{i<k}} \gamma^i$ for every n: above 1 from "
-            r"k = 2 on, and below $1/(1 - \gamma)$ (geometric sums)",
+            r"k = 2 on (the excess is $\gamma(1 - \gamma^{k-1})/(1 - \gamma) > 0$), and "
+            r"below $1/(1 - \gamma)$ (geometric sums)",
             method="symbolic identity",
-            check=lambda: checks["closed"] and checks["series"],
+            check=lambda: checks["closed"] and checks["series"] and checks["above_one"],
         ),
         Step(
             statement=r"unrolled: the running averages of $(1, \ldots, 1)$ and $(0, 0, 1, 0, 0, "
