@@ -284,11 +284,10 @@ def sparse_ratio(period: sp.Expr, rate: sp.Expr = up.gamma) -> sp.Expr:
 
 def sparse_ratio_checks() -> dict[str, bool]:
     """The ratio for a symbolic period k: ``(1 - gamma^k)/(1 - gamma)``, independent of the
-    number of periods; it is ``sum_{i<k} gamma^i``, above 1 from k = 2 on (each term
-    positive, the first 1; ``above_one``: the excess over 1 is ``gamma (1 - gamma^(k - 1))/(1 -
-    gamma)``, a product of positive factors for 0 < gamma < 1) and below ``1/(1 - gamma)``;
-    the two recursions, unrolled at
-    k = 3 over two periods, give the same ratio."""
+    number of periods. It is ``sum_{i<k} gamma^i``, below ``1/(1 - gamma)``, and above 1
+    from k = 2 on (``above_one``: the excess is ``gamma (1 - gamma^(k - 1))/(1 - gamma)``, a
+    product of positive factors for 0 < gamma < 1). The two recursions, unrolled at k = 3
+    over two periods, give the same ratio."""
     k = sp.Symbol("k", integer=True, positive=True)
     i = sp.Symbol("i", integer=True, nonnegative=True)
     ratio = sparse_ratio(k)
