@@ -1086,20 +1086,15 @@ class _Passes:
     def _eps(self, module: str) -> float:
         return self.norms[module][1] if self.cfg.eps is None else self.cfg.eps
 
-    def forward(
-        self, v: np.ndarray, nodes: Sequence[Node] | None = None, shift: tuple | None = None
-    ) -> np.ndarray:
-        """The output of ``nodes`` (the block's by default) at ``v``; ``shift`` = (node,
-        array) adds the array to that node's input (a perturbation inside the block)."""
+    def forward(self, v: np.ndarray, nodes: Sequence[Node] | None = None) -> np.ndarray:
+        """The output of ``nodes`` (the block's by default) at ``v``."""
         from kernels import dp_attention, linear
 
         p = self.p
         for node in self.nodes if nodes is None else nodes:
-            if shift is not None and shift[0] is node:
-                v = v + shift[1]
             self.inputs[id(node)] = v
             if isinstance(node, Residual):
-                v = self.plus(v, self.forward(v, node.branch, shift))
+                v = self.plus(v, self.forward(v, node.branch))
             elif node.module == "linear":
                 v = linear.forward(v, p[f"{node.name}.weight"], p[f"{node.name}.bias"])
             elif node.module == "dp_attention":
