@@ -1039,16 +1039,7 @@ _SEC31 = "001_76ce3a8a4b6079c3.txt, {}"
 def _row(
     claim_id: str, kind: str, source: str, latex: str, formal=None, printed=None, notes=""
 ) -> Claim:
-    return Claim(
-        id=claim_id,
-        key=claim_id.split(".")[0],
-        kind=kind,
-        source=source,
-        statement_latex=latex,
-        formal=formal,
-        printed_value=printed,
-        notes=notes,
-    )
+    return _claim(claim_id, kind, source, latex, formal, printed_value=printed, notes=notes)
 
 
 ROW_CLAIMS: tuple[Claim, ...] = (

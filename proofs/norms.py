@@ -996,22 +996,28 @@ def lecture_samples_apart(other_sample: bool = True) -> bool:
     return sum_identity(sp.diff(output, by), 0, distinct=[(k, other)])()
 
 
+#: The shared-gain witness: two rows of N = 2 neurons, eps, and LayerNorm's gains.
+LECTURE_ROWS, LECTURE_EPS, LECTURE_GAINS = ((0, 2), (2, 0)), 1, (1, 2)
+#: The worked example's witness: one sample of 3 neurons and eps.
+LECTURE_SAMPLE, LECTURE_SAMPLE_EPS = (0, 0, 3), 2
+
+
 def _lecture_two_inputs() -> tuple[sp.Matrix, sp.Matrix]:
-    """Two rows of N = 2 neurons, (0, 2) and (2, 0), at eps = 1: 000's normalized rows."""
-    rows = (sp.Matrix([0, 2]), sp.Matrix([2, 0]))
+    """000's normalized rows of :data:`LECTURE_ROWS` at eps = :data:`LECTURE_EPS`."""
     module = row_norm("layernorm")
     normalized = []
-    for xs in rows:
-        deviations, scale = module.statistics(xs)
-        normalized.append((deviations * scale).subs(eps, 1))
+    for row in LECTURE_ROWS:
+        deviations, scale = module.statistics(sp.Matrix(row))
+        normalized.append((deviations * scale).subs(eps, LECTURE_EPS))
     return normalized[0], normalized[1]
 
 
-def lecture_shared_gain_witness(gains: tuple[int, int] = (1, 2)) -> dict[str, object]:
+def lecture_shared_gain_witness(gains: tuple[int, int] = LECTURE_GAINS) -> dict[str, object]:
     """One gain and one bias shared by the N = 2 neurons (000's gamma, beta in R^d with one
-    value per neuron and sample, d = 1) against LayerNorm with gains (1, 2) and biases 0, at
-    the rows (0, 2) and (2, 0), eps = 1: the solutions (gamma, beta) that reproduce both
-    outputs (none; with equal ``gains``, a test's control, the shared gain itself)."""
+    value per neuron and sample, d = 1) against LayerNorm with ``gains`` and biases 0, at
+    :data:`LECTURE_ROWS`, eps = :data:`LECTURE_EPS`: the solutions (gamma, beta) that
+    reproduce both outputs (none for (1, 2); with equal gains, a test's control, the shared
+    gain itself)."""
     g, bias = sp.symbols("gamma beta", real=True)
     per_neuron = sp.diag(*gains)
     equations = []
@@ -1027,10 +1033,10 @@ def lecture_shared_gain_witness(gains: tuple[int, int] = (1, 2)) -> dict[str, ob
 
 def lecture_example_witness() -> tuple[sp.Expr, sp.Expr]:
     """000's worked example, ``(x - mu)/sigma`` over the 3 neurons of one sample, against its
-    algorithm's ``(x - mu)/sqrt(sigma^2 + eps)``: neuron 3 of the sample (0, 0, 3) at eps = 2
-    (sigma^2 = 2): (printed, algorithm)."""
-    xs = sp.Matrix([0, 0, 3])
+    algorithm's ``(x - mu)/sqrt(sigma^2 + eps)``: the last neuron of :data:`LECTURE_SAMPLE`
+    at eps = :data:`LECTURE_SAMPLE_EPS`: (printed, algorithm)."""
+    xs = sp.Matrix(LECTURE_SAMPLE)
     module = row_norm("layernorm")
     deviations, scale = module.statistics(xs)
-    sigma = sp.sqrt(sum(v**2 for v in deviations) / 3)
-    return deviations[2] / sigma, (deviations[2] * scale).subs(eps, 2)
+    sigma = sp.sqrt(sum(v**2 for v in deviations) / len(xs))
+    return deviations[-1] / sigma, (deviations[-1] * scale).subs(eps, LECTURE_SAMPLE_EPS)

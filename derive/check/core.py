@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import sympy as sp
 
 from derive.claims import Claim
-from proofs.core import Proof, UnprovenError, Verdict
+from proofs.core import Proof, Step, UnprovenError, Verdict, is_zero
 
 #: Digits of the decimal values written to claims.json.
 DIGITS = 40
@@ -144,6 +144,59 @@ def result(c: Claim, verdict: Verdict, value: str, proof: Proof, **extra) -> Res
         notes=tuple(extra.get("notes", ()))
         + ((f"Verdict: {extra['reason']}.",) if extra.get("reason") else ()),
         relative_error=extra.get("relative_error"),
+    )
+
+
+def same_value(a: sp.Basic, b: sp.Basic) -> bool:
+    """Exact equality of two printed or derived values: tuples entry by entry; otherwise the
+    same expression, or a difference :func:`proofs.core.is_zero` reduces to 0 (infinities
+    only as themselves)."""
+    if isinstance(a, sp.Tuple) or isinstance(b, sp.Tuple):
+        return (
+            isinstance(a, sp.Tuple)
+            and isinstance(b, sp.Tuple)
+            and len(a) == len(b)
+            and all(same_value(x, y) for x, y in zip(a, b, strict=True))
+        )
+    a, b = sp.sympify(a), sp.sympify(b)
+    if a == b:
+        return True
+    if a.has(sp.oo, -sp.oo, sp.zoo) or b.has(sp.oo, -sp.oo, sp.zoo):
+        return False
+    return is_zero(a - b)
+
+
+def compared(
+    c: Claim,
+    derived: sp.Basic,
+    steps: tuple[Step, ...],
+    *,
+    printed: sp.Basic | None = None,
+    witness: dict | None = None,
+    **extra,
+) -> Result:
+    """The verdict of a printed value (``printed``, else the claim's formal) against the
+    ``derived`` one that ``steps`` prove: holds where they are the same (:func:`same_value`),
+    else fails, with a step saying so and both as the witness (or ``witness``, an exact
+    point the caller's steps give). ``extra`` goes to :func:`result` (notes, ...)."""
+    printed = c.formal if printed is None else printed
+    equal = same_value(printed, derived)
+    if not equal:
+        wrong = Step(
+            statement=rf"the derived ${sp.latex(derived)}$ is not the printed "
+            rf"${sp.latex(printed)}$",
+            method="exact witness",
+            check=lambda: not same_value(printed, derived),
+        )
+        steps = (*steps, wrong)
+        witness = witness or {"printed": sp.sstr(printed), "derived": sp.sstr(derived)}
+    return result(
+        c,
+        Verdict.HOLDS if equal else Verdict.FAILS,
+        sp.sstr(derived),
+        Proof(claim=c.statement_latex, steps=steps),
+        witness=None if equal else witness,
+        **extra,
     )
 
 

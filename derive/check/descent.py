@@ -630,9 +630,9 @@ def _update_002(c: Claim) -> Result:
         "theta - alpha*grad_L",
         steps,
         witness={
-            "L": "theta**2",
-            "theta_t": "1",
-            "alpha": "1/4",
+            "L": sp.sstr(loss.subs(de.x, theta)),
+            "theta_t": sp.sstr(at[theta]),
+            "alpha": sp.sstr(at[alpha]),
             "printed": sp.sstr(c.formal.subs(at)),
             "intended": sp.sstr(c.intended.subs(at)),
         },

@@ -16,34 +16,13 @@ from collections.abc import Callable
 
 import sympy as sp
 
-from derive.check.core import Result, approx_verdict, decimal, result
+from derive.check.core import Result, approx_verdict, compared, decimal, result
 from derive.claims import E_Z2, VAR_Z, VAR_Z2, Claim
 from derive.definitions import initialization as d
 from derive.definitions.activations import x
 from proofs import identities
 from proofs import initialization as pi
 from proofs.core import Proof, Step, UnprovenError, Verdict, is_zero, total
-
-
-def _compared(c: Claim, derived: sp.Basic, steps: tuple[Step, ...], **extra) -> Result:
-    """Holds where the printed expression is the derived one (proven equal), else fails with
-    both as the witness (a nonzero difference at an exact point, given by the caller's
-    steps)."""
-    equal = is_zero(sp.sympify(c.formal) - derived)
-    witness = extra.pop("witness", None)
-    return result(
-        c,
-        Verdict.HOLDS if equal else Verdict.FAILS,
-        sp.sstr(derived),
-        Proof(claim=c.statement_latex, steps=steps),
-        witness=None
-        if equal
-        else (witness or {"printed": sp.sstr(c.formal), "derived": sp.sstr(derived)}),
-        **extra,
-    )
-
-
-# --- backprop ---------------------------------------------------------------------------------
 
 
 def _gradient(c: Claim) -> Result:
@@ -236,7 +215,7 @@ def _xavier_mean(c: Claim) -> Result:
             pi.mean_vanishes,
         ),
     )
-    return _compared(c, derived, steps)
+    return compared(c, derived, steps)
 
 
 def _xavier_variance(c: Claim) -> Result:
@@ -265,7 +244,7 @@ def _xavier_variance(c: Claim) -> Result:
             lambda: is_zero(derived - d.sigma_w**2 * d.V * d.D_in),
         ),
     )
-    return _compared(c, derived, steps)
+    return compared(c, derived, steps)
 
 
 def _xavier_monotone(c: Claim) -> Result:
@@ -282,7 +261,7 @@ def _xavier_monotone(c: Claim) -> Result:
             lambda: slope.is_positive is True,
         ),
     )
-    return _compared(c, derived, steps, notes=(f"value: the sign of {sp.sstr(slope)}.",))
+    return compared(c, derived, steps, notes=(f"value: the sign of {sp.sstr(slope)}.",))
 
 
 def _xavier_sigma(c: Claim) -> Result:
@@ -295,7 +274,7 @@ def _xavier_sigma(c: Claim) -> Result:
             lambda: sp.solve(sp.Eq(d.sigma_w**2 * d.V * d.D_in, d.V), d.sigma_w) == [derived],
         ),
     )
-    return _compared(c, derived, steps)
+    return compared(c, derived, steps)
 
 
 # --- Kaiming (003) ----------------------------------------------------------------------------
@@ -336,7 +315,7 @@ def _kaiming_mean(c: Claim) -> Result:
             ),
         ),
     )
-    return _compared(c, derived, steps)
+    return compared(c, derived, steps)
 
 
 def _kaiming_second_moment(c: Claim) -> Result:
@@ -414,7 +393,7 @@ def _kaiming_variance(c: Claim) -> Result:
             lambda: is_zero(derived - (d.s / 2 - d.s / (2 * sp.pi))),
         ),
     )
-    return _compared(c, derived, steps)
+    return compared(c, derived, steps)
 
 
 def _kaiming_variance_approx(c: Claim) -> Result:
@@ -497,7 +476,7 @@ def _kaiming_sigma(c: Claim) -> Result:
             lambda: sp.solve(sp.Eq(nxt, d.s), d.sigma_w) == [derived],
         ),
     )
-    return _compared(
+    return compared(
         c,
         derived,
         steps,
@@ -656,7 +635,7 @@ def _kaiming_leaky(c: Claim) -> Result:
             lambda: sp.solve(sp.Eq(d.n_in * d.sigma_w**2 * second, d.s), d.sigma_w**2) == [derived],
         ),
     )
-    return _compared(c, derived, steps)
+    return compared(c, derived, steps)
 
 
 _SHAPES = tuple((rows, cols) for rows in range(1, 5) for cols in range(1, 5))
@@ -686,7 +665,7 @@ def _orthogonal(c: Claim) -> Result:
             lambda: all(pi.orthogonal_singular_values(r, q) == {derived} for r, q in _SHAPES),
         ),
     )
-    return _compared(c, derived, steps)
+    return compared(c, derived, steps)
 
 
 #: Spectral initialization's example W1, with S[0] the golden ratio.
@@ -722,7 +701,7 @@ def _spectral(c: Claim) -> Result:
             ),
         ),
     )
-    return _compared(c, derived, steps)
+    return compared(c, derived, steps)
 
 
 def _depth_aware(c: Claim) -> Result:

@@ -390,14 +390,15 @@ def _algorithm_000(c: Claim):
 
 def _affine_000(c: Claim):
     found = pn.lecture_shared_gain_witness()
+    rows = ", ".join(str(row) for row in pn.LECTURE_ROWS)
     if found["solutions"]:
         raise UnprovenError(f"{c.id}: a shared gain reproduces the per-neuron one: {found}")
     steps = (
         Step(
             statement=r"as printed (d = 1), one gain and one bias shared by the neurons: "
-            r"no $(\gamma, \beta)$ gives LayerNorm with gains (1, 2) and biases 0 at both "
-            r"rows (0, 2) and (2, 0) of N = 2 neurons, eps = 1 (the four linear equations "
-            r"have no solution)",
+            rf"no $(\gamma, \beta)$ gives LayerNorm with gains {pn.LECTURE_GAINS} and biases "
+            rf"0 at both rows {rows} of N = 2 neurons, eps = {pn.LECTURE_EPS} (the four "
+            r"linear equations have no solution)",
             method="exact witness",
             check=lambda: pn.lecture_shared_gain_witness()["solutions"] == [],
         ),
@@ -409,10 +410,10 @@ def _affine_000(c: Claim):
         "gamma_b*ahat_b + beta_b",
         Proof(claim=c.statement_latex, steps=steps),
         witness={
-            "N": "2",
-            "rows": "(0, 2), (2, 0)",
-            "epsilon": "1",
-            "layernorm_gains": "(1, 2)",
+            "N": str(len(pn.LECTURE_ROWS[0])),
+            "rows": rows,
+            "epsilon": str(pn.LECTURE_EPS),
+            "layernorm_gains": str(pn.LECTURE_GAINS),
             "layernorm_at_first": sp.sstr(found["layernorm_at_first"]),
             "printed": "no shared (gamma, beta) reproduces it",
         },
@@ -429,9 +430,10 @@ def _example_000(c: Claim):
         raise UnprovenError(f"{c.id}: the witness does not separate the example and algorithm")
     steps = (
         Step(
-            statement=r"neuron 3 of the sample (0, 0, 3) (mean 1, $\sigma^2 = 2$) at "
-            rf"eps = 2: the example's $(x - \mu)/\sigma = {sp.latex(printed)}$, the "
-            rf"algorithm's $(x - \mu)/\sqrt{{\sigma^2 + \epsilon}} = {sp.latex(algorithm)}$",
+            statement=rf"the last neuron of the sample {pn.LECTURE_SAMPLE} at eps = "
+            rf"{pn.LECTURE_SAMPLE_EPS}: the example's $(x - \mu)/\sigma = "
+            rf"{sp.latex(printed)}$, the algorithm's $(x - \mu)/\sqrt{{\sigma^2 + \epsilon}} = "
+            rf"{sp.latex(algorithm)}$",
             method="exact witness",
             check=lambda: pn.lecture_example_witness() == (printed, algorithm),
         ),
@@ -443,8 +445,8 @@ def _example_000(c: Claim):
         "(x_jk - mu)/sqrt(sigma**2 + epsilon)",
         Proof(claim=c.statement_latex, steps=steps),
         witness={
-            "x": "(0, 0, 3)",
-            "epsilon": "2",
+            "x": str(pn.LECTURE_SAMPLE),
+            "epsilon": str(pn.LECTURE_SAMPLE_EPS),
             "printed": sp.sstr(printed),
             "derived": sp.sstr(algorithm),
         },

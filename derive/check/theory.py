@@ -14,7 +14,7 @@ from decimal import Decimal
 
 import sympy as sp
 
-from derive.check.core import approx_verdict, result
+from derive.check.core import approx_verdict, compared, result
 from derive.claims import Claim
 from derive.definitions import theory as th
 from proofs import theory as pt
@@ -285,20 +285,7 @@ def _smoothness(c: Claim):
         slope, interval = sp.simplify(sp.diff(th.ARCSIN, th.x)), sp.Interval(-1, 1)
         lipschitz = sp.Max(sp.maximum(slope, th.x, interval), -sp.minimum(slope, th.x, interval))
         derived = sp.Tuple(lipschitz, sp.limit(sp.Abs(sp.diff(slope, th.x)), th.x, 1, "-"))
-    return _compared(c, derived, steps)
-
-
-def _compared(c: Claim, derived: sp.Basic, steps: tuple[Step, ...]):
-    """The claim's verdict from its printed constants against the ``derived`` ones: holds
-    where they are equal, fails otherwise with both as the witness."""
-    equal = c.formal == derived
-    return result(
-        c,
-        Verdict.HOLDS if equal else Verdict.FAILS,
-        sp.sstr(derived),
-        Proof(claim=c.statement_latex, steps=steps),
-        witness=None if equal else {"printed": sp.sstr(c.formal), "derived": sp.sstr(derived)},
-    )
+    return compared(c, derived, steps)
 
 
 def _hinge(c: Claim):
@@ -313,7 +300,7 @@ def _hinge(c: Claim):
     )
     # the largest |slope| of the hinge's pieces, max(0, 1 - z)'s arguments
     derived = sp.Max(*(sp.Abs(sp.diff(piece, th.x)) for piece in th.HINGE.args))
-    return _compared(c, derived, steps)
+    return compared(c, derived, steps)
 
 
 def _extends(c: Claim):

@@ -17,7 +17,7 @@ from fractions import Fraction
 import numpy as np
 import sympy as sp
 
-from derive.check.core import result
+from derive.check.core import compared, result, same_value
 from derive.claims import Claim
 from derive.definitions import updates as up
 from proofs import updates as pu
@@ -135,39 +135,7 @@ def _example(c: Claim):
             check=lambda: all(a == 1 for a in corrected),
         ),
     )
-    return _compared(c, derived, steps)
-
-
-def _equal(a: sp.Basic, b: sp.Basic) -> bool:
-    """Exact equality of two expressions, or of two tuples entry by entry."""
-    if isinstance(a, sp.Tuple) or isinstance(b, sp.Tuple):
-        return (
-            isinstance(a, sp.Tuple)
-            and isinstance(b, sp.Tuple)
-            and len(a) == len(b)
-            and all(is_zero(x - y) for x, y in zip(a, b, strict=True))
-        )
-    return is_zero(a - b)
-
-
-def _compared(c: Claim, derived: sp.Basic, steps: tuple[Step, ...], printed=None):
-    """Holds when the printed constants (``printed``, else the claim's formal) are the
-    derived ones, else fails with both."""
-    printed = c.formal if printed is None else printed
-    equal = _equal(printed, derived)
-    wrong = Step(
-        statement=rf"the derived ${sp.latex(derived)}$ is not the printed "
-        rf"${sp.latex(printed)}$",
-        method="exact witness",
-        check=lambda: not _equal(printed, derived),
-    )
-    return result(
-        c,
-        Verdict.HOLDS if equal else Verdict.FAILS,
-        sp.sstr(derived),
-        Proof(claim=c.statement_latex, steps=steps if equal else (*steps, wrong)),
-        witness=None if equal else {"printed": sp.sstr(printed), "derived": sp.sstr(derived)},
-    )
+    return compared(c, derived, steps)
 
 
 def _weights_sum(c: Claim):
@@ -245,7 +213,7 @@ def _bias_correction(c: Claim):
             check=lambda: is_zero(corrected - constant),
         ),
     )
-    return _compared(c, derived, steps)
+    return compared(c, derived, steps)
 
 
 def _algorithm1(c: Claim):
@@ -449,7 +417,7 @@ def _step_cap(c: Claim):
             ),
         ),
     )
-    return _compared(c, derived, steps)
+    return compared(c, derived, steps)
 
 
 def _square_root(c: Claim):
@@ -473,7 +441,7 @@ def _square_root(c: Claim):
     )
     if degree is None:
         raise UnprovenError(f"{c.id}: the update is not homogeneous in the gradients")
-    return _compared(c, degree, steps, printed)
+    return compared(c, degree, steps, printed=printed)
 
 
 def _adadelta(c: Claim):
@@ -593,10 +561,10 @@ def _adam_bias(c: Claim):
             r"E[g]$ and $E[\hat v_t] = E[g^2]$, exactly when they are these; they are Kingma "
             r"and Ba's and PyTorch's (bias_correction = $1 - \beta^{step}$)",
             method="symbolic identity",
-            check=lambda: _equal(c.formal, derived),
+            check=lambda: same_value(c.formal, derived),
         ),
     )
-    return _compared(c, derived, steps if _equal(c.formal, derived) else steps[:1])
+    return compared(c, derived, steps if same_value(c.formal, derived) else steps[:1])
 
 
 def _definition16(c: Claim):
@@ -805,7 +773,7 @@ def _underflow(c: Claim):
             ),
         ),
     )
-    return _compared(c, sp.Rational(rounded.numerator, rounded.denominator), steps)
+    return compared(c, sp.Rational(rounded.numerator, rounded.denominator), steps)
 
 
 def _sparse(c: Claim):
@@ -865,7 +833,7 @@ def _adam_combines(c: Claim):
         ),
     )
     derived = up.eta * up.m_prev / sp.sqrt(up.v_prev + up.eps)
-    return _compared(c, derived, steps)
+    return compared(c, derived, steps)
 
 
 DECIDERS: dict[str, Callable[[Claim], object]] = {
