@@ -30,21 +30,32 @@ per-module ones are; those come from :mod:`derive.envelope.modules`, machine-che
   residual sum) is the exact value of its inputs rounded once to the format, which can grow
   it by the factor ``1 + 2^-p`` (p: the format's significand bits); every bound carries one
   such factor per rounding on its path (the stage's own result is compared exactly: it
-  overflows when its exact value reaches the threshold).
+  overflows when its exact value reaches the threshold);
+* a second chain multiplies the stages' 2-norm gains with the same roundings. Where every
+  stage is token-wise or DP attention, each stage's Jacobian acts on the block's output of
+  n entries (N tokens x width with attention, one token's width without), and
+  ``max|dx| <= |dx|_2 <= G_2 |g|_2 <= G_2 sqrt(n) max|g|``: the max-norm gain is the
+  smaller of its own chain and ``sqrt(n) G_2``, and the smaller goes on down the walk
+  (with GPT-2's small Gaussian weights the 2-norm route wins by orders of magnitude at the
+  attention: the max-norm chain pays the sums of ``|W|`` at every factor).
 
 Parameters: with bounds only, each stage uses its module's worst case over all parameters
 within them (``|W_ij| <= weight_max``, ``|gamma_i| <= gamma_max``, ...). From a file, a
 Linear's gains are the column and row sums of ``|W|`` (summed with ``math.fsum`` and
-rounded up: upper bounds within one float64 step), its 2-norm ``sqrt(||W||_1 ||W||_inf)``
-(Hoelder: an upper bound), a convolution's the per-channel sums of ``|W|`` (an upper bound
-for every stride and padding: each tap meets an input pixel at most once per output
-pixel), and a normalization's ``max|gamma|`` and ``max|beta|``.
+rounded up: upper bounds within one float64 step), its 2-norm the smaller of
+``sqrt(||W||_1 ||W||_inf)`` (Hoelder) and a rigorous bound from powers of the Gram matrix
+(:func:`_spectral_square_up`, within a few percent of ``||W||_2``), a convolution's the
+per-channel sums of ``|W|`` (an upper bound for every stride and padding: each tap meets
+an input pixel at most once per output pixel), and a normalization's ``max|gamma|`` and
+``max|beta|``.
 
 DP attention (``dp_attention``, N tokens of ``tokens``, head width ``head``) is not
 Lipschitz, but its gains are bounded for bounded inputs: the walk carries a bound on the
 entries and one on the 2-norm of each token's row (a LayerNorm output row has 2-norm at most
 ``sqrt(D) (max|gamma| + max|beta|)``, far below ``sqrt(D)`` times its largest entry), and
-:func:`_attention_bounds` derives the attention's gains from both.
+:func:`_attention_bounds` derives the attention's gains from both: the max-norm one from
+the sums of ``|W|`` and the entry bounds, the 2-norm one (:func:`_attention_gain_2`) from
+the weights' 2-norms and ``||X||_F^2 <= N rho^2``.
 
 The witness (evidence, not proof), for blocks of LayerNorm, RMSNorm, Linear, the
 activations and DP attention, at searched inputs and parameters in float64: up to
@@ -70,6 +81,7 @@ parameters in a weights file (``name.weight``, ``name.bias``). Presets: :data:`P
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -86,6 +98,7 @@ from derive.envelope.core import (
     Config,
     Format,
     Real,
+    as_arb,
     precision,
     safe_gradient,
 )
@@ -239,11 +252,97 @@ def _up(value: float) -> Fraction:
     return Fraction(float(np.nextafter(value, np.inf))) if value > 0 else Fraction(0)
 
 
+#: What was computed from a weight array, by (what, its shape and a digest of its bytes): a
+#: report asks for the same arrays in every format.
+_OF_WEIGHTS: dict[tuple, Any] = {}
+
+
+def _of_weights(what: str, W: np.ndarray, compute: Callable[[np.ndarray], Any]) -> Any:
+    """``compute(W)``, once per content of ``W``."""
+    W = np.ascontiguousarray(W, dtype=np.float64)
+    key = (what, W.shape, hashlib.blake2b(W.data, digest_size=20).digest())
+    if key not in _OF_WEIGHTS:
+        _OF_WEIGHTS[key] = compute(W)
+    return _OF_WEIGHTS[key]
+
+
 def _abs_sums(W: np.ndarray, axis: int) -> float:
     """The largest sum of ``|W|`` over ``axis`` (every other axis kept), each by math.fsum."""
-    moved = np.moveaxis(np.abs(W), axis, -1)
-    flat = moved.reshape(-1, moved.shape[-1])
-    return max((math.fsum(row) for row in flat), default=0.0)
+
+    def compute(W: np.ndarray) -> float:
+        moved = np.moveaxis(np.abs(W), axis, -1)
+        flat = moved.reshape(-1, moved.shape[-1])
+        return max((math.fsum(row) for row in flat), default=0.0)
+
+    return _of_weights(f"abs sums {axis}", W, compute)
+
+
+#: The unit roundoff of float64 and a floor below every product's underflow error.
+_U = 2.0**-53
+_TINY = 2.0**-1000
+#: The Gram matrix's squarings in :func:`_spectral_square_up`: ``k = 2^6`` overestimates the
+#: largest eigenvalue by at most ``n^(1/(2k))`` (1.053 at n = 768; 1.015 seen on GPT-2-sized
+#: Gaussian weights), at about 0.5 s for 768 x 3072.
+_SQUARINGS = 6
+
+
+def _grow(k: int) -> float:
+    """An upper bound of ``(1 + u)^k`` (k u small): the growth of k roundings to nearest."""
+    return 1.0 + 2.0 * k * _U
+
+
+def _scaled(A: np.ndarray, F: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """``A`` and its error bound ``F`` times ``2^e`` (exact but where an entry goes
+    subnormal: ``_TINY`` covers that), ``e`` bringing the largest row sum of ``|A|`` near 1."""
+    top = float(np.max(np.sum(np.abs(A), axis=1)))
+    e = -math.frexp(top)[1] if top > 0 else 0
+    return np.ldexp(A, e), np.ldexp(F, e) + _TINY, e
+
+
+def _spectral_square_up(W: np.ndarray) -> Fraction:
+    """A rational upper bound of ``||W||_2^2``, the largest eigenvalue of the Gram matrix
+    ``G = W^T W`` (of the smaller side), within a few percent.
+
+    Proof. ``G`` is symmetric, so ``lambda_max(G)^k = rho(G^k) <= ||G^k||_inf`` for every
+    ``k``. The float64 products carry entrywise error bounds ``F`` (``|A_true - A| <= F``):
+    a computed product of ``n``-vectors is within ``gamma_n = n u/(1 - n u)`` times the
+    product of their absolute values (Higham, *Accuracy and Stability of Numerical
+    Algorithms*, 2nd ed., eq. 3.13; any order of summation, with or without FMA), so the
+    Gram matrix gets ``F = gamma_m |W|^T |W|`` and each squaring
+    ``A^2 = A_c^2 + A_c E + E A_c + E^2`` gets ``F' = |A_c| F + F |A_c| + F F + gamma_n
+    |A_c| |A_c|``. Every bound is a sum of products of non-negative floats, computed with
+    at most ``n + 12`` roundings along any path, and grown by :func:`_grow` of that count;
+    ``_TINY`` covers underflow. After ``j`` squarings (``k = 2^j``, powers of two scaled
+    out exactly), ``lambda_max <= (max row sum of (|A| + F) 2^E)^(1/k)``, taken in arb and
+    rounded up; the smallest over ``j = 0 .. _SQUARINGS`` is returned. Evaluated once per
+    array (cached by its bytes)."""
+    if not np.all(np.isfinite(W)):
+        raise ValueError("weights: every entry must be finite")
+    return _of_weights("spectral", W, _gram_powers)
+
+
+def _gram_powers(W: np.ndarray) -> Fraction:
+    """:func:`_spectral_square_up`'s computation."""
+    m, n = W.shape
+    if m < n:
+        W, (m, n) = W.T, (n, m)
+    absW = np.abs(W)
+    gamma_m, gamma_n = m * _U / (1 - m * _U), n * _U / (1 - n * _U)
+    A, F, e = _scaled(W.T @ W, (absW.T @ absW) * (gamma_m * _grow(m + 4)) + _TINY)
+    exponent, power, best = -e, 1, None
+    for j in range(_SQUARINGS + 1):
+        rows = float(np.max(np.sum(np.abs(A) + F, axis=1))) * _grow(n + 4)
+        with precision(PRECISIONS[0]):
+            upper = (as_arb(Fraction(rows) * Fraction(2) ** exponent).root(power)).upper()
+        bound = Fraction(float(np.nextafter(float(upper), np.inf)))
+        best = bound if best is None else min(best, bound)
+        if j == _SQUARINGS:
+            break
+        absA = np.abs(A)
+        F = (absA @ F + F @ absA + F @ F + gamma_n * (absA @ absA)) * _grow(n + 12) + _TINY
+        A, F, e = _scaled(A @ A, F)
+        exponent, power = 2 * exponent - e, 2 * power
+    return best
 
 
 # --------------------------------------------------------------------------------------------
@@ -365,6 +464,9 @@ def _stage_bounds(
             offset2 = _up(math.sqrt(math.fsum(bias * bias)) * (1 + 2.0**-50))
         rows, columns = _abs_sums(weight, 1), _abs_sums(weight, 0)
         bounds = _from_sums(rows, columns, offset, "row", "column")
+        square = _spectral_square_up(weight)
+        if square < bounds.gain_2.square:
+            bounds = replace(bounds, gain_2=Real.sqrt_of(square, "||W||_2 (Gram powers)"))
         slope = _fraction_up(bounds.gain_2)
         return replace(bounds, row2_slope=slope, row2_offset=offset2), width_out
     if stage.module == "conv2d":
@@ -416,12 +518,15 @@ def _attention_bounds(
       ``|dK| <= 2 M N Q / sqrt(d)``;
     * ``dX = dQ Wq + dK Wk + dV Wv``: ``max|dX| <= |dQ| c_q + |dK| c_k + |dV| c_v``.
 
-    The 2-norm: ``||J||_2 <= sqrt(N D) ||J||_1`` (J has N D rows), an upper bound. Unbounded
+    The 2-norm: the smaller of :func:`_attention_gain_2` (the weights' 2-norms: the given
+    weights' from :func:`_spectral_square_up`, bounds' ``w sqrt(rows cols)``) and
+    ``sqrt(N D) ||J||_1`` (J has N D rows). Unbounded
     inputs (``R`` unknown) leave the gains unbounded: DP attention is not Lipschitz."""
     weights = cfg.weights or {}
     head = cfg.head or width
     shapes = {"wq": (head, width), "wk": (head, width), "wv": (width, width)}
     norms: dict[str, tuple[Fraction, ...]] = {}
+    spectral: dict[str, Fraction] = {}  # upper bounds of ||W||_2^2
     source = "bounds"
     for key, (rows, cols) in shapes.items():
         W = weights.get(f"{stage.name}.{key}")
@@ -429,17 +534,12 @@ def _attention_bounds(
             w = _frac(cfg.weight_max)
             row2 = w * _sqrt_up(cols)
             norms[key] = (cols * w, rows * w, rows * cols * w, row2, rows * row2)
+            spectral[key] = w * w * rows * cols  # ||W||_2 <= ||W||_F
             continue
         _check_shape(stage, W, (rows, cols), key)
         source = "weights"
-        lengths = [math.sqrt(math.fsum(r * r)) * (1 + 2.0**-50) for r in W]
-        norms[key] = (
-            _up(_abs_sums(W, 1)),
-            _up(_abs_sums(W, 0)),
-            _up(math.fsum(np.abs(W).ravel())),
-            _up(max(lengths)),
-            _up(math.fsum(lengths) * (1 + 2.0**-50)),
-        )
+        norms[key] = _of_weights("attention norms", W, _attention_norms)
+        spectral[key] = min(norms[key][0] * norms[key][1], _spectral_square_up(W))
     (rq, cq, _, rq2, _), (rk, ck, _, rk2, _) = norms["wq"], norms["wk"]
     rv, cv, av, rv2, sv2 = norms["wv"]
     n = cfg.tokens
@@ -452,15 +552,57 @@ def _attention_bounds(
     m, v = min(av * R, sv2 * rho), min(rv * R, rv2 * rho)
     inv_root = 1 / Fraction(float(np.nextafter(math.sqrt(head), 0)))  # >= 1/sqrt(d)
     gain = n * cv + 2 * m * inv_root * (k * cq + n * q * ck)
+    # The 2-norm (see _attention_gain_2), against sqrt(N D) times the max-norm gain.
+    sigma = {key: _fraction_up(Real.sqrt_of(square, key)) for key, square in spectral.items()}
+    gain_2 = _attention_gain_2(n, sigma["wq"], sigma["wk"], sigma["wv"], n * rho * rho, inv_root)
+    if gain_2 * gain_2 < gain * gain * n * width:
+        gain_2_real = _rational(gain_2, "sqrt(N) s_v + s_q s_k s_v ||X||_F^2/sqrt(d)")
+    else:
+        gain_2_real = Real.sqrt_of(gain * gain * n * width, "sqrt(N D) * gain")
     return _Bounds(
         _rational(v, "max|V|"),
         None,
         Fraction(0),
         _rational(gain, "N c_v + 2 M (K c_q + N Q c_k)/sqrt(d)"),
-        Real.sqrt_of(gain * gain * n * width, "sqrt(N D) * gain"),
+        gain_2_real,
         source,
-        row2_slope=_fraction_up(Real.sqrt_of(rv * cv, "sigma(Wv)")),
+        row2_slope=min(sigma["wv"], _fraction_up(Real.sqrt_of(rv * cv, "sigma(Wv)"))),
     )
+
+
+def _attention_norms(W: np.ndarray) -> tuple[Fraction, ...]:
+    """Rounded up: the largest row and column sums of ``|W|``, the sum of all ``|W|``, the
+    largest row 2-norm and the sum of the row 2-norms (see :func:`_attention_bounds`)."""
+    lengths = [math.sqrt(math.fsum(r * r)) * (1 + 2.0**-50) for r in W]
+    return (
+        _up(_abs_sums(W, 1)),
+        _up(_abs_sums(W, 0)),
+        _up(math.fsum(np.abs(W).ravel())),
+        _up(max(lengths)),
+        _up(math.fsum(lengths) * (1 + 2.0**-50)),
+    )
+
+
+def _attention_gain_2(
+    n: int, s_q: Fraction, s_k: Fraction, s_v: Fraction, x_square: Fraction, inv_root: Fraction
+) -> Fraction:
+    """A bound on the 2-norm of DP attention's Jacobian (over the N x D token matrix) for
+    inputs with ``||X||_F^2 <= x_square``, from upper bounds ``s_*`` of the weights' 2-norms
+    and ``inv_root >= 1/sqrt(d)``: ``sqrt(N) s_v + s_q s_k s_v x_square inv_root``.
+
+    Proof, per unit of ``||G||_F`` (the Frobenius norm of the output gradient):
+
+    * ``dV = P^T G``: ``||P||_2 <= sqrt(||P||_1 ||P||_inf) <= sqrt(N)`` (P's rows sum to 1,
+      its columns to at most N), and ``dX`` gets ``dV Wv``: at most ``sqrt(N) s_v``;
+    * ``dP = G V^T`` with ``||V||_2 <= s_v ||X||_2``; each row of ``dS`` is the softmax
+      Jacobian ``diag(p) - p p^T`` of that row times the row of ``dP``, and that Jacobian
+      is symmetric with ``v^T J v = Var_p(v) <= (max v - min v)^2/4 <= |v|^2/2``
+      (Popoviciu), so ``||dS||_F <= ||dP||_F / 2``;
+    * ``dQ = dS K/sqrt(d)`` and ``dK = dS^T Q/sqrt(d)`` with ``||K||_2 <= s_k ||X||_2``
+      and ``||Q||_2 <= s_q ||X||_2``; ``dX`` gets ``dQ Wq + dK Wk``: at most
+      ``2 (1/2) s_v s_k s_q ||X||_2^2/sqrt(d)``, and ``||X||_2^2 <= ||X||_F^2``."""
+    root_n = _sqrt_up(n)
+    return root_n * s_v + s_q * s_k * s_v * x_square * inv_root
 
 
 def _fraction_up(r: Real) -> Fraction:
@@ -645,6 +787,9 @@ class _Walk:
 
     cfg: BlockConfig
     growth: Real  # 1 + 2^-p: one rounding to the format
+    #: sqrt of the number of entries every stage's Jacobian maps onto (None: the 2-norm
+    #: gains do not bound the max-norm ones; see _backward)
+    root_out: Fraction | None = None
 
 
 def _label(stage: Stage, width_in: int, width_out: int) -> str:
@@ -710,27 +855,47 @@ def _row2(row2: Fraction | None, bound: Real | None, width: int) -> Fraction | N
 
 
 def _backward(
-    nodes: Sequence[Node], gain: Real | None, lemma: Real | None, walk: _Walk, out: dict
-) -> tuple[Real | None, Real | None]:
+    nodes: Sequence[Node],
+    gains: tuple[Real | None, Real | None, Real | None],
+    walk: _Walk,
+    out: dict,
+) -> tuple[Real | None, Real | None, Real | None]:
     """Gains from the block output to the input of each node (``out[id(node)]``), walking
-    backwards; returns the gains at the input of ``nodes``."""
+    backwards; returns those at the input of ``nodes``. ``gains``: the max-norm gain, Lemma
+    3's 2-norm product, and the 2-norm gain with the roundings' growth; where
+    ``walk.root_out`` is set (every stage's Jacobian acts on the whole output, of at most
+    ``root_out^2`` entries), the max-norm gain is also at most ``root_out`` times the
+    2-norm one (``max|dx| <= |dx|_2 <= G_2 |g|_2 <= G_2 sqrt(n) max|g|``), and the smaller
+    goes on."""
+    gain, lemma, gain_2 = gains
     for node in reversed(nodes):
         if isinstance(node, Residual):
             # the branch's output gradient is the residual's: the walk continues into it
-            branch_gain, branch_lemma = _backward(node.branch, gain, lemma, walk, out)
-            gain = (
-                None
-                if gain is None or branch_gain is None
-                else _times(_plus(gain, branch_gain), walk.growth)
-            )
-            lemma = None if lemma is None or branch_lemma is None else _plus(lemma, branch_lemma)
+            branch = _backward(node.branch, (gain, lemma, gain_2), walk, out)
+            gain = _residual(gain, branch[0], walk.growth)
+            lemma = None if lemma is None or branch[1] is None else _plus(lemma, branch[1])
+            gain_2 = _residual(gain_2, branch[2], walk.growth)
         else:
             b = out[id(node)][1]
-            gain = None if gain is None or b.gain_max is None else _times(gain, b.gain_max)
-            gain = None if gain is None else _times(gain, walk.growth)
+            gain = _through(gain, b.gain_max, walk.growth)
             lemma = None if lemma is None or b.gain_2 is None else _times(lemma, b.gain_2)
+            gain_2 = _through(gain_2, b.gain_2, walk.growth)
+        if walk.root_out is not None and gain_2 is not None:
+            via_2 = _times(gain_2, _rational(walk.root_out, "sqrt(n)"))
+            if gain is None or _fraction_up(via_2) < _fraction_up(gain):
+                gain = via_2
         out[id(node)] = (gain, out.get(id(node), (None, None))[1], lemma)
-    return gain, lemma
+    return gain, lemma, gain_2
+
+
+def _residual(gain: Real | None, branch: Real | None, growth: Real) -> Real | None:
+    """The gain at a residual's input: ``(1 + branch) growth`` on the walk's scale."""
+    return None if gain is None or branch is None else _times(_plus(gain, branch), growth)
+
+
+def _through(gain: Real | None, stage: Real | None, growth: Real) -> Real | None:
+    """The gain at a stage's input: the gain at its output times the stage's, rounded."""
+    return None if gain is None or stage is None else _times(_times(gain, stage), growth)
 
 
 _ONE = Real.rational(Fraction(1), "1")
@@ -771,9 +936,13 @@ def block_envelope(
     walk = _Walk(cfg, growth)
     input_bound = Real.rational(Fraction(float(cfg.input_max)), f"{cfg.input_max:g}")
     row2 = _frac(cfg.input_max) * _sqrt_up(cfg.dim)
-    *_, rows = _forward(nodes, input_bound, row2, cfg.dim, walk, 0)
+    _, _, width_out, rows = _forward(nodes, input_bound, row2, cfg.dim, walk, 0)
     found: dict[int, tuple] = {id(node): (None, bounds) for *_, bounds, node in rows}
-    block_gain, block_lemma = _backward(nodes, _ONE, _ONE, walk, found)
+    modules = {stage.module for stage in _flatten(nodes)}
+    if modules <= set(_WITNESS_MODULES):  # token-wise stages and attention over the tokens
+        entries = width_out * (cfg.tokens if "dp_attention" in modules else 1)
+        walk = replace(walk, root_out=_sqrt_up(entries))
+    block_gain, block_lemma, _ = _backward(nodes, (_ONE, _ONE, _ONE), walk, found)
     stages = [
         StageBound(
             "block input",

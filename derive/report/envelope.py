@@ -383,16 +383,24 @@ def _blocks_lines() -> list[str]:
         "`liptable envelope --block SPEC` composes the envelopes above along a block: the "
         "max-norm gains multiply along the path, a residual adds 1 to its branch's gain, and "
         "every mixed-mode rounding adds a factor 1 + 2^-p (`derive/envelope/block.py`). "
-        "DP attention gets a gain for bounded inputs, from the bounds on its input's entries "
-        "and token rows. The table gives the largest block output gradient (loss scale) proven "
-        "safe, for inputs with max|x| <= 10 and eps = 1e-5, and the block's gain. In every row "
-        "the block input binds it. These are upper bounds, not suprema: the last column is the "
-        "largest gain at the block input that a float64 witness search found (evidence: "
+        "A second chain multiplies the stages' 2-norm gains, with the same roundings; the "
+        "given weights' 2-norms are bounded rigorously from powers of their Gram matrices "
+        "(within a few percent; Hoelder's sqrt(||W||_1 ||W||_inf) overstates a 768 x 768 "
+        "Gaussian matrix's 2-norm about twelvefold). Where every stage is token-wise or attention, sqrt(n) times the "
+        "2-norm chain (n: the entries of the block's output, 8 x 768 for GPT-2) also bounds "
+        "the max-norm gain, and the smaller bound goes on. DP attention gets gains for "
+        "bounded inputs, from the bounds on its input's entries and token rows (its 2-norm "
+        "gain: sqrt(N) s_v + s_q s_k s_v ||X||_F^2/sqrt(d), with s the weights' 2-norms). The "
+        "table gives the largest block output gradient (loss scale) proven safe, for inputs "
+        "with max|x| <= 10 and eps = 1e-5, and the block's gain. In every row the block "
+        "input binds it. These are upper bounds, not suprema: the last column is the largest "
+        "gain at the block input that a float64 witness search found (evidence: "
         f"{4 * BLOCK_WITNESS_ROUNDS} points, the kernels' VJPs at output gradients whose signs "
-        "follow a column of the block Jacobian), and the command prints it per stage. Once "
-        "attention is in the block the composition proves no float16 loss scale at GPT-2 "
-        "sizes: the attention's bound multiplies the worst case of every factor of its "
-        "backward pass, and LayerNorm's 1/sqrt(eps) multiplies that.",
+        "follow a column of the block Jacobian), and the command prints it per stage. For "
+        "the transformer blocks what is left between bound and witness is LayerNorm's "
+        "1/sqrt(eps) (reached only at near-constant rows), the attention's worst case over "
+        "all inputs with the same row norms, and the factor sqrt(n) from the 2-norm to the "
+        "max-norm.",
         "",
         *rows,
         "",
