@@ -207,6 +207,9 @@ def _envelope(args: argparse.Namespace) -> int:
     if args.module is None:
         print("liptable envelope: give a MODULE or --block SPEC", file=sys.stderr)
         return 2
+    if args.weight_norm is not None:
+        print("liptable envelope: --weight-norm: an option of --block", file=sys.stderr)
+        return 2
 
     config = {
         f.name: getattr(args, f.name)
@@ -328,6 +331,11 @@ def main(argv: list[str] | None = None) -> int:
     env.add_argument("--beta-max", type=float, help="bound on |beta_i| (default 0)")
     env.add_argument("--out-dim", type=int, help="O: output size of Linear/WeightNorm/Conv2d")
     env.add_argument("--weight-max", type=float, help="bound on |W_ij| (default 1)")
+    env.add_argument(
+        "--weight-norm",
+        type=float,
+        help="--block: bound on every Linear's and attention's weight 2-norm ||W||_2 (none)",
+    )
     env.add_argument("--bias-max", type=float, help="bound on |b_i| (default 0)")
     env.add_argument("--nu-max", type=float, help="bound on the residual weight |nu_i| (default 1)")
     env.add_argument("--tau-max", type=float, help="bound on SCS attention's |tau| (default 1)")

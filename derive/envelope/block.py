@@ -407,6 +407,9 @@ class BlockConfig:
     gamma_max: float = 1.0
     beta_max: float = 0.0
     weight_max: float = 1.0
+    #: A bound on the 2-norm of every Linear and attention weight matrix not given by
+    #: ``weights`` (None: only ``weight_max``, entrywise); both hold where both are set.
+    weight_norm: float | None = None
     bias_max: float = 0.0
     batch: int = 32
     kernel: int = 3
@@ -453,6 +456,8 @@ def _stage_bounds(
     if stage.module == "linear":
         if weight is None:
             model = _from_model("linear", replace(base, out_dim=width_out), "bounds")
+            if cfg.weight_norm is not None:
+                model = _normed(model, _frac(cfg.weight_norm), width_in, width_out)
             slope = _fraction_up(model.gain_2)  # the 2-norm of W
             offset = _frac(cfg.bias_max) * _sqrt_up(width_out)
             return replace(model, row2_slope=slope, row2_offset=offset), width_out
@@ -486,6 +491,24 @@ def _stage_bounds(
     if model.forward_sup is not None:  # sigmoid: every entry below 1
         return replace(model, row2_sup=_sqrt_up(width_in)), width_out
     return replace(model, row2_slope=Fraction(1)), width_out  # |f(x)| <= |x| entrywise
+
+
+def _smaller(a: Real | None, b: Real) -> Real:
+    """The smaller of two upper bounds (by their rational upper bounds)."""
+    return b if a is None or _fraction_up(b) < _fraction_up(a) else a
+
+
+def _normed(model: _Bounds, s: Fraction, width_in: int, width_out: int) -> _Bounds:
+    """A Linear's bounds where also ``||W||_2 <= s``: its 2-norm gain ``s``, its max-norm
+    gain (the largest column sum of ``|W|``) at most ``sqrt(O) s`` and its forward slope
+    (the largest row sum) at most ``sqrt(D) s``, since ``||W||_1 <= sqrt(rows) ||W||_2``
+    and ``||W||_inf <= sqrt(columns) ||W||_2``."""
+    return replace(
+        model,
+        slope=_smaller(model.slope, Real.sqrt_of(width_in * s * s, "sqrt(D) s")),
+        gain_max=_smaller(model.gain_max, Real.sqrt_of(width_out * s * s, "sqrt(O) s")),
+        gain_2=_smaller(model.gain_2, _rational(s, "s")),
+    )
 
 
 def _frac(value: float) -> Fraction:
@@ -535,6 +558,17 @@ def _attention_bounds(
             row2 = w * _sqrt_up(cols)
             norms[key] = (cols * w, rows * w, rows * cols * w, row2, rows * row2)
             spectral[key] = w * w * rows * cols  # ||W||_2 <= ||W||_F
+            if cfg.weight_norm is not None:  # ||W||_2 <= s: see _normed; |W|_F <= sqrt(r) s
+                s, r = _frac(cfg.weight_norm), min(rows, cols)
+                normed = (
+                    _sqrt_up(cols) * s,
+                    _sqrt_up(rows) * s,
+                    _sqrt_up(rows * cols * r) * s,
+                    s,
+                    _sqrt_up(rows * r) * s,
+                )
+                norms[key] = tuple(map(min, norms[key], normed))
+                spectral[key] = min(spectral[key], s * s)
             continue
         _check_shape(stage, W, (rows, cols), key)
         source = "weights"
@@ -716,10 +750,18 @@ class BlockEnvelope:
             )
         b = self.binding
         if b.safe == 0:
+            hint = (
+                ""
+                if cfg.weights or cfg.weight_norm is not None
+                else "; entrywise weight bounds allow rank-one matrices of 2-norm "
+                "weight_max sqrt(rows columns): a bound on their 2-norm (--weight-norm) or "
+                "the weights themselves (--weights) can prove one"
+            )
             out.append(
                 f"safe block output gradient: none proven; the bound on the gain at {b.label} "
                 f"times the smallest positive {fmt.name} value already reaches the threshold "
-                "(the composition is an upper bound: see the witness for how far it is off)."
+                f"(the composition is an upper bound: see the witness for how far it is off)"
+                f"{hint}."
             )
         elif b.safe is None:
             out.append(
@@ -926,9 +968,11 @@ def block_envelope(
     for name, value in sizes.items():
         if int(value) != value or value < 1:
             raise ValueError(f"{name}: expected a positive integer, got {value!r}")
-    bounds = ("input_max", "weight_max", "bias_max", "gamma_max", "beta_max")
+    bounds = ("input_max", "weight_max", "bias_max", "gamma_max", "beta_max", "weight_norm")
     for name in bounds:
         value = getattr(cfg, name)
+        if name == "weight_norm" and value is None:
+            continue
         if not (math.isfinite(value) and value >= 0):
             raise ValueError(f"{name}: expected a finite number >= 0, got {value!r}")
     nodes = parse(spec, cfg.dim, cfg.hidden)
@@ -1084,10 +1128,15 @@ def _parameters(envelope: BlockEnvelope, rng, extremal: bool) -> dict[str, np.nd
             key = f"{stage.name}.{part}"
             if key in given:
                 out[key] = given[key]
-            elif extremal:  # every entry at its bound, one sign: Linear's column sums peak
+                continue
+            if extremal:  # every entry at its bound, one sign: Linear's column sums peak
                 out[key] = np.full(size, bound)
             else:
                 out[key] = bound * rng.choice((-1.0, 1.0), size=size) * rng.uniform(0, 1, size)
+            if len(size) == 2 and cfg.weight_norm is not None:  # within the 2-norm bound too
+                norm = float(np.linalg.norm(out[key], 2))
+                if norm > cfg.weight_norm:
+                    out[key] = out[key] * (cfg.weight_norm / norm * (1 - 1e-12))
         width = width_out
     return out
 
