@@ -1129,16 +1129,30 @@ def _parameters(envelope: BlockEnvelope, rng, extremal: bool) -> dict[str, np.nd
             if key in given:
                 out[key] = given[key]
                 continue
-            if extremal:  # every entry at its bound, one sign: Linear's column sums peak
+            if len(size) == 2 and cfg.weight_norm is not None:
+                out[key] = _within_norm(size, bound, cfg.weight_norm, rng, extremal)
+            elif extremal:  # every entry at its bound, one sign: Linear's column sums peak
                 out[key] = np.full(size, bound)
             else:
                 out[key] = bound * rng.choice((-1.0, 1.0), size=size) * rng.uniform(0, 1, size)
-            if len(size) == 2 and cfg.weight_norm is not None:  # within the 2-norm bound too
-                norm = float(np.linalg.norm(out[key], 2))
-                if norm > cfg.weight_norm:
-                    out[key] = out[key] * (cfg.weight_norm / norm * (1 - 1e-12))
         width = width_out
     return out
+
+
+def _within_norm(size: tuple[int, int], bound: float, norm: float, rng, extremal: bool):
+    """A matrix with 2-norm at most ``norm`` and entries at most ``bound``: random within
+    the entry bound and scaled into the norm, or (``extremal``) every singular value at
+    ``norm`` (an orthonormal factor of a Gaussian matrix, scaled; a one-sign matrix would
+    be rank one, which LayerNorm's zero-mean rows annihilate)."""
+    if extremal:
+        q, _ = np.linalg.qr(rng.standard_normal(size if size[0] >= size[1] else size[::-1]))
+        W = norm * (q if size[0] >= size[1] else q.T)
+    else:
+        W = bound * rng.choice((-1.0, 1.0), size=size) * rng.uniform(0, 1, size)
+    top = float(np.linalg.norm(W, 2)) / norm
+    largest = float(np.max(np.abs(W))) / bound if bound > 0 else math.inf
+    shrink = max(top, largest)
+    return W / (shrink * (1 + 1e-12)) if shrink > 1 else W
 
 
 def _block_diagonal(blocks: Sequence[np.ndarray]) -> np.ndarray:

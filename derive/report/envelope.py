@@ -318,7 +318,7 @@ def _block_weights() -> dict[str, dict[str, np.ndarray]]:
 BLOCK_WITNESS_ROUNDS = 1
 
 
-def _block_witness(spec: str, config: dict, arrays: dict[str, np.ndarray]) -> str:
+def _block_witness(spec: str, config: dict, arrays: dict[str, np.ndarray] | None) -> str:
     """The realized gain at the block input (float64, the kernels' VJPs; evidence) and the
     float16 bound's ratio to it, or why there is none."""
     e = block_envelope(
@@ -348,6 +348,12 @@ def _blocks_lines() -> list[str]:
             weights["gpt2"],
         ),
         ("the same, every weight row scaled to 2-norm 1", "pre-ln", gpt2, weights["unit"]),
+        (
+            "the same sizes, bounds only: every weight matrix of 2-norm at most 1",
+            "pre-ln",
+            gpt2 | {"weight_norm": 1.0},
+            None,
+        ),
         (
             "ResNet basic block, 64 channels (BatchNorm over M = 32 values per channel)",
             "resnet-basic",

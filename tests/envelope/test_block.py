@@ -462,3 +462,16 @@ def test_weight_norm_is_an_option_of_blocks_only(capsys):
     assert "--weight-norm" in capsys.readouterr().out  # none proven: the hint
     assert main([*args, "--weight-norm", "1"]) == 0
     assert "safe block output gradient (loss scale)" in capsys.readouterr().out
+
+
+def test_witness_weights_stay_within_the_norm_and_entry_bounds():
+    """The witness's matrices under ``weight_norm``: within both bounds; the extremal ones
+    have every singular value at the norm (not rank one, which LayerNorm's zero-mean rows
+    would annihilate) unless the entry bound shrinks them."""
+    rng = np.random.default_rng(2)
+    for size in ((12, 5), (5, 12)):
+        W = block._within_norm(size, 1.0, 0.7, rng, extremal=True)
+        assert np.allclose(np.linalg.svd(W, compute_uv=False), 0.7, rtol=1e-9)
+        for extremal, bound in ((False, 1.0), (True, 0.05), (False, 0.05)):
+            W = block._within_norm(size, bound, 0.7, rng, extremal)
+            assert np.linalg.norm(W, 2) <= 0.7 and np.abs(W).max() <= bound
