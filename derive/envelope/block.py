@@ -63,9 +63,13 @@ activations and DP attention, at searched inputs and parameters in float64: up t
 Jacobians (the kernels' Jacobians, on token matrices) and takes the largest column sum of
 ``|J|`` from each stage's input to the block's output; above it (GPT-2's 8 tokens of 768
 are 6144) it runs the kernels' VJPs at output gradients of max-norm 1 whose signs follow a
-column of the block Jacobian (:func:`_realized_by_passes`), a smaller realized gain. Either
-is set against the proven gain. :func:`kernel_check` runs the block at the witness point
-through the kernels in the format (``liptable envelope --block ... --check``).
+column of the block Jacobian (:func:`_realized_by_passes`), a smaller realized gain. Blocks
+with convolutions and BatchNorm get the matrix-free witness on an (N, C, s, s) batch with
+N s^2 = ``batch`` (:func:`_image_shape`; the convolutions padded to keep the size), and on
+(batch, C, 1, 1) for near-constant inputs (a padded convolution of 1 x 1 maps keeps a
+channel constant, where BatchNorm's gain peaks), up to :data:`WITNESS_IMAGE` values.
+Either is set against the proven gain. :func:`kernel_check` runs the block at the witness
+point through the kernels in the format (``liptable envelope --block ... --check``).
 
 Spec: stages separated by commas; ``res(...)`` is a residual connection around its stages;
 a stage is ``[name=]module[:width]`` with ``module`` one of :data:`STAGE_MODULES`, ``width``
@@ -156,6 +160,10 @@ _WITNESS_MODULES = (*_ROW_WISE, "dp_attention")
 
 #: The largest tokens x width the witness builds dense Jacobians for.
 WITNESS_WIDTH = 4096
+#: What the matrix-free witness also runs: the image stages, on (N, C, s, s) batches.
+_IMAGE_MODULES = ("conv2d", "batchnorm")
+#: The largest image batch (N C s s values) the witness runs.
+WITNESS_IMAGE = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -1041,30 +1049,58 @@ def _tokens(envelope: BlockEnvelope) -> int:
     return envelope.config.tokens if any(s.module == "dp_attention" for s in stages) else 1
 
 
+def _image_shape(envelope: BlockEnvelope) -> tuple[int, int, int, int]:
+    """The witness's batch for image stages: (N, C, s, s) with N s^2 = ``batch`` (the values
+    BatchNorm normalizes over per channel), s the largest side up to 16 whose square
+    divides it (a convolution's taps reach past its border at s >= 2)."""
+    cfg = envelope.config
+    side = max(s for s in range(1, 17) if cfg.batch % (s * s) == 0)
+    return cfg.batch // (side * side), cfg.dim, side, side
+
+
+def _witness_shape(envelope: BlockEnvelope) -> tuple[int, ...]:
+    """The shape of the witness's block input: tokens x width, or an image batch."""
+    if any(s.module in _IMAGE_MODULES for s in _flatten(envelope.nodes)):
+        return _image_shape(envelope)
+    return _tokens(envelope), envelope.config.dim
+
+
 def _with_witness(envelope: BlockEnvelope, rounds: int | None = None) -> BlockEnvelope:
     stages = _flatten(envelope.nodes)
-    if any(s.module not in _WITNESS_MODULES for s in stages):
+    runs = (*_WITNESS_MODULES, *_IMAGE_MODULES)
+    if any(s.module not in runs for s in stages):
+        note = "witness: not built (the witness runs these stages only: " + ", ".join(runs) + ")."
+        return replace(envelope, witness_note=note)
+    shape = _witness_shape(envelope)
+    image = len(shape) == 4
+    if image and math.prod(shape) > WITNESS_IMAGE:
         note = (
-            "witness: not built (the witness chains these stages only: "
-            + ", ".join(_WITNESS_MODULES)
-            + ")."
+            f"witness: not built (an image batch of {' x '.join(map(str, shape))} values, "
+            f"above {WITNESS_IMAGE})."
         )
         return replace(envelope, witness_note=note)
     widths = [envelope.config.dim] + [s.width for s in stages if s.width]
-    dense = _tokens(envelope) * max(widths) <= WITNESS_WIDTH
+    dense = not image and _tokens(envelope) * max(widths) <= WITNESS_WIDTH
     if dense:
         best, trials, point = _search(envelope, _realized, rounds or 12)
     else:  # a few passes per point, but each pass runs the whole block
         best, trials, point = _search(envelope, _realized_by_passes, rounds or 4)
     labelled = [replace(s, witness_gain=g) for s, g in zip(envelope.stages, best, strict=True)]
+    why = (
+        f"image batches of {' x '.join(map(str, shape))} and, for near-constant inputs, "
+        f"{shape[0] * shape[2] * shape[3]} x {shape[1]} x 1 x 1; convolutions padded to keep "
+        "the size"
+        if image
+        else f"tokens x width above {WITNESS_WIDTH}"
+    )
     what = (
         "the largest column sum of |J| from each stage's input to the block output (dense "
         "Jacobians)"
         if dense
-        else f"|J^T g| at each stage's input for output gradients g of max|g| = 1 (tokens x "
-        f"width above {WITNESS_WIDTH}: no dense Jacobian; g is all ones or the signs of the "
-        "block Jacobian's column at the largest input gradient, by central differences, and "
-        "the kernels' VJPs give the gains)"
+        else f"|J^T g| at each stage's input for output gradients g of max|g| = 1 ({why}: "
+        "no dense Jacobian; g is all ones or the signs of the block Jacobian's column at "
+        "the largest input gradient, by central differences, and the kernels' VJPs give the "
+        "gains)"
     )
     note = (
         f"witness (evidence, float64, {trials} points searched over inputs within max|x| <= "
@@ -1087,11 +1123,17 @@ def _search(
     best = [0.0] * len(envelope.stages)
     trials = 0
     point: tuple = ()
-    shape = (_tokens(envelope), cfg.dim)
+    full = _witness_shape(envelope)
+    # a centre per token row (LayerNorm's gain peaks at near-constant rows), or per channel
+    # (BatchNorm's, at near-constant channels); near-constant image batches are 1 x 1 maps,
+    # where a padded convolution keeps a channel constant (BatchNorm after it peaks too)
+    centres = (full[0], 1) if len(full) == 2 else (1, full[1], 1, 1)
+    flat = full if len(full) == 2 else (cfg.batch, full[1], 1, 1)
     for trial in range(rounds):
         params = _parameters(envelope, rng, extremal=trial % 3 == 0)
         for spread in (1e-6, 1e-3, 1e-1, 1.0):
-            centre = rng.uniform(-1, 1, (shape[0], 1)) * (1 - spread)
+            shape = flat if spread < 1e-2 else full
+            centre = rng.uniform(-1, 1, centres) * (1 - spread)
             x = cfg.input_max * np.clip(centre + spread * rng.uniform(-1, 1, shape), -1, 1)
             gains, signs = realized(envelope, params, x)
             if gains[0] > best[0]:
@@ -1113,8 +1155,11 @@ def _parameters(envelope: BlockEnvelope, rng, extremal: bool) -> dict[str, np.nd
         if stage.module == "linear":
             parts = {"weight": ((width_out, width), cfg.weight_max)}
             parts["bias"] = ((width_out,), cfg.bias_max)
-        elif stage.module in ("layernorm", "rmsnorm"):
+        elif stage.module in ("layernorm", "rmsnorm", "batchnorm"):
             parts = {"weight": ((width,), cfg.gamma_max), "bias": ((width,), cfg.beta_max)}
+        elif stage.module == "conv2d":
+            size = (width_out, width, cfg.kernel, cfg.kernel)
+            parts = {"weight": (size, cfg.weight_max), "bias": ((width_out,), cfg.bias_max)}
         elif stage.module == "dp_attention":
             head = cfg.head or width
             parts = {
@@ -1269,9 +1314,14 @@ def _realized_by_passes(
 def _kernel_tables() -> tuple[dict[str, tuple], dict[str, tuple]]:
     """The kernels of the row-wise stages: the normalizations with their default eps, and
     the activations with their keyword arguments."""
-    from kernels import gelu, layernorm, relu, rmsnorm, sigmoid, swish
+    from kernels import batchnorm, gelu, layernorm, relu, rmsnorm, sigmoid, swish
 
-    norms = {"layernorm": (layernorm, 1e-5), "rmsnorm": (rmsnorm, 1e-6)}
+    # the same call for each: forward(x, weight, bias, eps), vjp(x, g, weight, bias, eps)
+    norms = {
+        "layernorm": (layernorm, 1e-5),
+        "rmsnorm": (rmsnorm, 1e-6),
+        "batchnorm": (batchnorm, 1e-5),  # training mode, over N H W per channel
+    }
     activations = {
         "relu": (relu, {}),
         "sigmoid": (sigmoid, {}),
@@ -1320,7 +1370,7 @@ class _Passes:
 
     def forward(self, v: np.ndarray, nodes: Sequence[Node] | None = None) -> np.ndarray:
         """The output of ``nodes`` (the block's by default) at ``v``."""
-        from kernels import dp_attention, linear
+        from kernels import conv2d, dp_attention, linear
 
         p = self.p
         for node in self.nodes if nodes is None else nodes:
@@ -1329,6 +1379,9 @@ class _Passes:
                 v = self.plus(v, self.forward(v, node.branch))
             elif node.module == "linear":
                 v = linear.forward(v, p[f"{node.name}.weight"], p[f"{node.name}.bias"])
+            elif node.module == "conv2d":
+                W = p[f"{node.name}.weight"]
+                v = conv2d.forward(v, W, p[f"{node.name}.bias"], padding=W.shape[-1] // 2)
             elif node.module == "dp_attention":
                 v = dp_attention.forward(v, *(p[f"{node.name}.{k}"] for k in ("wq", "wk", "wv")))
             elif node.module in self.norms:
@@ -1344,7 +1397,7 @@ class _Passes:
     def backward(self, g: np.ndarray, nodes: Sequence[Node] | None = None) -> np.ndarray:
         """The gradient at the input of ``nodes`` (the block's by default) from ``g`` at
         their output, at the inputs of the last :meth:`forward`."""
-        from kernels import dp_attention, linear
+        from kernels import conv2d, dp_attention, linear
 
         p = self.p
         for node in reversed(self.nodes if nodes is None else nodes):
@@ -1353,6 +1406,10 @@ class _Passes:
                 g = self.plus(g, self.backward(g, node.branch))
             elif node.module == "linear":
                 g = linear.vjp(v, g, p[f"{node.name}.weight"], p[f"{node.name}.bias"])[0]
+            elif node.module == "conv2d":
+                W = p[f"{node.name}.weight"]
+                bias = p[f"{node.name}.bias"]
+                g = conv2d.vjp(v, g, W, bias, padding=W.shape[-1] // 2)[0]
             elif node.module == "dp_attention":
                 weights = (p[f"{node.name}.{k}"] for k in ("wq", "wk", "wv"))
                 g = dp_attention.vjp(v, g, *weights)[0]

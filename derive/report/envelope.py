@@ -331,8 +331,8 @@ def _block_witness(spec: str, config: dict, arrays: dict[str, np.ndarray] | None
         **config,
     )
     found = e.stages[0].witness_gain
-    if found is None:
-        return "not built (convolution and BatchNorm stages)"
+    if found is None:  # "witness: not built (why)."
+        return e.witness_note.removeprefix("witness: ").rstrip(".")
     return f"{found:.3g} (the float16 bound is {float(e.stages[0].gain) / found:.3g} times it)"
 
 

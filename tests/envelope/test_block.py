@@ -206,7 +206,7 @@ def test_the_witness_never_exceeds_the_bounds_and_names_its_limits():
         assert s.witness_gain is not None and 0 < s.witness_gain <= float(s.gain), s.label
     last = e.stages[-1]  # fc2 alone: all-positive weights reach its column sum O w
     assert last.witness_gain == pytest.approx(16 * 0.1, rel=1e-12)
-    resnet = block_envelope("resnet-basic", dim=4, weight_max=0.1, batch=8)
+    resnet = block_envelope("resnet-basic", dim=64, weight_max=0.1, batch=1 << 20)
     assert resnet.stages[0].witness_gain is None and "not built" in resnet.witness_note
 
 
@@ -305,7 +305,7 @@ def test_check_runs_the_witness_through_the_kernels(capsys):
     assert safe["max_abs_dx"] == pytest.approx(float(e.safe) * e.stages[0].witness_gain, rel=0.02)
     assert not kernel_check(e, 60000)["finite"]
     with pytest.raises(ValueError, match="no witness"):
-        kernel_check(block_envelope("resnet-basic", dim=4, batch=4), 1)
+        kernel_check(block_envelope("resnet-basic", dim=64, batch=1 << 20), 1)
     args = ["envelope", "--block", "pre-ln-mlp", "--dim", "8", "--eps", "0.5", "--check"]
     assert main(args) == 0
     assert capsys.readouterr().out.count("every gradient finite: True") == 2
@@ -475,3 +475,21 @@ def test_witness_weights_stay_within_the_norm_and_entry_bounds():
         for extremal, bound in ((False, 1.0), (True, 0.05), (False, 0.05)):
             W = block._within_norm(size, bound, 0.7, rng, extremal)
             assert np.linalg.norm(W, 2) <= 0.7 and np.abs(W).max() <= bound
+
+
+def test_image_blocks_get_a_witness_that_the_kernels_run():
+    """A ResNet basic block's witness runs the convolution and BatchNorm kernels on an
+    (N, C, s, s) batch with N s^2 = batch: positive gains below the proven ones at every
+    stage, and the kernels' float16 backward at the safe size stays finite and within the
+    proven gain. A batch above the size limit is named, not run."""
+    e = block_envelope("resnet-basic", "float16", dim=4, batch=8, weight_max=0.3, eps=1e-3)
+    assert block._witness_shape(e) == (2, 4, 2, 2)
+    assert "image batches of 2 x 4 x 2 x 2 and, for near-constant inputs, 8 x 4 x 1 x 1" in (
+        e.witness_note
+    )
+    for s in e.stages:
+        assert s.witness_gain is not None and 0 < s.witness_gain <= float(s.gain), s
+    run = kernel_check(e, e.safe)
+    assert run["finite"] and 0 < run["max_abs_dx"] <= float(e.safe) * float(e.stages[0].gain)
+    big = block_envelope("resnet-basic", dim=64, batch=32 * 56 * 56, weight_max=0.06)
+    assert big.witness_point is None and "392 x 64 x 16 x 16" in big.witness_note
