@@ -1145,7 +1145,8 @@ def _search(
 
 def _parameters(envelope: BlockEnvelope, rng, extremal: bool) -> dict[str, np.ndarray]:
     """Parameters for every stage: the file's where it names them, else random within the
-    bounds (``extremal``: every entry at its bound, positive)."""
+    bounds (``extremal``: every entry at its bound, positive; under ``weight_norm`` the
+    matrices come from :func:`_within_norm`)."""
     cfg = envelope.config
     given = cfg.weights or {}
     out: dict[str, np.ndarray] = {}
