@@ -129,13 +129,20 @@ def nonconvex_witness() -> dict[str, sp.Expr]:
     }
 
 
+def square_witness(f: sp.Expr | None = None) -> tuple[sp.Expr, sp.Expr, sp.Expr, sp.Expr]:
+    """``(f, x1, x2, quotient)``: the difference quotient of ``f`` (default ``x^2``) between
+    ``x1 = 0`` and ``x2 = K + 1`` for a symbolic ``K >= 0``."""
+    f = de.x**2 if f is None else f
+    start, point = sp.S.Zero, de.K + 1
+    quotient = sp.Abs(f.subs(de.x, point) - f.subs(de.x, start)) / (point - start)
+    return f, start, point, sp.simplify(quotient)
+
+
 def square_exceeds(f: sp.Expr | None = None) -> bool:
     """``f(x) = x^2`` (continuously differentiable: ``f' = 2x``) is K-Lipschitz for no K:
-    for a symbolic ``K >= 0`` the quotient at ``(0, K + 1)`` is ``K + 1 > K``. (Another
-    ``f``: whether its quotient there exceeds every K.)"""
-    f = de.x**2 if f is None else f
-    point = de.K + 1
-    quotient = sp.simplify(sp.Abs(f.subs(de.x, point) - f.subs(de.x, 0)) / point)
+    for a symbolic ``K >= 0`` the quotient at ``(0, K + 1)`` is ``K + 1 > K``
+    (:func:`square_witness`). (Another ``f``: whether its quotient there exceeds every K.)"""
+    quotient = square_witness(f)[3]
     return (quotient - de.K).is_positive is True
 
 

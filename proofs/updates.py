@@ -21,6 +21,7 @@ from derive.definitions import updates as up
 from proofs.core import is_zero
 
 __all__ = [
+    "ADADELTA_POINT",
     "accumulated",
     "adadelta_ratio",
     "adagrad_step_limit",
@@ -158,13 +159,18 @@ def adagrad_step_limit(rate: sp.Expr | None) -> sp.Expr:
     return sp.limit(step, up.T, sp.oo)
 
 
+#: Adadelta's witness point: (gamma = rho, eps, the gradients).
+ADADELTA_POINT = (sp.Rational(1, 2), sp.S.One, (1, 1))
+
+
 def adadelta_ratio() -> tuple[sp.Expr, sp.Expr]:
-    """(Definition 11, Adadelta): the second step over the first at ``gamma = rho = 1/2``,
-    ``eps = 1``, ``g = (1, 1)``: ``sqrt(6/7)`` against ``sqrt(8/7)``. A step size (eta, lr)
-    scales both steps alike, so no step size makes the two updates agree."""
-    half, one = sp.Rational(1, 2), sp.S.One
-    rms = up.rms_steps([1, 1], half, one)
-    delta = up.adadelta_steps([1, 1], half, one)
+    """(Definition 11, Adadelta): the second step over the first at :data:`ADADELTA_POINT`
+    (``gamma = rho = 1/2``, ``eps = 1``, ``g = (1, 1)``): ``sqrt(6/7)`` against
+    ``sqrt(8/7)``. A step size (eta, lr) scales both steps alike, so no step size makes the
+    two updates agree."""
+    rate, eps, gradients = ADADELTA_POINT
+    rms = up.rms_steps(list(gradients), rate, eps)
+    delta = up.adadelta_steps(list(gradients), rate, eps)
     return sp.nsimplify(sp.radsimp(rms[1] / rms[0])), sp.nsimplify(sp.radsimp(delta[1] / delta[0]))
 
 

@@ -168,7 +168,9 @@ def _eq4(c: Claim) -> Result:
         False,
         "oo",
         _square_steps(),
-        witness={"f": "x**2", "x1": "0", "x2": "K + 1", "quotient": "K + 1"},
+        witness=dict(
+            zip(("f", "x1", "x2", "quotient"), map(sp.sstr, pd.square_witness()), strict=True)
+        ),
         notes=(
             "value: the least Lipschitz constant of the counterexample x^2 on R (oo: none). "
             "Corrected: continuously differentiable with a bounded gradient on R^D (or on a "

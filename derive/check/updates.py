@@ -140,15 +140,18 @@ def _example(c: Claim):
 
 def _weights_sum(c: Claim):
     rate, gradients = sp.Rational(1, 2), [1, 1]
+    last = len(gradients)  # T
     weight = sp.Lambda((up.T, up.t), c.formal)
-    printed_value = sum(weight(2, k) * x for k, x in enumerate(gradients, start=1))
-    _, average = pu.printed_b33(2, rate, gradients)
+    printed_value = sum(weight(last, k) * x for k, x in enumerate(gradients, start=1))
+    _, average = pu.printed_b33(last, rate, gradients)
     printed_value = printed_value.subs(up.gamma, rate)
     total, start = pu.weights_total()
-    printed_total = sp.factor(sum(weight(2, k) for k in range(3)))
+    printed_total = sp.factor(sum(weight(last, k) for k in range(last + 1)))
+    point = ", ".join(map(str, gradients))
     steps = (
         Step(
-            statement=r"$T = 2$, $\gamma = 1/2$, $A_0 = 0$, $g = (1, 1)$: as printed $A_2 = "
+            statement=rf"$T = {last}$, $\gamma = {sp.sstr(rate)}$, $A_0 = 0$, $g = ({point})$: "
+            rf"as printed $A_{last} = "
             rf"{sp.latex(printed_value)}$, the running average $A_2 = {sp.latex(average)}$; the "
             rf"printed weights at $T = 2$ add up to ${sp.latex(printed_total)}$, not 1",
             method="exact witness",
@@ -180,9 +183,9 @@ def _weights_sum(c: Claim):
         sp.sstr(c.intended),
         Proof(claim=c.statement_latex, steps=steps),
         witness={
-            "T": "2",
-            "gamma": "1/2",
-            "g": "(A_0, g_1, g_2) = (0, 1, 1)",
+            "T": str(last),
+            "gamma": sp.sstr(rate),
+            "g": f"(A_0, {', '.join(f'g_{k}' for k in range(1, last + 1))}) = (0, {point})",
             "printed": sp.sstr(printed_value),
             "derived": sp.sstr(average),
         },
@@ -445,18 +448,21 @@ def _square_root(c: Claim):
 
 
 def _adadelta(c: Claim):
+    rate, eps, gradients = pu.ADADELTA_POINT
     ours = [
         c.formal.subs(up.G_tj, s) * x
-        for x, s in zip([1, 1], up.ema([1, 1], sp.Rational(1, 2)), strict=True)
+        for x, s in zip(gradients, up.ema(list(gradients), rate), strict=True)
     ]
-    ours = [s.subs({up.eps: 1, up.eta: 1}) for s in ours]
+    ours = [s.subs({up.eps: eps, up.eta: 1}) for s in ours]
+    point = f"({', '.join(map(str, gradients))})"
     ratio = sp.nsimplify(sp.radsimp(ours[1] / ours[0]))
     _, theirs = pu.adadelta_ratio()
     rms = up.eta * up.g / sp.sqrt(up.G_tj)  # torch.optim.RMSprop at eps = 0
     steps = (
         Step(
-            statement=r"$\gamma = \rho = 1/2$, $\varepsilon = 1$, $g = (1, 1)$: the second step "
-            rf"over the first is ${sp.latex(ratio)}$ here and ${sp.latex(theirs)}$ for "
+            statement=rf"$\gamma = \rho = {sp.sstr(rate)}$, $\varepsilon = {sp.sstr(eps)}$, "
+            rf"$g = {point}$: the second step over the first is ${sp.latex(ratio)}$ here and "
+            rf"${sp.latex(theirs)}$ for "
             r"torch.optim.Adadelta (Zeiler's $\Delta_t = \sqrt{u_{t-1} + \varepsilon}/"
             r"\sqrt{v_t + \varepsilon}\, g_t$); a step size scales both steps alike, so no "
             r"$\eta$ matches Adadelta",
@@ -479,9 +485,9 @@ def _adadelta(c: Claim):
         "sqrt(u_prev + epsilon)/sqrt(G_tj + epsilon)*g",
         Proof(claim=c.statement_latex, steps=steps),
         witness={
-            "gamma": "1/2",
-            "epsilon": "1",
-            "g": "(1, 1)",
+            "gamma": sp.sstr(rate),
+            "epsilon": sp.sstr(eps),
+            "g": point,
             "printed": sp.sstr(ratio),
             "derived": sp.sstr(theirs),
         },
@@ -710,7 +716,8 @@ def _float_range(c: Claim):
 
 def _eq38(c: Claim):
     cases = pu.eq38_cases()
-    zero = up.eq38_value(0)
+    bits = 0x0000
+    zero, value = up.eq38_value(bits), up.binary16_value(bits)
     steps = (
         Step(
             statement=r"all 65,536 bit patterns, exactly: Eq. 38 is the IEEE value for the "
@@ -725,10 +732,10 @@ def _eq38(c: Claim):
             ),
         ),
         Step(
-            statement=rf"bits 0x0000: Eq. 38 gives $2^{{-15}} = {sp.latex(sp.Rational(zero))}$"
-            r", the pattern is 0",
+            statement=rf"bits 0x{bits:04X}: Eq. 38 gives $2^{{-15}} = "
+            rf"{sp.latex(sp.Rational(zero))}$, the pattern is {sp.sstr(sp.nsimplify(value))}",
             method="exact witness",
-            check=lambda: zero == Fraction(1, 2**15) and up.binary16_value(0) == 0,
+            check=lambda: zero == Fraction(1, 2**15) and value == 0,
         ),
     )
     return result(
@@ -736,7 +743,11 @@ def _eq38(c: Claim):
         Verdict.FAILS,
         "2**(-14)*F/1024",
         Proof(claim=c.statement_latex, steps=steps),
-        witness={"bits": "0x0000", "printed": "2**(-15)", "derived": "0"},
+        witness={
+            "bits": f"0x{bits:04X}",
+            "printed": sp.sstr(sp.Rational(zero)),
+            "derived": sp.sstr(sp.nsimplify(value)),
+        },
         notes=(
             "value: the pattern's value at exponent field 0. Corrected: Eq. 38 for exponent "
             "fields 1..30; (-1)^S 2^-14 (Fraction/1024) at field 0 (zero, and the subnormals "
