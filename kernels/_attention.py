@@ -8,7 +8,11 @@ Arithmetic (an :class:`Arith` object carries the choice through a kernel):
   to float64 (bfloat16 too, by ``kernels._bf16.widened`` before the kernel runs); matrix
   products run in NumPy/BLAS (float64), the row-wise softmax and its backward pass in the
   Numba loops below (serial: see ``PARALLEL``); the caller rounds the results once to the
-  input dtype. No intermediate overflows for float16 input (the longest chain of products,
+  input dtype. The softmax's exponentials come from libm's ``exp`` for float64 input
+  (glibc: below 1 ulp) and from ``kernels._vmath.exp_bounded`` for float32 and float16
+  input: float64 arithmetic that LLVM vectorizes, with a proven relative error below
+  ``EXP_REL_ERROR = 2^-50`` (4 ulps of float64), before the one rounding to float32 or
+  float16. No intermediate overflows for float16 input (the longest chain of products,
   L2's backward pass, multiplies nine values below 65504), so a float16 result is inf
   exactly when the value computed in float64 rounds to inf; float32 input could overflow an
   intermediate only with magnitudes near its own maximum 3.4e38.
@@ -50,6 +54,7 @@ from numpy.typing import ArrayLike
 from kernels._bf16 import to_bfloat16
 from kernels._strict import is_bfloat16, narrow
 from kernels._validate import float_array, strict_mode
+from kernels._vmath import exp_bounded
 
 #: Whether the row loops run in parallel (``prange``). Off: on the 2-core target, forward +
 #: vjp at N = 512 ran about 3x slower with it, because the loops alternate with multithreaded
@@ -145,6 +150,38 @@ def _softmax_rows(S, P, argmax):
             P[i, j] = P[i, j] / total
 
 
+@njit(cache=True, error_model="numpy")
+def _shifted_exponentials(s, top, e):
+    """``e_j = exp(s_j - top)`` by ``exp_bounded``, a loop LLVM vectorizes. No fast-math
+    flag here: reassociation would undo exp_bounded's rounding of ``k`` by ``1.5 2^52``."""
+    for j in range(s.size):
+        e[j] = exp_bounded(s[j] - top, 0.0)[0]
+
+
+@njit(cache=True, error_model="numpy", fastmath={"reassoc", "contract"})
+def _normalize(p):
+    """``p / sum(p)`` in place (the sum in any order, as in :func:`_softmax_rows`)."""
+    total = 0.0
+    for j in range(p.size):
+        total += p[j]
+    for j in range(p.size):
+        p[j] = p[j] / total
+
+
+@njit(cache=True, parallel=PARALLEL, error_model="numpy")
+def _softmax_rows_vector(S, P, argmax):
+    """:func:`_softmax_rows` with the exponentials of :func:`_shifted_exponentials`. A
+    ``-inf`` entry (of a row with a finite maximum) gets ``exp_bounded(-inf) = 0``."""
+    for i in prange(S.shape[0]):
+        m, ok = _row_max(S[i])
+        argmax[i] = m
+        if not ok:
+            P[i, :] = math.nan
+            continue
+        _shifted_exponentials(S[i], S[i, m], P[i])
+        _normalize(P[i])
+
+
 @njit(cache=True, parallel=PARALLEL, error_model="numpy")
 def _softmax_rows_strict(S, P, argmax, bf):
     for i in prange(S.shape[0]):
@@ -165,18 +202,19 @@ def _softmax_rows_strict(S, P, argmax, bf):
 
 @njit(cache=True, parallel=PARALLEL, error_model="numpy", fastmath={"reassoc", "contract"})
 def _softmax_backward_rows(P, dP, argmax, dS):
+    """The loops split at m, so that none branches and LLVM vectorizes them; ``dS`` may be
+    ``dP`` (each entry is read before it is written, ``dP_m`` first)."""
     for i in prange(P.shape[0]):
         m = argmax[i]
         top = dP[i, m]
         c = 0.0
+        for j in range(m):
+            c += P[i, j] * (top - dP[i, j])
+        for j in range(m + 1, P.shape[1]):
+            c += P[i, j] * (top - dP[i, j])
         for j in range(P.shape[1]):
-            if j != m:
-                c += P[i, j] * (top - dP[i, j])
-        for j in range(P.shape[1]):
-            if j == m:
-                dS[i, j] = P[i, j] * c
-            else:
-                dS[i, j] = P[i, j] * ((dP[i, j] - top) + c)
+            dS[i, j] = P[i, j] * ((dP[i, j] - top) + c)
+        dS[i, m] = P[i, m] * c
 
 
 @njit(cache=True, parallel=PARALLEL, error_model="numpy")
@@ -272,11 +310,13 @@ def _weighted_differences_strict(T, Q, out, bf):
 class Arith:
     """float64 (BLAS and the float64 loops) or strict half (bfloat16 if ``bf``); every method
     returns float64 arrays (holding values of the strict format in strict mode) and never
-    writes into its arguments."""
+    writes into its arguments. ``vector_exp``: the float64 softmax takes its exponentials
+    from ``exp_bounded`` instead of libm (float32 and float16 input)."""
 
-    def __init__(self, strict: bool, bf: bool = False):
+    def __init__(self, strict: bool, bf: bool = False, vector_exp: bool = False):
         self.strict = strict
         self.bf = bf
+        self.vector_exp = vector_exp
 
     @staticmethod
     def wide(a: np.ndarray) -> np.ndarray:
@@ -324,12 +364,19 @@ class Arith:
         with ieee():
             return self.round(a - b)
 
-    def mul(self, a: np.ndarray, b: np.ndarray | float) -> np.ndarray:
+    def mul(self, a: np.ndarray, b: np.ndarray | float, inplace: bool = False) -> np.ndarray:
+        """``a * b``; with ``inplace`` (``a`` a float64 temporary of the caller's, ``b``
+        not a view of it) written over ``a`` in float64 arithmetic."""
         with ieee():
+            if inplace and not self.strict:
+                return np.multiply(a, b, out=a)
             return self.round(a * b)
 
-    def div(self, a: np.ndarray, b: np.ndarray | float) -> np.ndarray:
+    def div(self, a: np.ndarray, b: np.ndarray | float, inplace: bool = False) -> np.ndarray:
+        """``a / b``; ``inplace`` as in :meth:`mul`."""
         with ieee():
+            if inplace and not self.strict:
+                return np.divide(a, b, out=a)
             return self.round(a / b)
 
     def sqrt(self, a: np.ndarray) -> np.ndarray:
@@ -337,22 +384,28 @@ class Arith:
             return self.round(np.sqrt(a))
 
     def softmax(self, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(P, argmax)``: the row softmax and the first index of each row's maximum."""
-        P = np.empty(S.shape)
+        """``(P, argmax)``: the row softmax and the first index of each row's maximum. P is
+        written over ``S`` (a temporary of the caller's; a fresh large array costs its page
+        faults, measured at about 1 ms per 2 MB here), unless S is not C-contiguous
+        float64."""
+        P = self.wide(S)
         argmax = np.empty(S.shape[0], dtype=np.int64)
         if self.strict:
-            _softmax_rows_strict(self.wide(S), P, argmax, self.bf)
+            _softmax_rows_strict(P, P, argmax, self.bf)
+        elif self.vector_exp:
+            _softmax_rows_vector(P, P, argmax)
         else:
-            _softmax_rows(self.wide(S), P, argmax)
+            _softmax_rows(P, P, argmax)
         return P, argmax
 
     def softmax_backward(self, P: np.ndarray, dP: np.ndarray, argmax: np.ndarray) -> np.ndarray:
-        """``dS = P * (dP - rowsum(dP * P))``, cancellation-free at the argmax."""
-        dS = np.empty(P.shape)
+        """``dS = P * (dP - rowsum(dP * P))``, cancellation-free at the argmax; written over
+        ``dP`` (a temporary of the caller's) as :meth:`softmax` does."""
+        dS = self.wide(dP)
         if self.strict:
-            _softmax_backward_rows_strict(P, self.wide(dP), argmax, dS, self.bf)
+            _softmax_backward_rows_strict(P, dS, argmax, dS, self.bf)
         else:
-            _softmax_backward_rows(P, self.wide(dP), argmax, dS)
+            _softmax_backward_rows(P, dS, argmax, dS)
         return dS
 
     def weighted_differences(self, T: np.ndarray, Q: np.ndarray) -> np.ndarray:
@@ -383,7 +436,7 @@ def arithmetic(X: np.ndarray, strict_fp16: object) -> Arith:
     bf = is_bfloat16(X)
     if bf and not strict:
         raise TypeError("X: bfloat16 reaches this path in strict mode only (bfloat16_kernel)")
-    return Arith(strict, bf)
+    return Arith(strict, bf, vector_exp=not strict and X.dtype != np.float64)
 
 
 # --- Jacobian -----------------------------------------------------------------------------------

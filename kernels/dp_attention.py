@@ -105,7 +105,7 @@ class _Prepared:
         self.Q = ar.mm(self.X, self.Wq.T)
         self.K = ar.mm(self.X, self.Wk.T)
         self.V = ar.mm(self.X, self.Wv.T)
-        S = ar.div(ar.mm(self.Q, self.K.T), self.root)
+        S = ar.div(ar.mm(self.Q, self.K.T), self.root, inplace=True)
         self.P, self.argmax = ar.softmax(S)
         if not output:
             return None
@@ -116,8 +116,8 @@ class _Prepared:
         ar = self.ar
         dV = ar.mm(self.P.T, G)
         dS = ar.softmax_backward(self.P, ar.mm(G, self.V.T), self.argmax)
-        dQ = ar.div(ar.mm(dS, self.K), self.root)
-        dK = ar.div(ar.mm(dS.T, self.Q), self.root)
+        dQ = ar.div(ar.mm(dS, self.K), self.root, inplace=True)
+        dK = ar.div(ar.mm(dS.T, self.Q), self.root, inplace=True)
         dX = ar.add(ar.add(ar.mm(dQ, self.Wq), ar.mm(dK, self.Wk)), ar.mm(dV, self.Wv))
         if not parameters:
             return (dX,)

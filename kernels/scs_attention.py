@@ -118,19 +118,19 @@ class _Prepared:
         self.Qn, self.rq = self._normalize(self.Wq)
         self.Kn, self.rk = self._normalize(self.Wk)
         self.Vn, self.rv = self._normalize(self.Wv)
-        self.P, self.argmax = ar.softmax(ar.mul(ar.mm(self.Qn, self.Kn.T), self.tau))
+        self.P, self.argmax = ar.softmax(ar.mul(ar.mm(self.Qn, self.Kn.T), self.tau, inplace=True))
         if not output:
             return None
-        return ar.mul(ar.mm(self.P, self.Vn), self.nu)
+        return ar.mul(ar.mm(self.P, self.Vn), self.nu, inplace=True)
 
     def backward(self, G: np.ndarray, parameters: bool = True) -> tuple:
         """``(dX, dWq, dWk, dWv)`` (only ``(dX,)`` without ``parameters``)."""
         ar = self.ar
-        dVn = ar.mul(ar.mm(self.P.T, G), self.nu)
-        dP = ar.mul(ar.mm(G, self.Vn.T), self.nu)
+        dVn = ar.mul(ar.mm(self.P.T, G), self.nu, inplace=True)
+        dP = ar.mul(ar.mm(G, self.Vn.T), self.nu, inplace=True)
         dS = ar.softmax_backward(self.P, dP, self.argmax)
-        dQn = ar.mul(ar.mm(dS, self.Kn), self.tau)
-        dKn = ar.mul(ar.mm(dS.T, self.Qn), self.tau)
+        dQn = ar.mul(ar.mm(dS, self.Kn), self.tau, inplace=True)
+        dKn = ar.mul(ar.mm(dS.T, self.Qn), self.tau, inplace=True)
         dQ = self._normalize_backward(self.Qn, self.rq, dQn)
         dK = self._normalize_backward(self.Kn, self.rk, dKn)
         dV = self._normalize_backward(self.Vn, self.rv, dVn)

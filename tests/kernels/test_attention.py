@@ -59,12 +59,14 @@ needs a denominator without cancellation (``m_b = |b|``: row sums of exponential
 roots of sums of squares, ``sqrt(d)``; checked). ``exp`` propagates an absolute error
 ``delta`` of its argument into a relative error ``delta`` -- the softmax's amplification of
 a logit's error by the logit's size, which is the problem's own conditioning -- and adds
-libm's error (glibc: below 1 ulp, ``EXP_ULPS = 1``). The max shift ``L_ij - m_i`` is charged
-the error of ``m_i`` too (it cancels in P, so this over-counts). Terms of second and
-higher order are not tracked: they are at most ``rho / (1 - rho)`` times the first-order
-bound, ``rho = u e / m`` the bound relative to the magnitude, which :func:`check_all`
-requires to be at most ``FIRST_ORDER_LIMIT = 2^-10``; E includes the factor
-``HIGHER_ORDER_FACTOR = 1 + 2^-9`` for them.
+libm's error (glibc: below 1 ulp, ``EXP_ULPS = 1``) for float64 input, and for float32 and
+float16 input, whose softmax takes ``kernels._vmath.exp_bounded``, that function's proven
+relative error (``EXP_REL_ERROR = 2^-50``, ``VECTOR_EXP_ULPS = 4``). The max shift
+``L_ij - m_i`` is charged the error of ``m_i`` too (it cancels in P, so this over-counts).
+Terms of second and higher order are not tracked: they are at most ``rho / (1 - rho)``
+times the first-order bound, ``rho = u e / m`` the bound relative to the magnitude, which
+:func:`check_all` requires to be at most ``FIRST_ORDER_LIMIT = 2^-10``; E includes the
+factor ``HIGHER_ORDER_FACTOR = 1 + 2^-9`` for them.
 
 SAFETY covers the kernels' local choices, read from ``kernels/_attention.py`` and the
 three modules: a quotient by ``sqrt(d)`` or ``r`` done as written, products by BLAS, the
@@ -102,7 +104,7 @@ from hypothesis import strategies as st
 from derive.reference import attention as reference_attention
 from derive.reference.core import round_to_dtype, ulp
 from derive.reference.formats import round_float64
-from kernels import dp_attention, l2_attention, scs_attention
+from kernels import _vmath, dp_attention, l2_attention, scs_attention
 from tests.helpers.norms import assert_same_values, mp
 
 DTYPES = (np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.float16))
@@ -114,6 +116,8 @@ BF16 = np.dtype(ml_dtypes.bfloat16)
 UNIT_FLOAT64 = 2.0**-53
 #: libm's exp error in ULPs (glibc: "below 1 ulp"); an ULP is 2 units of roundoff.
 EXP_ULPS = 1.0
+#: exp_bounded's proven relative error in ULPs: the softmax of float32 and float16 input.
+VECTOR_EXP_ULPS = _vmath.EXP_REL_ERROR / 2.0**-52
 #: A product, quotient or exp whose result may be subnormal errs by up to half the smallest
 #: subnormal, 2^-1075 = 2^-1022 u, besides its relative error (sums and differences of
 #: floats are exact there).
@@ -227,10 +231,13 @@ class BoundArithmetic:
         e = mpmath.fsum([t.e for t in terms]) + (len(terms) - 1) * m
         return Bounded(mpmath.fsum([t.v for t in terms]), m, e)
 
+    def __init__(self, exp_ulps: float = EXP_ULPS):
+        self.exp_ulps = exp_ulps
+
     def exp(self, a: Bounded) -> Bounded:
         v = mpmath.exp(a.v)
         e = v * a.e
-        return Bounded(v, v, e + 2 * EXP_ULPS * (v + underflow(v, e)))
+        return Bounded(v, v, e + 2 * self.exp_ulps * (v + underflow(v, e)))
 
     def sqrt(self, a: Bounded) -> Bounded:
         v = mpmath.sqrt(a.v)
@@ -244,6 +251,7 @@ class BoundArithmetic:
 
 
 BOUNDS = BoundArithmetic()
+VECTOR_BOUNDS = BoundArithmetic(VECTOR_EXP_ULPS)
 
 
 # --------------------------------------------------------------------------------------
@@ -363,7 +371,8 @@ def kernel_outputs(module: Attention, c: Case, dtype: np.dtype, strict: bool = F
 def reference_outputs(module: Attention, c: Case, dtype: np.dtype, arithmetic: Any = None):
     """The reference's ``(Y, gradients, J)`` (object arrays of :class:`Bounded` by default)."""
     X, G, weights = c.arrays(dtype)
-    options = {"dps": REFERENCE_DPS, "arithmetic": arithmetic or BOUNDS}
+    bounds = VECTOR_BOUNDS if dtype in (np.float32, np.float16) else BOUNDS
+    options = {"dps": REFERENCE_DPS, "arithmetic": arithmetic or bounds}
     Y = module.reference("forward")(X, *weights, *c.scalars, **options)
     gradients = module.reference("vjp")(X, G, *weights, *c.scalars, **options)
     J = module.reference("jacobian")(X, *weights, *c.scalars, **options)
