@@ -57,6 +57,14 @@ MEMORY_BOUND = ("elementwise", "rows", "pool")
 #: The float64 matrix product timed for the GEMM rate: (m, k) by (k, n).
 DGEMM_SHAPE = (4096, 1024, 1024)
 
+#: Seconds each side of an interleaved pass runs untimed before its timed call. Thread
+#: pools spin for tens of milliseconds after their work (PyTorch's, OpenBLAS's, Numba's),
+#: and on two cores whatever runs next loses a core to them: measured, dp_attention
+#: (N = 512) forward + VJP took 11 ms alone, 19 ms right after PyTorch's forward +
+#: backward. A pause instead lets the pools go to sleep, and waking them costs too
+#: (LayerNorm at (256, 4096): 2.3 ms back to back, 12.3 ms after a 50 ms sleep).
+SETTLE = 0.05
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -382,22 +390,24 @@ def _interleaved(
     theirs: Callable[[], object] | None,
     passes: int,
     reference: Callable[[], object] | None = None,
+    settle: float = SETTLE,
 ) -> tuple[float, float | None, float | None]:
     """Medians of ``passes`` alternating timings of the two (both called once before), and
     of ``reference`` (the float64 GEMM of :func:`dgemm_rate`) timed in the same passes.
 
-    The two take turns at going first, so that neither always runs right after the other
-    (whose worker threads may still be spinning, competing for the cores).
+    The two take turns at going first, and each is timed after :data:`SETTLE` seconds of
+    running untimed (:func:`_timed`), so that neither is timed while the other's worker
+    threads are still spinning, competing for the cores.
     """
     mine, base, ref = [], [], []
     for index in range(passes):
         if theirs is not None and index % 2:
-            base.append(_timed(theirs))
-        mine.append(_timed(ours))
+            base.append(_timed(theirs, settle))
+        mine.append(_timed(ours, settle))
         if theirs is not None and not index % 2:
-            base.append(_timed(theirs))
+            base.append(_timed(theirs, settle))
         if reference is not None:
-            ref.append(_timed(reference))
+            ref.append(_timed(reference, settle))
     return (
         statistics.median(mine),
         statistics.median(base) if base else None,
@@ -437,7 +447,14 @@ def dgemm_rate(shape: tuple[int, int, int] = DGEMM_SHAPE, passes: int = 5) -> fl
     return _gemm(*shape) / min(_timed(run) for _ in range(passes))
 
 
-def _timed(run: Callable[[], object]) -> float:
+def _timed(run: Callable[[], object], settle: float = 0.0) -> float:
+    """Seconds of one call of ``run``, after calling it untimed for ``settle`` seconds (at
+    least once, if ``settle`` > 0)."""
+    if settle > 0:
+        deadline = time.perf_counter() + settle
+        run()
+        while time.perf_counter() < deadline:
+            run()
     start = time.perf_counter()
     run()
     return time.perf_counter() - start
@@ -492,7 +509,8 @@ def main(
     ratios = {}
     for dtype in dtypes:
         print(
-            f"\nforward + VJP, {dtype}, median of {passes} interleaved passes; "
+            f"\nforward + VJP, {dtype}, median of {passes} interleaved passes, each timed "
+            f"after {SETTLE * 1000:.0f} ms of untimed calls; "
             f"ratio = {against} / liptable (above 1: liptable is faster)"
         )
         print(

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+import time
+
 import numpy as np
 
 from derive import bench
@@ -50,14 +53,37 @@ def test_dgemm_rate_is_a_rate():
 def test_interleaved_times_the_reference_in_the_same_passes():
     calls = []
     mine, base, ref = bench._interleaved(
-        lambda: calls.append("ours"), None, 3, lambda: calls.append("gemm")
+        lambda: calls.append("ours"), None, 3, lambda: calls.append("gemm"), settle=0.0
     )
     assert calls == ["ours", "gemm"] * 3
     assert base is None and mine >= 0 and ref >= 0
-    assert bench._interleaved(lambda: None, lambda: None, 2)[2] is None
+    assert bench._interleaved(lambda: None, lambda: None, 2, settle=0.0)[2] is None
 
 
 def test_interleaved_takes_turns_at_going_first():
     calls = []
-    bench._interleaved(lambda: calls.append("ours"), lambda: calls.append("theirs"), 4)
+    ours, theirs = lambda: calls.append("ours"), lambda: calls.append("theirs")
+    bench._interleaved(ours, theirs, 4, settle=0.0)
     assert calls == ["ours", "theirs", "theirs", "ours"] * 2
+
+
+def test_each_timing_follows_untimed_calls_of_the_same_function():
+    """With ``settle``, a side runs untimed for that long (at least once) before its timed
+    call, so the other side's spinning threads have time to stop; the timed call is the
+    last of its run, and the sides still take turns."""
+    calls = []
+
+    def side(name):
+        def run():
+            calls.append((name, time.perf_counter()))
+            time.sleep(0.002)
+
+        return run
+
+    bench._interleaved(side("ours"), side("theirs"), 2, settle=0.02)
+    names = [name for name, _ in calls]
+    runs = [name for name, _ in itertools.groupby(names)]
+    assert runs == ["ours", "theirs", "ours"]  # ours, theirs | theirs, ours
+    first_theirs = names.index("theirs")
+    assert first_theirs >= 2  # ours ran untimed first, then its timed call
+    assert calls[first_theirs - 1][1] - calls[0][1] >= 0.02
