@@ -309,8 +309,10 @@ def _weighted_differences_strict(T, Q, out, bf):
 
 class Arith:
     """float64 (BLAS and the float64 loops) or strict half (bfloat16 if ``bf``); every method
-    returns float64 arrays (holding values of the strict format in strict mode) and never
-    writes into its arguments. ``vector_exp``: the float64 softmax takes its exponentials
+    returns float64 arrays (holding values of the strict format in strict mode) and writes
+    into no argument but the temporaries that :meth:`softmax`, :meth:`softmax_backward` and
+    ``inplace`` :meth:`mul` and :meth:`div` are given for it (the kernels pass them fresh
+    products; never an input). ``vector_exp``: the float64 softmax takes its exponentials
     from ``exp_bounded`` instead of libm (float32 and float16 input)."""
 
     def __init__(self, strict: bool, bf: bool = False, vector_exp: bool = False):
