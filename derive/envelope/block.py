@@ -320,7 +320,9 @@ def _spectral_square_up(W: np.ndarray) -> Fraction:
     and ``|| |A| |B| ||_inf <= ||A||_inf ||B||_inf``. So the Gram matrix of the (m, n) W
     gets ``e = gamma_m ||W||_1 ||W||_inf``, and each squaring, ``A_true^2 = A^2 + A E + E A
     + E^2``, gets ``e' = 2 a e + e^2 + gamma_n a^2`` with ``a >= ||A||_inf``; every product
-    adds ``n 2^-1000`` for underflow (the powers are scaled to a largest row sum near 1).
+    and every rescaling adds ``n 2^-1000`` for underflow (the powers are rescaled to a
+    largest row sum near 1, and a rescaled entry that goes subnormal is off by less than
+    2^-1074).
     The norms are float64 sums grown by :func:`_grow`, the bookkeeping is exact in
     rationals, rounded up to float64 by :func:`_up`. After ``j`` squarings (``k = 2^j``,
     powers of two scaled out exactly), ``lambda_max <= ((a + e) 2^E)^(1/k)``, taken in arb
@@ -345,7 +347,8 @@ def _gram_powers(W: np.ndarray) -> Fraction:
     for j in range(_SQUARINGS + 1):
         top = float(np.max(np.sum(np.abs(A), axis=1)))
         scale = -math.frexp(top)[1] if top > 0 else 0
-        A, error, exponent = np.ldexp(A, scale), error * Fraction(2) ** scale, exponent - scale
+        A, exponent = np.ldexp(A, scale), exponent - scale  # exact but for subnormals:
+        error = error * Fraction(2) ** scale + underflow  # each is off by < 2^-1074
         norm = _norm_up(A)
         with precision(PRECISIONS[0]):
             rows = (norm + error) * Fraction(2) ** exponent
