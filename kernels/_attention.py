@@ -132,13 +132,22 @@ def _row_max(s):
     return m, best > -math.inf
 
 
+@njit(cache=True)
+def _row_start(S, P, argmax, i):
+    """``(m, ok)`` of row i by :func:`_row_max`, m recorded in ``argmax``; a row that is NaN
+    by IEEE arithmetic fills its row of ``P`` with NaN."""
+    m, ok = _row_max(S[i])
+    argmax[i] = m
+    if not ok:
+        P[i, :] = math.nan
+    return m, ok
+
+
 @njit(cache=True, parallel=PARALLEL, error_model="numpy", fastmath={"reassoc", "contract"})
 def _softmax_rows(S, P, argmax):
     for i in prange(S.shape[0]):
-        m, ok = _row_max(S[i])
-        argmax[i] = m
+        m, ok = _row_start(S, P, argmax, i)
         if not ok:
-            P[i, :] = math.nan
             continue
         top = S[i, m]
         total = 0.0
@@ -173,10 +182,8 @@ def _softmax_rows_vector(S, P, argmax):
     """:func:`_softmax_rows` with the exponentials of :func:`_shifted_exponentials`. A
     ``-inf`` entry (of a row with a finite maximum) gets ``exp_bounded(-inf) = 0``."""
     for i in prange(S.shape[0]):
-        m, ok = _row_max(S[i])
-        argmax[i] = m
+        m, ok = _row_start(S, P, argmax, i)
         if not ok:
-            P[i, :] = math.nan
             continue
         _shifted_exponentials(S[i], S[i, m], P[i])
         _normalize(P[i])
@@ -185,10 +192,8 @@ def _softmax_rows_vector(S, P, argmax):
 @njit(cache=True, parallel=PARALLEL, error_model="numpy")
 def _softmax_rows_strict(S, P, argmax, bf):
     for i in prange(S.shape[0]):
-        m, ok = _row_max(S[i])
-        argmax[i] = m
+        m, ok = _row_start(S, P, argmax, i)
         if not ok:
-            P[i, :] = math.nan
             continue
         top = S[i, m]
         total = 0.0
