@@ -221,7 +221,11 @@ class BoundArithmetic:
 
     Magnitudes and bounds are mpf (at the reference's precision), so that neither
     overflows nor underflows where a float64 would (``1 / sqrt(5e-324)`` squared).
+    ``exp_ulps``: the kernel's exponential's error in ULPs (libm's, or exp_bounded's).
     """
+
+    def __init__(self, exp_ulps: float = EXP_ULPS):
+        self.exp_ulps = exp_ulps
 
     def lift(self, value: mpmath.mpf) -> Bounded:
         return Bounded(value, abs(value), mpmath.mpf(0))
@@ -230,9 +234,6 @@ class BoundArithmetic:
         m = mpmath.fsum([t.m for t in terms])
         e = mpmath.fsum([t.e for t in terms]) + (len(terms) - 1) * m
         return Bounded(mpmath.fsum([t.v for t in terms]), m, e)
-
-    def __init__(self, exp_ulps: float = EXP_ULPS):
-        self.exp_ulps = exp_ulps
 
     def exp(self, a: Bounded) -> Bounded:
         v = mpmath.exp(a.v)
