@@ -299,13 +299,13 @@ def _grow(k: int) -> float:
     return 1.0 + 2.0 * k * _U
 
 
-def _norm_up(A: np.ndarray, axis: int = 1) -> Fraction:
-    """An upper bound of the largest sum of ``|A|`` along ``axis``: ``||A||_inf`` for the row
-    sums (axis 1), ``||A||_1`` for the column sums (axis 0). A float64 sum of k non-negative
-    terms is within ``(1 + u)^k`` of the exact one."""
-    sums = np.sum(np.abs(A), axis=axis)
+def _norm_up(A: np.ndarray) -> Fraction:
+    """An upper bound of ``||A||_inf``, the largest row sum of ``|A|``, from float64 sums (a
+    sum of k non-negative terms is within ``(1 + u)^k`` of the exact one): for the Gram
+    powers, each used once, where :func:`_abs_sums`' exact sums and cache would cost more."""
+    sums = np.sum(np.abs(A), axis=1)
     top = float(np.max(sums)) if sums.size else 0.0
-    return _up(float(Fraction(top) * Fraction(_grow(A.shape[axis] + 4))))
+    return _up(float(Fraction(top) * Fraction(_grow(A.shape[1] + 4))))
 
 
 def _spectral_square_up(W: np.ndarray) -> Fraction:
@@ -336,13 +336,14 @@ def _spectral_square_up(W: np.ndarray) -> Fraction:
 
 def _gram_powers(W: np.ndarray) -> Fraction:
     """:func:`_spectral_square_up`'s computation."""
+    norms = _up(_abs_sums(W, 0)) * _up(_abs_sums(W, 1))  # ||W||_1 ||W||_inf, either side
     m, n = W.shape
     if m < n:
         W, (m, n) = W.T, (n, m)
     gamma_m, gamma_n = Fraction(m, 2**53 - m), Fraction(n, 2**53 - n)
     underflow = Fraction(n) * Fraction(_TINY)
     A = W.T @ W
-    error = _up(float(gamma_m * _norm_up(W, axis=0) * _norm_up(W, axis=1) + underflow))
+    error = _up(float(gamma_m * norms + underflow))
     exponent, power, best = 0, 1, None
     for j in range(_SQUARINGS + 1):
         top = float(np.max(np.sum(np.abs(A), axis=1)))
