@@ -25,6 +25,7 @@ from enum import Enum
 import sympy as sp
 
 from proofs.arb import ArbTranslationError, enclose, sign
+from proofs.polynomial import vanishes
 
 #: The methods a step may use. Every method except sampling establishes its statement.
 METHODS: tuple[str, ...] = (
@@ -203,7 +204,9 @@ class Proof:
 def is_zero(expr: sp.Expr) -> bool:
     """True iff an exact normalisation reduces ``expr`` to 0.
 
-    Tried in order, cheapest first: as is, ``expand``, ``cancel(together(.))``; then, with
+    Tried in order, cheapest first: as is, the polynomial-ring normal form of
+    :func:`proofs.polynomial.vanishes` (parts named by variables, no gcds: fast on the large
+    matrix-calculus differences), ``expand``, ``cancel(together(.))``; then, with
     erfc rewritten through erf and hyperbolic and trigonometric functions as exponentials,
     ``cancel(together(.))``
     and finally ``sympy.simplify``. (``simplify`` runs on the exponential form because on the
@@ -211,13 +214,16 @@ def is_zero(expr: sp.Expr) -> bool:
     are the same.) Each is an equality-preserving transformation, so reaching 0 proves the
     identity; failing to reach 0 proves nothing and gives ``False``.
 
-    Before normalising, ``expr`` is evaluated (``evalf``, 30 digits) at a few rational
-    points; a value far from 0 refutes the identity at once. This only ever answers
+    After the ring normal form (which never expands a sum of SymPy trees) and before the
+    others, ``expr`` is evaluated (``evalf``, 30 digits) at a few rational points; a value
+    far from 0 refutes the identity at once. This only ever answers
     ``False`` early -- never ``True`` -- and spares SymPy from expanding a large false
     difference (a wrong constant in the tanh-GeLU tree makes ``cancel`` run for minutes).
     """
     expr = sp.sympify(expr)
     if expr == 0:
+        return True
+    if vanishes(expr):
         return True
     if _certainly_nonzero_somewhere(expr):
         return False

@@ -1,0 +1,234 @@
+"""An exact zero test by normal form in a polynomial ring, fast where ``sympy.expand`` is slow.
+
+Every part of an expression that is not a sum, a product or an integer power becomes a
+variable of a polynomial ring over the rationals, and the relations between those parts
+that the test knows are kept exactly:
+
+* ``exp(c_1 v_1 + ... + c_k v_k)`` (rational c) is the product of ``E_j ** (c_j / u_j)``,
+  one variable ``E_j = exp(u_j v_j)`` per distinct ``v_j``, with ``u_j`` the rational gcd of
+  every coefficient of ``v_j`` in the expression (so each power is an integer);
+  ``exp(a + b) = exp(a) exp(b)`` and ``exp(n u) = exp(u)^n`` hold for all complex values;
+* ``b ** (p/q)`` (rational, not an integer) is ``T ** (p Q / q)`` with one variable
+  ``T = b ** (1/Q)`` per base, Q the lcm of the denominators seen with b, and the relation
+  ``T^Q = b`` (the principal power is ``exp(r Log b)``, so both hold for every b != 0);
+* anything else (a symbol, ``erf(.)``, ``pi``, ``Abs(.)``) is a variable of its own.
+
+A negative power puts its base's numerator into a product of denominator factors, kept
+apart (no gcd is ever taken), so the expression equals ``N / prod f_i^k_i`` with
+polynomials N and f_i, wherever it is defined. The relations ``T^Q = b`` are then applied to
+N (every power ``T^e``, e >= Q, lowered). If N reduces to the zero polynomial, the expression
+is 0 wherever it is defined: every step replaced a part by an equal value. Any other
+outcome (a nonzero N, a Float, an unsupported form) proves nothing, and the caller goes on
+to slower normalizations.
+
+>>> from sympy import exp, sqrt, symbols
+>>> a, b = symbols("a b", real=True)
+>>> s = a**2 + 1
+>>> vanishes(exp(a + b) - exp(a) * exp(b)), vanishes(sqrt(s) ** 3 - s * sqrt(s))
+(True, True)
+>>> vanishes(exp(2 * a) - exp(a)), vanishes(1 / (1 + exp(-a)) - exp(a) / (exp(a) + 1))
+(False, True)
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from math import gcd, lcm
+
+import sympy as sp
+from sympy.polys.orderings import lex
+from sympy.polys.rings import PolyElement, ring
+
+__all__ = ["vanishes"]
+
+#: A value in the ring: a numerator and the powers of its denominator factors.
+_Value = tuple[PolyElement, dict[PolyElement, int]]
+
+
+class _Unsupported(Exception):
+    """The expression has a part the normal form does not take (a Float, an infinity)."""
+
+
+_NOT_FINITE = (sp.oo, -sp.oo, sp.zoo, sp.nan)
+
+
+def _parts(expr: sp.Expr) -> tuple[set, dict, dict, set]:
+    """The symbols, the exponent terms of every ``exp`` (term -> its rational coefficients),
+    the bases of rational powers (base -> the denominators of their exponents), and the
+    other atoms of ``expr``."""
+    symbols: set = set()
+    exponents: dict = {}
+    roots: dict = {}
+    others: set = set()
+    stack, seen = [expr], set()
+    while stack:
+        e = stack.pop()
+        if e in seen:
+            continue
+        seen.add(e)
+        if e.is_Symbol:
+            symbols.add(e)
+        elif e.is_Rational:
+            continue
+        elif e.is_Float or e in _NOT_FINITE:
+            raise _Unsupported(e)
+        elif e is sp.E or isinstance(e, sp.exp):
+            for c, term in _exp_terms(e):
+                exponents.setdefault(term, set()).add(c)
+                stack.append(term)
+        elif e.is_Pow and e.exp.is_Rational:
+            if not e.exp.is_Integer:
+                roots.setdefault(e.base, set()).add(int(e.exp.q))
+            stack.append(e.base)
+        elif e.is_Add or e.is_Mul:
+            stack.extend(e.args)
+        else:
+            others.add(e)
+    return symbols, exponents, roots, others
+
+
+def _exp_terms(e: sp.Expr) -> list[tuple[Fraction, sp.Expr]]:
+    """``exp(sum c_k v_k)`` as the pairs ``(c_k, v_k)`` (``E`` is ``exp(1)``)."""
+    out = []
+    for term in sp.Add.make_args(sp.S.One if e is sp.E else e.args[0]):
+        c, rest = term.as_coeff_Mul()
+        if not c.is_Rational:
+            raise _Unsupported(c)
+        out.append((Fraction(int(c.p), int(c.q)), rest))
+    return out
+
+
+def _rational_gcd(values: set[Fraction]) -> Fraction:
+    den = lcm(*(v.denominator for v in values))
+    return Fraction(gcd(*(v.numerator * (den // v.denominator) for v in values)), den)
+
+
+class _Normal:
+    """The ring of one expression's parts, and the conversion into it."""
+
+    def __init__(self, expr: sp.Expr) -> None:
+        symbols, exponents, roots, others = _parts(expr)
+        self.roots = {b: (sp.Dummy(f"T{k}"), lcm(*qs)) for k, (b, qs) in enumerate(roots.items())}
+        self.units = {
+            v: (sp.Dummy(f"E{k}"), _rational_gcd(cs)) for k, (v, cs) in enumerate(exponents.items())
+        }
+        self.others = {o: sp.Dummy(f"A{k}") for k, o in enumerate(others)}
+        names = [
+            *(t for t, _ in self.roots.values()),
+            *sorted(symbols, key=str),
+            *(g for g, _ in self.units.values()),
+            *self.others.values(),
+        ]
+        self.ring, *generators = ring(names, sp.QQ, lex)
+        self.generator = dict(zip(names, generators, strict=True))
+        self.memo: dict[sp.Expr, _Value] = {}
+
+    def power(self, g: PolyElement, n: int) -> _Value:
+        return (g**n, {}) if n >= 0 else (self.ring.one, {g: -n})
+
+    @staticmethod
+    def times(a: _Value, b: _Value) -> _Value:
+        den = dict(a[1])
+        for f, k in b[1].items():
+            den[f] = den.get(f, 0) + k
+        return a[0] * b[0], den
+
+    @staticmethod
+    def plus(a: _Value, b: _Value) -> _Value:
+        common = dict(a[1])
+        for f, k in b[1].items():
+            common[f] = max(k, common.get(f, 0))
+
+        def lifted(v: _Value) -> PolyElement:
+            n = v[0]
+            for f, k in common.items():
+                if k > v[1].get(f, 0):
+                    n = n * f ** (k - v[1].get(f, 0))
+            return n
+
+        return lifted(a) + lifted(b), common
+
+    def raised(self, a: _Value, n: int) -> _Value:
+        if n >= 0:
+            return a[0] ** n, {f: k * n for f, k in a[1].items()}
+        numerator = self.ring.one
+        for f, k in a[1].items():
+            numerator = numerator * f ** (-k * n)
+        if a[0].is_ground:  # a rational number: invert it
+            if not a[0]:
+                raise ZeroDivisionError("a power of 0 with a negative exponent")
+            return numerator * (1 / a[0].LC) ** (-n), {}
+        return numerator, {a[0]: -n}
+
+    def value(self, e: sp.Expr) -> _Value:
+        found = self.memo.get(e)
+        if found is not None:
+            return found
+        ring = self.ring
+        if e.is_Symbol:
+            out = (self.generator[e], {})
+        elif e.is_Rational:
+            out = (ring(sp.QQ(int(e.p), int(e.q))), {})
+        elif e is sp.E or isinstance(e, sp.exp):
+            out = (ring.one, {})
+            for c, term in _exp_terms(e):
+                g, unit = self.units[term]
+                out = self.times(out, self.power(self.generator[g], int(c / unit)))
+        elif e.is_Add:
+            out = (ring.zero, {})
+            for term in e.args:
+                out = self.plus(out, self.value(term))
+        elif e.is_Mul:
+            out = (ring.one, {})
+            for factor in e.args:
+                out = self.times(out, self.value(factor))
+        elif e.is_Pow and e.exp.is_Integer:
+            out = self.raised(self.value(e.base), int(e.exp))
+        elif e.is_Pow and e.exp.is_Rational:
+            t, q = self.roots[e.base]  # b^(m/Q) = T^r b^k, m = k Q + r, 0 <= r < Q
+            k, r = divmod(int(e.exp.p) * (q // int(e.exp.q)), q)
+            out = self.times(self.power(self.generator[t], r), self.raised(self.value(e.base), k))
+        else:
+            out = (self.generator[self.others[e]], {})
+        self.memo[e] = out
+        return out
+
+    def lowered(self, numerator: PolyElement) -> PolyElement:
+        """``numerator`` with every ``T^e`` (e >= Q) rewritten by ``T^Q = b``, until none is
+        left (a base may hold another root); a nonzero factor of the denominators of b may
+        multiply it, which does not change whether it is 0."""
+        for _ in range(len(self.roots) + 1):
+            changed = False
+            for base, (t, q) in self.roots.items():
+                top, under = self.value(base)
+                below = self.ring.one
+                for f, k in under.items():
+                    below = below * f**k
+                i = self.ring.gens.index(self.generator[t])
+                groups: dict[int, dict] = {}
+                for monom, coeff in numerator.terms():
+                    k, e = divmod(monom[i], q)
+                    group = groups.setdefault(k, {})
+                    lowered = (*monom[:i], e, *monom[i + 1 :])
+                    group[lowered] = group.get(lowered, 0) + coeff
+                if set(groups) - {0}:
+                    changed = True
+                    most = max(groups)
+                    numerator = self.ring.zero
+                    for k, terms in groups.items():
+                        numerator += self.ring.from_dict(terms) * top**k * below ** (most - k)
+            if not changed or not numerator:
+                break
+        return numerator
+
+
+def vanishes(expr: sp.Expr) -> bool:
+    """True if the ring normal form (module docstring) proves ``expr`` identically 0 where
+    it is defined; False proves nothing."""
+    expr = sp.sympify(expr)
+    try:
+        normal = _Normal(expr)
+        numerator, _ = normal.value(expr)
+        return not numerator or not normal.lowered(numerator)
+    except (_Unsupported, ZeroDivisionError):
+        return False
