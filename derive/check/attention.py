@@ -11,6 +11,7 @@ an adversarial search finds (:mod:`proofs.attention`) -- evidence, labelled as s
 from __future__ import annotations
 
 import math
+from functools import cache
 
 import sympy as sp
 from flint import arb
@@ -139,10 +140,12 @@ SEARCH_N = (2, 3)
 SEARCH_STARTS, SEARCH_STEPS = 8, 80
 
 
-def search_results(module: str) -> list:
-    """The adversarial search over the module's standard settings (evidence)."""
+@cache
+def search_results(module: str) -> tuple:
+    """The adversarial search over the module's standard settings (evidence); run once per
+    process (the claim and the report's table both show it)."""
     radius = 2.0 if module == "dp_attention" else None
-    return [
+    return tuple(
         PA.max_jacobian_norm(
             module,
             setting.params,
@@ -154,7 +157,7 @@ def search_results(module: str) -> list:
         )
         for setting in PA.standard_settings(module)
         for n in SEARCH_N
-    ]
+    )
 
 
 def _dp(c: Claim):

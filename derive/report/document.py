@@ -276,6 +276,20 @@ def _section_task(name: str) -> tuple[list[str], dict[str, str]]:
     return _family_section(section_entry(name).family, name, files), files
 
 
+#: Families whose section and claims share work (the attentions' adversarial search, which
+#: the Lipschitz claim and the section's table both report): one task renders both, so the
+#: search runs once.
+SHARED_FAMILIES = ("attention",)
+
+
+def _module_task(
+    name: str, indices: tuple[int, ...]
+) -> tuple[list[str], dict[str, str], list[Rendered]]:
+    """Module ``name``'s section, its figures, and its claims ``CLAIMS[i]`` rendered."""
+    lines, files = _section_task(name)
+    return lines, files, [_claim_task(i) for i in indices]
+
+
 def _closing_task() -> tuple[list[str], dict[str, str]]:
     """The sections that span every module: FP16 envelopes, the certificates, then
     PyTorch's measured accuracy."""
@@ -329,9 +343,24 @@ def build(modules: Iterable[str] | None = None, workers: int | None = None) -> d
     tasks: list[tuple[str, Callable[[], object]]] = []
     if modules is None:  # the envelopes span every module: only in the full report
         tasks.append(("FP16 envelopes and certificates", _closing_task))
-    tasks += [(f"section {name}", partial(_section_task, name)) for name in names]
-    tasks += [(f"claim {CLAIMS[i].id}", partial(_claim_task, i)) for i in indices]
+    shared = [name for name in names if section_entry(name).family in SHARED_FAMILIES]
+    claimed = {name: tuple(i for i in indices if CLAIMS[i].module == name) for name in shared}
+    tasks += [
+        (f"module {name}", partial(_module_task, name, claimed[name])) for name in shared
+    ]
+    tasks += [
+        (f"section {name}", partial(_section_task, name)) for name in names if name not in shared
+    ]
+    tasks += [
+        (f"claim {CLAIMS[i].id}", partial(_claim_task, i))
+        for i in indices
+        if CLAIMS[i].module not in shared
+    ]
     done = _run(tasks, workers)
+    for name in shared:
+        lines, figures, claims = done.pop(f"module {name}")
+        done[f"section {name}"] = (lines, figures)
+        done.update((f"claim {CLAIMS[r.index].id}", r) for r in claims)
     rendered = sorted((done[f"claim {CLAIMS[i].id}"] for i in indices), key=lambda r: r.index)
     files: dict[str, str] = {}
     lines = [
