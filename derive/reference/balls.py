@@ -249,10 +249,13 @@ def signs(expr: sp.Expr, points: np.ndarray, values: np.ndarray, prec: int) -> n
     return out
 
 
-def decide(found: Enclosures, dtype: npt.DTypeLike) -> tuple[np.ndarray, np.ndarray]:
+def decide(
+    found: Enclosures, dtype: npt.DTypeLike, binade: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
     """``(decided, spacing)``: where ``found`` decides the float64 rounding, the rounding to
-    ``dtype`` (float16, bfloat16, float32 or float64) and the binade in ``dtype`` (module
-    docstring), and ``dtype``'s spacing in that binade."""
+    ``dtype`` (float16, bfloat16, float32 or float64) and, unless ``binade`` is False, the
+    binade in ``dtype`` (module docstring), and ``dtype``'s spacing in that binade (which
+    means nothing where the binade was not asked for)."""
     hi, err, side = found.hi, found.err, found.side
     target = np.dtype(dtype)
     exact_zero = (hi == 0) & (err == 0)
@@ -268,8 +271,8 @@ def decide(found: Enclosures, dtype: npt.DTypeLike) -> tuple[np.ndarray, np.ndar
         same = low_t.view(_BITS[target.itemsize]) == high_t.view(_BITS[target.itemsize])
         low, high, here = (_spacing(v, target) for v in (below, above, safe_hi))
         spacing = np.where(side < 0, low, here)
-        binade = (low == high) | (err == 0) | (side != 0)
-        decided = finite & ok64 & same & binade
+        known = (low == high) | (err == 0) | (side != 0) | (not binade)
+        decided = finite & ok64 & same & known
     spacing[exact_zero] = _spacing(np.zeros(1), target)[0]
     return decided | exact_zero, spacing
 
@@ -287,21 +290,23 @@ def _spacing(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 
 def rounded_parts(
-    expr: sp.Expr, inputs: np.ndarray, dtype: npt.DTypeLike
+    expr: sp.Expr, inputs: np.ndarray, dtype: npt.DTypeLike, spacing: bool = True
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(rounded, exact, spacing, decided)`` of ``expr`` at the float ``inputs`` by balls.
 
     Where ``decided`` is True: ``rounded`` is the value correctly rounded to ``dtype``,
     ``exact`` the value correctly rounded to float64 and ``spacing`` ``dtype``'s spacing at
-    the exact value; elsewhere (non-finite inputs, undecided after every precision, or an
-    expression arb cannot evaluate) the caller must compute them. Flat arrays.
+    the exact value (unless ``spacing`` is False: then it is not asked for, and a value
+    within 2^-150 of a power of two, whose binade only it needs, is decided too); elsewhere
+    (non-finite inputs, undecided after every precision, or an expression arb cannot
+    evaluate) the caller must compute them. Flat arrays.
     """
     target = np.dtype(dtype)
     flat = np.asarray(inputs).ravel()
     n = flat.size
     rounded = np.zeros(n, dtype=target)
     exact = np.zeros(n)
-    spacing = np.zeros(n)
+    spacings = np.zeros(n)
     decided = np.zeros(n, dtype=bool)
     pending = np.flatnonzero(np.isfinite(flat))
     points = flat.astype(np.float64)
@@ -313,9 +318,9 @@ def rounded_parts(
         exact[done] = values[ok]
         with np.errstate(over="ignore"):
             rounded[done] = round_float64(values[ok], target)
-        spacing[done] = _spacing(values[ok], target)
+        spacings[done] = _spacing(values[ok], target)
         decided[done] = True
-        return rounded, exact, spacing, decided
+        return rounded, exact, spacings, decided
     for prec in PRECISIONS:
         if not pending.size:
             break
@@ -323,15 +328,15 @@ def rounded_parts(
             found = enclose(expr, points[pending], prec)
         except ArbTranslationError:
             break
-        ok, where = decide(found, target)
+        ok, where = decide(found, target, binade=spacing)
         done = pending[ok]
         exact[done] = found.hi[ok]
         with np.errstate(over="ignore"):
             rounded[done] = round_float64(found.hi[ok], target)
-        spacing[done] = where[ok]
+        spacings[done] = where[ok]
         decided[done] = True
         pending = pending[~ok & ~found.tight]
-    return rounded, exact, spacing, decided
+    return rounded, exact, spacings, decided
 
 
 def values(

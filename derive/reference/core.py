@@ -1020,6 +1020,29 @@ def bfloat16_table(expr: sp.Expr, digits: int = MIN_REFERENCE_DIGITS) -> Float16
     return _exhaustive_table(expr, BFLOAT16, digits, _BFLOAT16_TABLES)
 
 
+def float16_values(
+    expr: sp.Expr, digits: int = MIN_REFERENCE_DIGITS
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(rounded, exact)`` of :func:`float16_table` at every finite half input (indexed by
+    bits; NaN at the non-finite ones), the same arrays there, for less work: without the
+    spacing, whose binade sends every value within 2^-150 of a power of two to mpmath (GeLU's
+    derivative is 1 + e^(-x^2/2)... for thousands of halves), and without the limits at
+    +-inf. Taken from the table when this process has built it."""
+    key = (sp.sympify(expr), int(digits))
+    inputs = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
+    finite = np.isfinite(inputs)
+    table = _FLOAT16_TABLES.get(key)
+    if table is not None:
+        rounded, exact = table.rounded.copy(), table.exact.copy()
+    else:
+        check_dps(digits, MIN_REFERENCE_DIGITS, "digits")
+        rounded, exact, _, decided = balls.rounded_parts(key[0], inputs, np.float16, False)
+        rest = np.flatnonzero(~decided & finite)
+        rounded[rest], exact[rest], _ = mpmath_rounded(key[0], inputs[rest], np.float16, digits)
+    rounded[~finite], exact[~finite] = np.nan, np.nan
+    return rounded, exact
+
+
 def _exhaustive_table(
     expr: sp.Expr, dtype: np.dtype, digits: int, tables: dict[tuple[sp.Expr, int], Float16Table]
 ) -> Float16Table:

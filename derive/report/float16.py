@@ -2,8 +2,8 @@
 
 The facts about the exact function (overflow, flush to zero, the largest gradient gain and
 the upstream-gradient size at which the backward pass overflows) come from the correctly
-rounded references of :func:`derive.reference.core.float16_table`: they are exhaustive, not
-sampled. The facts about strict half arithmetic are measurements of the strict kernels on
+rounded references of :func:`derive.reference.core.float16_values` (the exhaustive tables'
+values at every finite input): they are exhaustive, not sampled. The facts about strict half arithmetic are measurements of the strict kernels on
 the same inputs, labelled as such.
 """
 
@@ -17,7 +17,7 @@ import mpmath
 import numpy as np
 
 from derive.definitions.activations import elementwise
-from derive.reference.core import evaluate, float16_table
+from derive.reference.core import evaluate, float16_values
 
 #: The largest finite half value and the overflow threshold (the midpoint to 2^16).
 HALF_MAX = 65504.0
@@ -139,12 +139,12 @@ def float16_facts(key: str) -> Float16Facts:
     """The float16 facts of one catalog entry (tables are built once per process)."""
     module = elementwise(key)
     generated = importlib.import_module(f"kernels._generated.{key}")
-    forward = float16_table(module.forward)
-    derivative = float16_table(module.derivative)
+    forward_rounded, _ = float16_values(module.forward)
+    derivative_rounded, derivative_exact = float16_values(module.derivative)
     nonzero = FINITE & (ALL_HALVES != 0)
-    forward_max, forward_at = _argmax_abs(forward.rounded)
-    derivative_max, derivative_at = _argmax_abs(derivative.rounded)
-    gain_at = float(ALL_HALVES[np.nanargmax(np.where(FINITE, np.abs(derivative.exact), -1))])
+    forward_max, forward_at = _argmax_abs(forward_rounded)
+    derivative_max, derivative_at = _argmax_abs(derivative_rounded)
+    gain_at = float(ALL_HALVES[np.nanargmax(np.where(FINITE, np.abs(derivative_exact), -1))])
 
     def strict(quantity: str) -> np.ndarray:
         out = np.empty(1 << 16, dtype=np.uint16)
@@ -160,14 +160,14 @@ def float16_facts(key: str) -> Float16Facts:
         key=key,
         forward_max=forward_max,
         forward_max_at=forward_at,
-        forward_flush=intervals(nonzero & (forward.rounded == 0)),
+        forward_flush=intervals(nonzero & (forward_rounded == 0)),
         derivative_max=derivative_max,
         derivative_max_at=derivative_at,
-        derivative_flush=intervals(FINITE & (derivative.rounded == 0)),
+        derivative_flush=intervals(FINITE & (derivative_rounded == 0)),
         vjp_overflow_g=_vjp_overflow_threshold(key, gain_at),
-        strict_forward_differs=differs(strict_forward, forward.rounded),
-        strict_derivative_differs=differs(strict_derivative, derivative.rounded),
+        strict_forward_differs=differs(strict_forward, forward_rounded),
+        strict_derivative_differs=differs(strict_derivative, derivative_rounded),
         strict_derivative_nonfinite=intervals(
-            FINITE & ~np.isfinite(strict_derivative) & np.isfinite(derivative.rounded)
+            FINITE & ~np.isfinite(strict_derivative) & np.isfinite(derivative_rounded)
         ),
     )

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from derive.definitions.activations import ELEMENTWISE, elementwise, x
-from derive.reference import balls
+from derive.reference import balls, core
 from derive.reference.core import (
     correctly_rounded,
     float16_table,
@@ -79,6 +79,28 @@ def test_tables_equal_the_mpmath_references_at_every_half(expr):
     table = float16_table(expr)
     moved = assert_same_bits(expr, ALL_HALVES, table.rounded, table.exact, table.spacing)
     print(f"{expr}: {moved} zeros whose sign the balls proved negative")
+
+
+@pytest.mark.parametrize("key", ["gelu_none", pytest.param("gelu_tanh", marks=pytest.mark.slow)])
+def test_values_without_spacing_are_the_tables_at_every_finite_half(key, monkeypatch):
+    """The report's cheaper float16_values: the table's rounded and float64 values, bit for
+    bit (signed zeros too), at all 63,488 finite halves, where the GeLU derivatives' values
+    within 2^-150 of 1 are decided by the balls instead of mpmath."""
+    module = elementwise(key)
+    finite = np.isfinite(ALL_HALVES)
+    for expr in (module.forward, module.derivative):
+        with monkeypatch.context() as patch:
+            patch.setattr(core, "_FLOAT16_TABLES", {})  # not read from a table built here
+            rounded, exact = core.float16_values(expr)
+        table = float16_table(expr)
+        assert np.array_equal(
+            rounded[finite].view(np.uint16), table.rounded[finite].view(np.uint16)
+        )
+        assert np.array_equal(exact[finite].view(np.uint64), table.exact[finite].view(np.uint64))
+        assert np.isnan(rounded[~finite]).all() and np.isnan(exact[~finite]).all()
+    # thousands of derivative values round to exactly 1.0 in float64: their binade, which
+    # the spacing needs, sent them to mpmath
+    assert np.count_nonzero(table.exact[finite] == 1.0) > 1000
 
 
 def hard_float32_inputs(expr, count: int = 40) -> np.ndarray:
