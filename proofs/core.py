@@ -240,7 +240,9 @@ def same(a: sp.Matrix, b: sp.Matrix) -> bool:
     return a.shape == b.shape and all(is_zero(e) for e in (a - b))
 
 
-#: Where :func:`is_zero` first evaluates a difference (negated for nonpositive symbols).
+#: Where :func:`is_zero` first evaluates a difference (negated for nonpositive symbols):
+#: every symbol at one of these values, then (several symbols) the k-th symbol by name at
+#: the first plus k/31.
 _SCREEN_POINTS: tuple[sp.Rational, ...] = (
     sp.Rational(3, 7),
     sp.Rational(13, 10),
@@ -254,15 +256,19 @@ _SCREEN_BITS = 256
 
 
 def _certainly_nonzero_somewhere(expr: sp.Expr) -> bool:
-    """True if ``expr`` is certainly nonzero at one of the screening points.
+    """True if ``expr`` is certainly nonzero at one of the screening points
+    (:data:`_SCREEN_POINTS`).
 
     Rigorous where the expression has one symbol and translates to arb: the ball of its
     value at the exact rational point excludes 0. Otherwise SymPy's ``evalf`` at
     ``_SCREEN_DIGITS`` digits must land farther from 0 than ``_SCREEN_THRESHOLD``.
     """
     symbols = sorted(expr.free_symbols, key=str)
-    for value in _SCREEN_POINTS:
-        at = {s: -value if s.is_nonpositive else value for s in symbols}
+    points = [[value] * len(symbols) for value in _SCREEN_POINTS]
+    if len(symbols) > 1:  # equal values hide a wrong term that vanishes on equal inputs
+        points.append([_SCREEN_POINTS[0] + sp.Rational(k, 31) for k in range(len(symbols))])
+    for values in points:
+        at = {s: -v if s.is_nonpositive else v for s, v in zip(symbols, values, strict=True)}
         point = expr.xreplace(at)  # symbols to numbers: subs's pattern matching is not needed
         if len(symbols) == 1:
             try:
