@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
-from xml.etree import ElementTree
+import os
+from functools import partial
 from pathlib import Path
+from xml.etree import ElementTree
 
 import numpy as np
 import pytest
@@ -198,3 +200,13 @@ def test_float16_intervals_are_maximal_runs_in_value_order():
         runs = intervals((np.abs(values) > 1) & (np.abs(values) < 3))
     assert runs == [(-2.998046875, -1.0009765625), (1.0009765625, 2.998046875)], runs
     assert intervals(values == 0) == []
+
+
+def test_worker_processes_run_single_threaded(monkeypatch):
+    """The report's workers start with one thread per pool; this process's environment is
+    left as it was."""
+    monkeypatch.setenv("NUMBA_NUM_THREADS", "2")
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    tasks = [(name, partial(os.getenv, name)) for name in report.ONE_THREAD]
+    assert report._run(tasks, workers=2) == dict.fromkeys(report.ONE_THREAD, "1")
+    assert os.environ["NUMBA_NUM_THREADS"] == "2" and "OPENBLAS_NUM_THREADS" not in os.environ
