@@ -493,3 +493,18 @@ def test_image_blocks_get_a_witness_that_the_kernels_run():
     assert run["finite"] and 0 < run["max_abs_dx"] <= float(e.safe) * float(e.stages[0].gain)
     big = block_envelope("resnet-basic", dim=64, batch=32 * 56 * 56, weight_max=0.06)
     assert big.witness_point is None and "392 x 64 x 16 x 16" in big.witness_note
+
+
+@pytest.mark.parametrize("shape", [(3072, 768), (64, 64, 3, 3), (5, 7), (1, 9)])
+def test_abs_sums_are_the_largest_correctly_rounded_sum(shape):
+    """The candidates NumPy's sums leave give math.fsum's largest row sum exactly, also when
+    rows tie or differ in their last bits."""
+    rng = np.random.default_rng(3)
+    W = rng.standard_normal(shape)
+    W.reshape(shape[0], -1)[-1] = W.reshape(shape[0], -1)[0] * (1 + 2.0**-52)  # a near tie
+    for axis in range(W.ndim):
+        rows = np.moveaxis(np.abs(W), axis, -1).reshape(-1, W.shape[axis])
+        block._OF_WEIGHTS.clear()
+        assert block._abs_sums(W, axis) == max(math.fsum(row) for row in rows)
+    block._OF_WEIGHTS.clear()
+    assert block._abs_sums(np.ones((40, 30)), 1) == 30.0
