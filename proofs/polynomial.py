@@ -211,12 +211,14 @@ class _Normal:
                     group = groups.setdefault(k, {})
                     lowered = (*monom[:i], e, *monom[i + 1 :])
                     group[lowered] = group.get(lowered, 0) + coeff
-                if set(groups) - {0}:
+                if set(groups) - {0}:  # sum_k G_k b^k, by Horner's rule
                     changed = True
                     most = max(groups)
-                    numerator = self.ring.zero
-                    for k, terms in groups.items():
-                        numerator += self.ring.from_dict(terms) * top**k * below ** (most - k)
+                    numerator = self.ring.from_dict(groups[most])
+                    for k in range(most - 1, -1, -1):
+                        numerator = numerator * top
+                        if k in groups:
+                            numerator += self.ring.from_dict(groups[k]) * below ** (most - k)
             if not changed or not numerator:
                 break
         return numerator
