@@ -10,8 +10,8 @@ from derive.catalog import CATALOG
 from derive.check.attention import SEARCH_N, SEARCH_STARTS, SEARCH_STEPS, search_results
 from derive.definitions.attention import PROOF_SIZES, closed_form_proof
 from derive.report.figures import loglog_figure
-from proofs import attention as PA
 from kernels import dp_attention
+from proofs import attention as PA
 
 #: The attentions, in the catalog's order.
 ATTENTION_MODULES = tuple(m.key for m in CATALOG if m.family == "attention")

@@ -12,8 +12,13 @@ from proofs import descent as pd
 #: Each source's names for the quantities, in the report's order: (ours, 001, 000, 002, 003).
 NOTATION: tuple[tuple[str, ...], ...] = (
     ("Lipschitz constant of f", "$K_0$", "$L$", "$L$", "-"),
-    ("Lipschitz constant of the gradient (smoothness)", "$K_1$", "$\\beta$", "$\\beta$",
-     "$\\beta$"),
+    (
+        "Lipschitz constant of the gradient (smoothness)",
+        "$K_1$",
+        "$\\beta$",
+        "$\\beta$",
+        "$\\beta$",
+    ),
     ("Lipschitz constant of the Hessian", "$K_2$", "-", "-", "-"),
     ("admitted constants", "any sign written", "$L, \\beta \\ge 0$", "$L, \\beta > 0$", "-"),
     ("step size", "-", "$\\eta$ (the figures)", "$\\alpha$", "$\\alpha$, then $\\eta$"),

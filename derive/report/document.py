@@ -24,9 +24,9 @@ from derive.claims import CLAIMS
 from derive.codegen.activations import module_forms
 from derive.definitions.activations import ELEMENTWISE, Elementwise
 from derive.progress import Progress
+from derive.report.accuracy import accuracy_section
 from derive.report.attention import attention_section, jacobian_figure
 from derive.report.batchnorm import batchnorm_section
-from derive.report.accuracy import accuracy_section
 from derive.report.certificates import certificate_section
 from derive.report.descent import descent_section
 from derive.report.envelope import envelope_section
@@ -374,9 +374,7 @@ def build(modules: Iterable[str] | None = None, workers: int | None = None) -> d
         tasks.append(("FP16 envelopes and certificates", _closing_task))
     shared = [name for name in names if section_entry(name).family in SHARED_FAMILIES]
     claimed = {name: tuple(i for i in indices if CLAIMS[i].module == name) for name in shared}
-    tasks += [
-        (f"module {name}", partial(_module_task, name, claimed[name])) for name in shared
-    ]
+    tasks += [(f"module {name}", partial(_module_task, name, claimed[name])) for name in shared]
     tasks += [
         (f"section {name}", partial(_section_task, name)) for name in names if name not in shared
     ]

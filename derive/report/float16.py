@@ -3,8 +3,9 @@
 The facts about the exact function (overflow, flush to zero, the largest gradient gain and
 the upstream-gradient size at which the backward pass overflows) come from the correctly
 rounded references of :func:`derive.reference.core.float16_values` (the exhaustive tables'
-values at every finite input): they are exhaustive, not sampled. The facts about strict half arithmetic are measurements of the strict kernels on
-the same inputs, labelled as such.
+values at every finite input): they are exhaustive, not sampled. The facts about strict
+half arithmetic are measurements of the strict kernels on the same inputs, labelled as
+such.
 """
 
 from __future__ import annotations
@@ -77,7 +78,8 @@ class Float16Facts:
             "forward is 0 in half precision (exactly, or rounded) for the nonzero inputs in "
             f"{_describe(self.forward_flush)}.",
             f"derivative: largest |f'(x)| over half inputs is {self.derivative_max:.6g} "
-            f"(at x in {_describe(self.derivative_max_at)}); it is 0 in half precision (the gradient "
+            f"(at x in {_describe(self.derivative_max_at)}); it is 0 in half precision "
+            "(the gradient "
             f"vanishes) for x in {_describe(self.derivative_flush)}.",
         ]
         if self.vjp_overflow_g is None:

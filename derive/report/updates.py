@@ -9,7 +9,8 @@ from derive.catalog import section_entry
 NOTATION = (
     "| 004 (appendix B) | 001 (Algorithms 1-2) | liptable | PyTorch |",
     "|---|---|---|---|",
-    "| $\\eta$ | $\\alpha_t$ | eta, alpha | `lr` (SGD: `lr` = $\\eta (1 - \\gamma)$, `momentum.definition_004`) |",
+    "| $\\eta$ | $\\alpha_t$ | eta, alpha | `lr` (SGD: `lr` = $\\eta (1 - \\gamma)$, "
+    "`momentum.definition_004`) |",
     "| $\\gamma$ (momentum) | $\\beta$ | gamma_d, beta_m | SGD `momentum`, with `dampening=0` |",
     "| $\\gamma$ (Adadelta) | - | gamma_d | RMSprop `alpha` (Definition 11 is RMSProp) |",
     "| $B_1$, $B_2$ | $\\beta_1$, $\\beta_2$ | beta_1, beta_2 | Adam `betas` |",
