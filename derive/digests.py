@@ -77,18 +77,13 @@ def import_closure(start: str) -> list[str]:
         if name in seen:
             continue
         seen.add(name)
-        todo.extend(_first_party_imports(name))
+        todo.extend(_first_party_imports((ROOT / name).read_text()))
     return sorted(seen)
 
 
-def _first_party_imports(name: str) -> list[str]:
-    """The files of ``kernels/`` that the file ``name`` imports."""
-    return list(_imports_in(name, (ROOT / name).read_text()))
-
-
 @cache
-def _imports_in(name: str, text: str) -> tuple[str, ...]:
-    """The files of ``kernels/`` that ``text``, the file ``name``, imports (parsed once per
+def _first_party_imports(text: str) -> tuple[str, ...]:
+    """The files of ``kernels/`` that ``text``, a file's source, imports (parsed once per
     content: the report asks for the closures of 38 certificates)."""
     found = []
     for node in ast.walk(ast.parse(text)):

@@ -8,18 +8,19 @@ that the test knows are kept exactly:
   one variable ``E_j = exp(u_j v_j)`` per distinct ``v_j``, with ``u_j`` the rational gcd of
   every coefficient of ``v_j`` in the expression (so each power is an integer);
   ``exp(a + b) = exp(a) exp(b)`` and ``exp(n u) = exp(u)^n`` hold for all complex values;
-* ``b ** (p/q)`` (rational, not an integer) is ``T ** (p Q / q)`` with one variable
-  ``T = b ** (1/Q)`` per base, Q the lcm of the denominators seen with b, and the relation
-  ``T^Q = b`` (the principal power is ``exp(r Log b)``, so both hold for every b != 0);
+* ``b ** (p/q)`` (rational, not an integer) is ``T^r b^k`` with one variable
+  ``T = b ** (1/Q)`` per base, Q the lcm of the denominators seen with b,
+  ``p Q / q = k Q + r`` (0 <= r < Q), and the relation ``T^Q = b`` (the principal power
+  is ``exp(s Log b)``, so both hold for every b != 0);
 * anything else (a symbol, ``erf(.)``, ``pi``, ``Abs(.)``) is a variable of its own.
 
 A negative power puts its base's numerator into a product of denominator factors, kept
 apart (no gcd is ever taken), so the expression equals ``N / prod f_i^k_i`` with
-polynomials N and f_i, wherever it is defined. The relations ``T^Q = b`` are then applied to
-N (every power ``T^e``, e >= Q, lowered). If N reduces to the zero polynomial, the expression
-is 0 wherever it is defined: every step replaced a part by an equal value. Any other
-outcome (a nonzero N, a Float, an unsupported form) proves nothing, and the caller goes on
-to slower normalizations.
+polynomials N and f_i, wherever it is defined. The relations ``T^Q = b`` are then applied
+to N (every power ``T^e``, e >= Q, lowered, by Horner's rule). If N reduces to the zero
+polynomial, the expression is 0 wherever it is defined: every step replaced a part by an
+equal value. Any other outcome (a nonzero N, a Float, an infinity, an unsupported form)
+proves nothing, and the caller goes on to slower normalizations.
 
 >>> from sympy import exp, sqrt, symbols
 >>> a, b = symbols("a b", real=True)

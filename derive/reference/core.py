@@ -1036,11 +1036,23 @@ def float16_values(
         rounded, exact = table.rounded.copy(), table.exact.copy()
     else:
         check_dps(digits, MIN_REFERENCE_DIGITS, "digits")
-        rounded, exact, _, decided = balls.rounded_parts(key[0], inputs, np.float16, False)
-        rest = np.flatnonzero(~decided & finite)
-        rounded[rest], exact[rest], _ = mpmath_rounded(key[0], inputs[rest], np.float16, digits)
+        rounded, exact = np.empty(1 << 16, dtype=np.float16), np.empty(1 << 16)
+        parts = _balls_then_mpmath(key[0], inputs[finite], np.float16, digits, spacing=False)
+        rounded[finite], exact[finite], _ = parts
     rounded[~finite], exact[~finite] = np.nan, np.nan
     return rounded, exact
+
+
+def _balls_then_mpmath(
+    expr: sp.Expr, points: np.ndarray, dtype: np.dtype, digits: int, spacing: bool = True
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(rounded, exact, spacing)`` at every point: by the balls where they decide
+    (:func:`balls.rounded_parts`, asked for the spacing or not), by :func:`mpmath_rounded`
+    for the rest."""
+    rounded, exact, spacings, decided = balls.rounded_parts(expr, points, dtype, spacing)
+    rest = np.flatnonzero(~decided)
+    rounded[rest], exact[rest], spacings[rest] = mpmath_rounded(expr, points[rest], dtype, digits)
+    return rounded, exact, spacings
 
 
 def _exhaustive_table(
@@ -1053,11 +1065,7 @@ def _exhaustive_table(
         start = time.perf_counter()
         inputs = np.arange(1 << 16, dtype=np.uint16).view(dtype)
         points = _widened(inputs) if dtype == BFLOAT16 else inputs
-        rounded, exact, spacing, decided = balls.rounded_parts(key[0], points, dtype)
-        rest = np.flatnonzero(~decided)
-        rounded[rest], exact[rest], spacing[rest] = mpmath_rounded(
-            key[0], points[rest], dtype, key[1]
-        )
+        rounded, exact, spacing = _balls_then_mpmath(key[0], points, dtype, key[1])
         for array in (inputs, rounded, exact, spacing):
             array.setflags(write=False)
         table = Float16Table(

@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from unittest.mock import patch
 
 import sympy as sp
 
@@ -300,32 +300,17 @@ def _closing_task() -> tuple[list[str], dict[str, str]]:
     return [*envelopes, *certificates, *accuracy], {**figures, **copies, **table}
 
 
-#: The worker processes run single-threaded (set before they start, so before they import
-#: NumPy and Numba): the workers already fill the cores, and thread pools spinning beside
-#: another busy process cost more than they give (measured: 162 s of CPU and 86 s of wall
-#: time for the report against 187 s and 99 s). Kernels give the same bits at every thread
-#: count.
+#: The worker processes run single-threaded (``os.environ`` patched while they start, so
+#: before they import NumPy and Numba; restored after): the workers already fill the
+#: cores, and thread pools spinning beside another busy process cost more than they give
+#: (measured: 162 s of CPU and 86 s of wall time for the report against 187 s and 99 s).
+#: Kernels give the same bits at every thread count.
 ONE_THREAD = {
     "NUMBA_NUM_THREADS": "1",
     "OPENBLAS_NUM_THREADS": "1",
     "OMP_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
 }
-
-
-@contextmanager
-def _environment(values: dict[str, str]) -> Iterator[None]:
-    """``os.environ`` updated with ``values`` for the duration (for child processes)."""
-    saved = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def _run(tasks: list[tuple[str, Callable[[], object]]], workers: int) -> dict[str, object]:
@@ -345,7 +330,8 @@ def _run(tasks: list[tuple[str, Callable[[], object]]], workers: int) -> dict[st
         progress.close()
         return results
     context = multiprocessing.get_context("spawn")
-    with _environment(ONE_THREAD), ProcessPoolExecutor(workers, mp_context=context) as pool:
+    one_thread = patch.dict(os.environ, ONE_THREAD)
+    with one_thread, ProcessPoolExecutor(workers, mp_context=context) as pool:
         pending = {pool.submit(task): label for label, task in tasks}
         for future in as_completed(pending):
             label = pending[future]
