@@ -14,7 +14,7 @@ import numba
 import numpy as np
 from hypothesis import strategies as st
 
-from derive.reference.core import round_to_dtype, ulp
+from derive.reference.core import float_format, round_to_dtype, ulp
 from tests.helpers.assertions import assert_same_bits
 from tests.helpers.tolerances import NORM_ROUNDINGS, NORM_ULPS, UNIT_FLOAT64
 
@@ -134,6 +134,63 @@ def check(
             f"{where}{expected}: |error| = {mpmath.nstr(error, 4)} > allowed "
             f"{mpmath.nstr(bound, 4)} (n = {n}, S = {mpmath.nstr(scale, 6)})"
         )
+
+
+#: Relative slack of the float64 screen: covers each of its few float64 roundings (2^-53).
+_SCREEN_SLACK = 2.0**-48
+
+
+def passes_by_float64(
+    actual: np.ndarray, exact: np.ndarray, dtype: np.dtype, n: int, scales: np.ndarray
+) -> np.ndarray:
+    """Where :func:`check` is sure to pass, decided in float64 with every rounding covered:
+    a boolean array of ``actual``'s shape (``exact`` and ``scales``: object arrays of mpf of
+    that shape).
+
+    ``E = float(exact)`` is within ``2^-53 |E| + 2^-1074`` of the exact value, so
+    ``|actual - exact| <= |fl(actual - E)| (1 + 2^-52) + 2^-52 |E| + 2^-1073``. The allowed
+    error is at least ``NORM_ULPS ulp(v) + (NORM_ROUNDINGS + n) 2^-53 float(S)`` for
+    ``v = nextafter(|E|, 0) <= |exact|`` (``ulp`` does not decrease with the magnitude). An
+    entry passes the screen when the first is below the second with ``_SCREEN_SLACK`` to
+    spare, its values are finite and its exact value rounds to a finite one; every other
+    entry (NaN, inf, overflow, or an error within the slack of the bound) is left to
+    :func:`check`, which then decides it in mpmath as before. So the screen only saves work:
+    an entry :func:`check` would fail never passes it.
+    """
+    dtype = np.dtype(dtype)
+    fmt = float_format(dtype)
+    a = np.asarray(actual, dtype=np.float64)
+    e = np.array([float(v) for v in exact.ravel()], dtype=np.float64).reshape(a.shape)
+    s = np.array([float(v) for v in scales.ravel()], dtype=np.float64).reshape(a.shape)
+    with np.errstate(over="ignore", invalid="ignore"):
+        below = np.nextafter(np.abs(e), 0.0)
+        binade = np.where(below > 0.0, np.frexp(below)[1] - 1, fmt.emin)
+        top = np.clip(binade, fmt.emin, fmt.emax)
+        ulp_low = np.ldexp(1.0, top - fmt.precision + 1)
+        bound = NORM_ULPS[dtype] * ulp_low + (NORM_ROUNDINGS + n) * UNIT_FLOAT64 * s
+        error = np.abs(a - e) * (1.0 + 2.0**-52) + 2.0**-52 * np.abs(e) + 2.0**-1073
+        finite = np.isfinite(a) & np.isfinite(s) & (np.abs(e) < float(fmt.max_finite))
+        return finite & (error * (1.0 + _SCREEN_SLACK) <= bound * (1.0 - _SCREEN_SLACK))
+
+
+def check_array(
+    what: str,
+    actual: np.ndarray,
+    exact: np.ndarray,
+    dtype: np.dtype,
+    n: int,
+    scales: np.ndarray,
+) -> None:
+    """:func:`check` every entry of ``actual`` against the object arrays ``exact`` and
+    ``scales`` of its shape; the entries :func:`passes_by_float64` settles are not
+    re-checked in mpmath (they pass there too)."""
+    assert actual.shape == exact.shape, f"{what}: shape {actual.shape}, expected {exact.shape}"
+    assert scales.shape == exact.shape, f"{what}: scales of shape {scales.shape}"
+    assert actual.dtype == dtype, f"{what}: dtype {actual.dtype}, expected {dtype}"
+    settled = passes_by_float64(actual, exact, dtype, n, scales)
+    for index in map(tuple, np.argwhere(~settled)):
+        index = tuple(int(i) for i in index)
+        check(what, index, actual[index], exact[index], dtype, n, scales[index])
 
 
 def assert_same_bits_on_1_and_2_threads(

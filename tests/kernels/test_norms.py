@@ -74,7 +74,7 @@ from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from derive.reference import norms as reference_norms
-from derive.reference.core import round_to_dtype, ulp
+from derive.reference.core import float_format, round_to_dtype, ulp
 from kernels import centernorm, layernorm, rmsnorm, weightnorm
 from tests.helpers.assertions import assert_same_bits
 from tests.helpers.norms import (
@@ -86,7 +86,9 @@ from tests.helpers.norms import (
     assert_same_bits_on_1_and_2_threads,
     assert_same_values,
     check,
+    check_array,
     mp,
+    passes_by_float64,
     realize,
 )
 from tests.helpers.tolerances import UNIT_FLOAT64
@@ -185,14 +187,21 @@ def check_all(
     n: int,
     scales: Sequence[Any],
 ) -> None:
-    """``check`` every entry of an array against nested lists of exact values and scales."""
+    """``check`` every entry of an array against nested lists of exact values and scales
+    (``check_array``: the entries a float64 screen settles are not re-checked in mpmath)."""
     expected_shape = _nested_shape(exact)
     assert actual.shape == expected_shape, (
         f"{what}: shape {actual.shape}, expected {expected_shape}"
     )
-    assert actual.dtype == dtype, f"{what}: dtype {actual.dtype}, expected {dtype}"
-    for index in np.ndindex(actual.shape):
-        check(what, index, actual[index], _at(exact, index), dtype, n, _at(scales, index))
+    check_array(what, actual, _objects(exact), dtype, n, _objects(scales))
+
+
+def _objects(nested: Any) -> np.ndarray:
+    """Nested lists of mpf as an object array of their shape."""
+    array = np.empty(_nested_shape(nested), dtype=object)
+    for index in np.ndindex(array.shape):
+        array[index] = _at(nested, index)
+    return array
 
 
 def _nested_shape(tree: Any) -> tuple[int, ...]:
@@ -207,6 +216,61 @@ def _at(tree: Any, index: tuple[int, ...]) -> Any:
     for i in index:
         tree = tree[i]
     return tree
+
+
+def _verdict_of_check(actual, exact, dtype, n, scale) -> bool:
+    try:
+        check("screen", (0,), actual, exact, dtype, n, scale)
+    except AssertionError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_the_float64_screen_passes_only_what_check_passes(dtype):
+    """``passes_by_float64`` never passes an entry ``check`` fails. The outputs are values
+    of the dtype in every binade kind (normal, a power of two and the value below it,
+    subnormal, near the largest finite one, 0); the exact values sit a 2^-40 relative step
+    inside and outside the allowed error on either side (the ulp taken in the output's
+    binade, so crossing a power of two moves the bound as ``check`` sees it); NaN, inf and
+    overflowing values are among them. The screen does pass the plain cases (a normal value
+    off by at most 80% of the allowed error), or it saves nothing."""
+    fmt = float_format(dtype)
+    largest, tiny = float(fmt.max_finite), float(fmt.smallest_subnormal)
+    outputs = (1.0, 0.75, 0.5, float(np.nextafter(dtype.type(1), dtype.type(0))), 2.0**-20)
+    outputs += (largest / 2, largest, tiny * 3, 0.0)
+    n, cases, plain = 8, [], []
+    with mpmath.workdps(SCALE_DPS):
+        for value in outputs:
+            actual = np.asarray(value).astype(dtype)
+            for scale in (mpmath.mpf(0), mpmath.mpf(value), mpmath.mpf(value) * 2**30):
+                limit = allowed(mp(actual), dtype, n, scale)
+                for side in (1, -1):
+                    for step in (1 - 2.0**-40, 1 + 2.0**-46, 1 + 2.0**-40, 0.5, 3.0):
+                        exact = mp(actual) + side * limit * step
+                        cases.append((actual, exact, scale))
+                        plain.append(value in (1.0, 0.75) and scale > 0 and step == 0.5)
+        cases += [
+            (np.asarray(np.nan).astype(dtype), mpmath.mpf(1), mpmath.mpf(1)),
+            (np.asarray(1.0).astype(dtype), mpmath.mpf("nan"), mpmath.mpf(1)),
+            (np.asarray(np.inf).astype(dtype), mpmath.mpf(2) * fmt.max_finite, mpmath.mpf(1)),
+            (np.asarray(largest).astype(dtype), fmt.overflow_threshold, mpmath.mpf(1)),
+            (np.asarray(1.0).astype(dtype), mpmath.mpf(1), mpmath.mpf("inf")),
+            # float(exact) = 1, but the exact value's binade is the finer one below 1
+            (np.asarray(outputs[3]).astype(dtype), 1 - mpmath.mpf(2) ** -60, mpmath.mpf(1)),
+            # an exact value that rounds to inf, with a scale that allows the finite output
+            (np.asarray(largest).astype(dtype), 2 * fmt.max_finite, fmt.max_finite * 2**60),
+        ]
+    actual = np.array([a for a, _, _ in cases], dtype=dtype)
+    exact, scales = np.empty(len(cases), dtype=object), np.empty(len(cases), dtype=object)
+    exact[:], scales[:] = [e for _, e, _ in cases], [s for _, _, s in cases]
+    screened = passes_by_float64(actual, exact, dtype, n, scales)
+    verdicts = np.array([_verdict_of_check(a, e, dtype, n, s) for a, e, s in cases])
+    wrong = [cases[i] for i in np.flatnonzero(screened & ~verdicts)]
+    assert not wrong, f"the screen passed entries check fails: {wrong[:3]}"
+    unsettled = [cases[i] for i in np.flatnonzero(np.array(plain) & ~screened[: len(plain)])]
+    assert not unsettled, f"plain cases left to mpmath: {unsettled[:3]}"
+    assert 0 < verdicts.sum() < len(cases), "check passes all or none: the cases test nothing"
 
 
 def plain_length(dtype: np.dtype, quantity: str, rows: int, dim: int) -> int:
