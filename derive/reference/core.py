@@ -602,7 +602,8 @@ def _symbolic_limit(expr: sp.Expr, direction: int) -> sp.Expr:
             if _holds_on_ray(where, direction):
                 return _symbolic_limit(branch, direction)
         return sp.nan
-    return sp.limit(folded, x, direction * sp.oo)
+    # tanh written as exponentials (an identity), which Gruntz's algorithm takes directly
+    return sp.limit(folded.rewrite(sp.exp), x, direction * sp.oo)
 
 
 def _limit_value(expr: sp.Expr, direction: int, digits: int, floor_bits: int) -> mpmath.mpf:
