@@ -44,6 +44,7 @@ Softmax backward: ``dS = P * (dP - rowsum(dP * P))``, evaluated without the canc
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -104,6 +105,19 @@ def check_gradient(G: ArrayLike, n: int, dv: int, dtype: np.dtype) -> np.ndarray
 def ieee() -> np.errstate:
     """Overflow, inf - inf, 0 * inf, 0/0: IEEE results, not warnings."""
     return np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore")
+
+
+def ieee_kernel(kernel: Callable) -> Callable:
+    """``kernel`` run inside one :func:`ieee` context: :class:`Arith`'s operations count on
+    it (one context per call instead of one per operation, which cost a quarter of the
+    time of a small attention's Jacobian)."""
+
+    @functools.wraps(kernel)
+    def call(*args, **kwargs):
+        with ieee():
+            return kernel(*args, **kwargs)
+
+    return call
 
 
 def finish(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -318,7 +332,9 @@ class Arith:
     into no argument but the temporaries that :meth:`softmax`, :meth:`softmax_backward` and
     ``inplace`` :meth:`mul` and :meth:`div` are given for it (the kernels pass them fresh
     products; never an input). ``vector_exp``: the float64 softmax takes its exponentials
-    from ``exp_bounded`` instead of libm (float32 and float16 input)."""
+    from ``exp_bounded`` instead of libm (float32 and float16 input). Its operations give
+    IEEE results without warnings inside :func:`ieee` only: the kernels that use it are
+    :func:`ieee_kernel` s."""
 
     def __init__(self, strict: bool, bf: bool = False, vector_exp: bool = False):
         self.strict = strict
@@ -336,10 +352,9 @@ class Arith:
         float32)."""
         if not self.strict:
             return a
-        with ieee():
-            if self.bf:
-                return to_bfloat16(a).astype(np.float64)
-            return a.astype(np.float16).astype(np.float64)
+        if self.bf:
+            return to_bfloat16(a).astype(np.float64)
+        return a.astype(np.float16).astype(np.float64)
 
     def scalar(self, value: float) -> float:
         """A constant as the arithmetic holds it (rounded to the strict format)."""
@@ -351,8 +366,7 @@ class Arith:
             out = np.empty((a.shape[0], b.shape[1]))
             _matmul_nt_strict(self.wide(a), self.wide(b.T), out, self.bf)
             return out
-        with ieee():
-            return a @ b
+        return a @ b
 
     def rowdot(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """``rowsum(a * b)`` as a column (N, 1)."""
@@ -360,35 +374,29 @@ class Arith:
             out = np.empty((a.shape[0], 1))
             _rowdot_strict(self.wide(a), self.wide(b), out, self.bf)
             return out
-        with ieee():
-            return np.einsum("ij,ij->i", a, b)[:, None]
+        return np.einsum("ij,ij->i", a, b)[:, None]
 
     def add(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        with ieee():
-            return self.round(a + b)
+        return self.round(a + b)
 
     def sub(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        with ieee():
-            return self.round(a - b)
+        return self.round(a - b)
 
     def mul(self, a: np.ndarray, b: np.ndarray | float, inplace: bool = False) -> np.ndarray:
         """``a * b``; with ``inplace`` (``a`` a float64 temporary of the caller's, ``b``
         not a view of it) written over ``a`` in float64 arithmetic."""
-        with ieee():
-            if inplace and not self.strict:
-                return np.multiply(a, b, out=a)
-            return self.round(a * b)
+        if inplace and not self.strict:
+            return np.multiply(a, b, out=a)
+        return self.round(a * b)
 
     def div(self, a: np.ndarray, b: np.ndarray | float, inplace: bool = False) -> np.ndarray:
         """``a / b``; ``inplace`` as in :meth:`mul`."""
-        with ieee():
-            if inplace and not self.strict:
-                return np.divide(a, b, out=a)
-            return self.round(a / b)
+        if inplace and not self.strict:
+            return np.divide(a, b, out=a)
+        return self.round(a / b)
 
     def sqrt(self, a: np.ndarray) -> np.ndarray:
-        with ieee():
-            return self.round(np.sqrt(a))
+        return self.round(np.sqrt(a))
 
     def softmax(self, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(P, argmax)``: the row softmax and the first index of each row's maximum. P is

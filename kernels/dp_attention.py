@@ -125,6 +125,7 @@ class _Prepared:
 
 
 @bfloat16_kernel
+@_a.ieee_kernel
 def forward(
     X: ArrayLike, Wq: ArrayLike, Wk: ArrayLike, Wv: ArrayLike, *, strict_fp16: bool = False
 ) -> np.ndarray:
@@ -134,6 +135,7 @@ def forward(
 
 
 @bfloat16_kernel
+@_a.ieee_kernel
 def vjp(
     X: ArrayLike,
     G: ArrayLike,
@@ -151,6 +153,7 @@ def vjp(
 
 
 @bfloat16_kernel
+@_a.ieee_kernel
 def jacobian(
     X: ArrayLike, Wq: ArrayLike, Wk: ArrayLike, Wv: ArrayLike, *, strict_fp16: bool = False
 ) -> np.ndarray:

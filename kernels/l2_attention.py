@@ -123,6 +123,7 @@ class _Prepared:
 
 
 @bfloat16_kernel
+@_a.ieee_kernel
 def forward(X: ArrayLike, Wq: ArrayLike, Wv: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     """``Y = P X A Wv^T`` with ``P = softmax_rows(-|q_i - q_j|^2 / sqrt(d))``: (N, dv)."""
     p = _Prepared(X, Wq, Wv, strict_fp16)
@@ -130,6 +131,7 @@ def forward(X: ArrayLike, Wq: ArrayLike, Wv: ArrayLike, *, strict_fp16: bool = F
 
 
 @bfloat16_kernel
+@_a.ieee_kernel
 def vjp(
     X: ArrayLike, G: ArrayLike, Wq: ArrayLike, Wv: ArrayLike, *, strict_fp16: bool = False
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -141,6 +143,7 @@ def vjp(
 
 
 @bfloat16_kernel
+@_a.ieee_kernel
 def jacobian(
     X: ArrayLike, Wq: ArrayLike, Wv: ArrayLike, *, strict_fp16: bool = False
 ) -> np.ndarray:

@@ -141,6 +141,7 @@ class _Prepared:
 
 
 @bfloat16_kernel
+@_a.ieee_kernel
 def forward(
     X: ArrayLike,
     Wq: ArrayLike,
@@ -158,6 +159,7 @@ def forward(
 
 
 @bfloat16_kernel
+@_a.ieee_kernel
 def vjp(
     X: ArrayLike,
     G: ArrayLike,
@@ -178,6 +180,7 @@ def vjp(
 
 
 @bfloat16_kernel
+@_a.ieee_kernel
 def jacobian(
     X: ArrayLike,
     Wq: ArrayLike,
