@@ -333,8 +333,8 @@ class Arith:
     ``inplace`` :meth:`mul` and :meth:`div` are given for it (the kernels pass them fresh
     products; never an input). ``vector_exp``: the float64 softmax takes its exponentials
     from ``exp_bounded`` instead of libm (float32 and float16 input). Its operations give
-    IEEE results without warnings inside :func:`ieee` only: the kernels that use it are
-    :func:`ieee_kernel` s."""
+    IEEE results without warnings inside :func:`ieee` only: the kernels that use it run
+    under :func:`ieee_kernel`."""
 
     def __init__(self, strict: bool, bf: bool = False, vector_exp: bool = False):
         self.strict = strict

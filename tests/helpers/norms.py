@@ -188,8 +188,8 @@ def check_array(
     assert scales.shape == exact.shape, f"{what}: scales of shape {scales.shape}"
     assert actual.dtype == dtype, f"{what}: dtype {actual.dtype}, expected {dtype}"
     settled = passes_by_float64(actual, exact, dtype, n, scales)
-    for index in map(tuple, np.argwhere(~settled)):
-        index = tuple(int(i) for i in index)
+    for where in np.argwhere(~settled):
+        index = tuple(int(i) for i in where)
         check(what, index, actual[index], exact[index], dtype, n, scales[index])
 
 
