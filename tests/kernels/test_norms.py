@@ -230,11 +230,11 @@ def _verdict_of_check(actual, exact, dtype, n, scale) -> bool:
 def test_the_float64_screen_passes_only_what_check_passes(dtype):
     """``passes_by_float64`` never passes an entry ``check`` fails. The outputs are values
     of the dtype in every binade kind (normal, a power of two and the value below it,
-    subnormal, near the largest finite one, 0); the exact values sit a 2^-40 relative step
-    inside and outside the allowed error on either side (the ulp taken in the output's
-    binade, so crossing a power of two moves the bound as ``check`` sees it); NaN, inf and
-    overflowing values are among them. The screen does pass the plain cases (a normal value
-    off by at most 80% of the allowed error), or it saves nothing."""
+    subnormal, near the largest finite one, 0); the exact values sit 2^-40 (and 2^-46)
+    relative steps inside and outside the allowed error on either side (the ulp taken in
+    the output's binade, so crossing a power of two moves the bound as ``check`` sees it);
+    NaN, inf and overflowing values are among them. The screen does pass the plain cases (a
+    normal value off by at most 80% of the allowed error), or it saves nothing."""
     fmt = float_format(dtype)
     largest, tiny = float(fmt.max_finite), float(fmt.smallest_subnormal)
     outputs = (1.0, 0.75, 0.5, float(np.nextafter(dtype.type(1), dtype.type(0))), 2.0**-20)
