@@ -122,9 +122,8 @@ def ieee_kernel(kernel: Callable) -> Callable:
 
 def finish(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """Round once to ``dtype`` (exact in strict mode: the values are halves, or bfloat16
-    values, already)."""
-    with ieee():
-        return np.ascontiguousarray(values).astype(dtype)
+    values, already); called inside :func:`ieee_kernel`."""
+    return np.ascontiguousarray(values).astype(dtype)
 
 
 # --- Numba loops --------------------------------------------------------------------------------

@@ -48,6 +48,7 @@ __all__ = [
     "Enclosures",
     "decide",
     "enclose",
+    "format_spacing",
     "rounded_parts",
     "signs",
     "stable",
@@ -269,18 +270,18 @@ def decide(
         ok64 = 2 * bound < gap
         low_t, high_t = round_float64(below, target), round_float64(above, target)
         same = low_t.view(_BITS[target.itemsize]) == high_t.view(_BITS[target.itemsize])
-        low, high, here = (_spacing(v, target) for v in (below, above, safe_hi))
+        low, high, here = (format_spacing(v, target) for v in (below, above, safe_hi))
         spacing = np.where(side < 0, low, here)
         known = (low == high) | (err == 0) | (side != 0) | (not binade)
         decided = finite & ok64 & same & known
-    spacing[exact_zero] = _spacing(np.zeros(1), target)[0]
+    spacing[exact_zero] = format_spacing(np.zeros(1), target)[0]
     return decided | exact_zero, spacing
 
 
 _BITS = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
-def _spacing(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+def format_spacing(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """``dtype``'s spacing at ``|values|`` (finite), by the conventions of
     :func:`derive.reference.core.ulp` (at 0: the smallest subnormal)."""
     info = finfo(dtype)
@@ -318,7 +319,7 @@ def rounded_parts(
         exact[done] = values[ok]
         with np.errstate(over="ignore"):
             rounded[done] = round_float64(values[ok], target)
-        spacings[done] = _spacing(values[ok], target)
+        spacings[done] = format_spacing(values[ok], target)
         decided[done] = True
         return rounded, exact, spacings, decided
     for prec in PRECISIONS:

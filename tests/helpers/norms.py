@@ -14,6 +14,7 @@ import numba
 import numpy as np
 from hypothesis import strategies as st
 
+from derive.reference.balls import format_spacing
 from derive.reference.core import float_format, round_to_dtype, ulp
 from tests.helpers.assertions import assert_same_bits
 from tests.helpers.tolerances import NORM_ROUNDINGS, NORM_ULPS, UNIT_FLOAT64
@@ -163,14 +164,16 @@ def passes_by_float64(
     e = np.array([float(v) for v in exact.ravel()], dtype=np.float64).reshape(a.shape)
     s = np.array([float(v) for v in scales.ravel()], dtype=np.float64).reshape(a.shape)
     with np.errstate(over="ignore", invalid="ignore"):
-        below = np.nextafter(np.abs(e), 0.0)
-        binade = np.where(below > 0.0, np.frexp(below)[1] - 1, fmt.emin)
-        top = np.clip(binade, fmt.emin, fmt.emax)
-        ulp_low = np.ldexp(1.0, top - fmt.precision + 1)
+        ulp_low = format_spacing(np.nextafter(np.abs(e), 0.0), dtype)
         bound = NORM_ULPS[dtype] * ulp_low + (NORM_ROUNDINGS + n) * UNIT_FLOAT64 * s
         error = np.abs(a - e) * (1.0 + 2.0**-52) + 2.0**-52 * np.abs(e) + 2.0**-1073
         finite = np.isfinite(a) & np.isfinite(s) & (np.abs(e) < float(fmt.max_finite))
         return finite & (error * (1.0 + _SCREEN_SLACK) <= bound * (1.0 - _SCREEN_SLACK))
+
+
+def objects(nested: Any) -> np.ndarray:
+    """Nested lists of mpf as an object array of the same shape."""
+    return np.array(nested, dtype=object)
 
 
 def check_array(

@@ -105,6 +105,7 @@ from tests.helpers.norms import (
     check_array,
     float64_error,
     mp,
+    objects,
     realize,
 )
 from tests.helpers.tolerances import UNIT_FLOAT64
@@ -157,11 +158,6 @@ def to_rows(array: np.ndarray) -> np.ndarray:
 def from_rows(rows: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """(C, M) -> an array of ``shape`` (N, C[, H, W]); the inverse of ``to_rows``."""
     return np.ascontiguousarray(np.moveaxis(rows.reshape(shape[1], shape[0], *shape[2:]), 0, 1))
-
-
-def objects(nested: Any) -> np.ndarray:
-    """Nested lists of mpf as an object array of the same shape."""
-    return np.array(nested, dtype=object)
 
 
 # --------------------------------------------------------------------------------------

@@ -88,6 +88,7 @@ from tests.helpers.norms import (
     check,
     check_array,
     mp,
+    objects,
     passes_by_float64,
     realize,
 )
@@ -193,15 +194,7 @@ def check_all(
     assert actual.shape == expected_shape, (
         f"{what}: shape {actual.shape}, expected {expected_shape}"
     )
-    check_array(what, actual, _objects(exact), dtype, n, _objects(scales))
-
-
-def _objects(nested: Any) -> np.ndarray:
-    """Nested lists of mpf as an object array of their shape."""
-    array = np.empty(_nested_shape(nested), dtype=object)
-    for index in np.ndindex(array.shape):
-        array[index] = _at(nested, index)
-    return array
+    check_array(what, actual, objects(exact), dtype, n, objects(scales))
 
 
 def _nested_shape(tree: Any) -> tuple[int, ...]:
