@@ -1,5 +1,9 @@
 """An exact zero test by normal form in a polynomial ring, fast where ``sympy.expand`` is slow.
 
+The ring is FLINT's sparse multivariate polynomials over the rationals (python-flint's
+``fmpq_mpoly``): its products and sums run in C, where SymPy's ``PolyElement`` spent a
+second on one closed form of an attention backward.
+
 Every part of an expression that is not a sum, a product or an integer power becomes a
 variable of a polynomial ring over the rationals, and the relations between those parts
 that the test knows are kept exactly:
@@ -37,13 +41,13 @@ from fractions import Fraction
 from math import gcd, lcm
 
 import sympy as sp
-from sympy.polys.orderings import lex
-from sympy.polys.rings import PolyElement, ring
+from flint import fmpq, fmpq_mpoly, fmpq_mpoly_ctx
 
 __all__ = ["vanishes"]
 
-#: A value in the ring: a numerator and the powers of its denominator factors.
-_Value = tuple[PolyElement, dict[PolyElement, int]]
+#: A value in the ring: a numerator and the powers of its denominator factors (each factor
+#: by its printed form, which is canonical in one ring: FLINT's polynomials are unhashable).
+_Value = tuple[fmpq_mpoly, dict[str, int]]
 
 
 class _Unsupported(Exception):
@@ -105,7 +109,8 @@ def _rational_gcd(values: set[Fraction]) -> Fraction:
 
 
 class _Normal:
-    """The ring of one expression's parts, and the conversion into it."""
+    """The ring of one expression's parts (FLINT's sparse polynomials over the rationals,
+    lexicographic order), and the conversion into it."""
 
     def __init__(self, expr: sp.Expr) -> None:
         symbols, exponents, roots, others = _parts(expr)
@@ -120,12 +125,21 @@ class _Normal:
             *(g for g, _ in self.units.values()),
             *self.others.values(),
         ]
-        self.ring, *generators = ring(names, sp.QQ, lex)
-        self.generator = dict(zip(names, generators, strict=True))
+        self.context = fmpq_mpoly_ctx.get(tuple(f"v{k}" for k in range(len(names))), "lex")
+        self.index = {name: k for k, name in enumerate(names)}
+        self.generator = dict(zip(names, self.context.gens(), strict=True))
+        self.one, self.zero = self.context.constant(1), self.context.constant(0)
+        self.factors: dict[str, fmpq_mpoly] = {}
         self.memo: dict[sp.Expr, _Value] = {}
 
-    def power(self, g: PolyElement, n: int) -> _Value:
-        return (g**n, {}) if n >= 0 else (self.ring.one, {g: -n})
+    def factor(self, f: fmpq_mpoly) -> str:
+        """The key of the denominator factor ``f``."""
+        key = f.str()
+        self.factors.setdefault(key, f)
+        return key
+
+    def power(self, g: fmpq_mpoly, n: int) -> _Value:
+        return (g**n, {}) if n >= 0 else (self.one, {self.factor(g): -n})
 
     @staticmethod
     def times(a: _Value, b: _Value) -> _Value:
@@ -134,17 +148,16 @@ class _Normal:
             den[f] = den.get(f, 0) + k
         return a[0] * b[0], den
 
-    @staticmethod
-    def plus(a: _Value, b: _Value) -> _Value:
+    def plus(self, a: _Value, b: _Value) -> _Value:
         common = dict(a[1])
         for f, k in b[1].items():
             common[f] = max(k, common.get(f, 0))
 
-        def lifted(v: _Value) -> PolyElement:
+        def lifted(v: _Value) -> fmpq_mpoly:
             n = v[0]
             for f, k in common.items():
                 if k > v[1].get(f, 0):
-                    n = n * f ** (k - v[1].get(f, 0))
+                    n = n * self.factors[f] ** (k - v[1].get(f, 0))
             return n
 
         return lifted(a) + lifted(b), common
@@ -152,35 +165,34 @@ class _Normal:
     def raised(self, a: _Value, n: int) -> _Value:
         if n >= 0:
             return a[0] ** n, {f: k * n for f, k in a[1].items()}
-        numerator = self.ring.one
+        numerator = self.one
         for f, k in a[1].items():
-            numerator = numerator * f ** (-k * n)
-        if a[0].is_ground:  # a rational number: invert it
-            if not a[0]:
+            numerator = numerator * self.factors[f] ** (-k * n)
+        if a[0].is_constant():  # a rational number: invert it
+            if a[0].is_zero():
                 raise ZeroDivisionError("a power of 0 with a negative exponent")
-            return numerator * (1 / a[0].LC) ** (-n), {}
-        return numerator, {a[0]: -n}
+            return numerator * (1 / a[0].leading_coefficient()) ** (-n), {}
+        return numerator, {self.factor(a[0]): -n}
 
     def value(self, e: sp.Expr) -> _Value:
         found = self.memo.get(e)
         if found is not None:
             return found
-        ring = self.ring
         if e.is_Symbol:
             out = (self.generator[e], {})
         elif e.is_Rational:
-            out = (ring(sp.QQ(int(e.p), int(e.q))), {})
+            out = (self.context.constant(fmpq(int(e.p), int(e.q))), {})
         elif e is sp.E or isinstance(e, sp.exp):
-            out = (ring.one, {})
+            out = (self.one, {})
             for c, term in _exp_terms(e):
                 g, unit = self.units[term]
                 out = self.times(out, self.power(self.generator[g], int(c / unit)))
         elif e.is_Add:
-            out = (ring.zero, {})
+            out = (self.zero, {})
             for term in e.args:
                 out = self.plus(out, self.value(term))
         elif e.is_Mul:
-            out = (ring.one, {})
+            out = (self.one, {})
             for factor in e.args:
                 out = self.times(out, self.value(factor))
         elif e.is_Pow and e.exp.is_Integer:
@@ -194,33 +206,36 @@ class _Normal:
         self.memo[e] = out
         return out
 
-    def lowered(self, numerator: PolyElement) -> PolyElement:
+    def lowered(self, numerator: fmpq_mpoly) -> fmpq_mpoly:
         """``numerator`` with every ``T^e`` (e >= Q) rewritten by ``T^Q = b``, until none is
         left (a base may hold another root); a nonzero factor of the denominators of b may
         multiply it, which does not change whether it is 0."""
         for _ in range(len(self.roots) + 1):
             changed = False
             for base, (t, q) in self.roots.items():
+                i, generator = self.index[t], self.generator[t]
+                degree = numerator.degrees()[i]
+                if degree < q:
+                    continue
+                changed = True
                 top, under = self.value(base)
-                below = self.ring.one
+                below = self.one
                 for f, k in under.items():
-                    below = below * f**k
-                i = self.ring.gens.index(self.generator[t])
-                groups: dict[int, dict] = {}
-                for monom, coeff in numerator.terms():
-                    k, e = divmod(monom[i], q)
-                    group = groups.setdefault(k, {})
-                    lowered = (*monom[:i], e, *monom[i + 1 :])
-                    group[lowered] = group.get(lowered, 0) + coeff
-                if set(groups) - {0}:  # sum_k G_k b^k, by Horner's rule
-                    changed = True
-                    most = max(groups)
-                    numerator = self.ring.from_dict(groups[most])
-                    for k in range(most - 1, -1, -1):
-                        numerator = numerator * top
-                        if k in groups:
-                            numerator += self.ring.from_dict(groups[k]) * below ** (most - k)
-            if not changed or not numerator:
+                    below = below * self.factors[f] ** k
+                # numerator = sum_e C_e T^e (no C_e holds T) = sum_k G_k b^k, with
+                # G_k = sum_(r < Q) C_(kQ + r) T^r; each C_e by evaluation at T = 0 and an
+                # exact division by T
+                groups = [self.zero] * (degree // q + 1)
+                rest = numerator
+                for e in range(degree + 1):
+                    c = rest.subs({i: fmpq(0)})
+                    groups[e // q] += c * generator ** (e % q)
+                    rest = (rest - c) // generator
+                most = len(groups) - 1  # sum_k G_k b^k times below^most, by Horner's rule
+                numerator = groups[most]
+                for k in range(most - 1, -1, -1):
+                    numerator = numerator * top + groups[k] * below ** (most - k)
+            if not changed or numerator.is_zero():
                 break
         return numerator
 
@@ -232,6 +247,6 @@ def vanishes(expr: sp.Expr) -> bool:
     try:
         normal = _Normal(expr)
         numerator, _ = normal.value(expr)
-        return not numerator or not normal.lowered(numerator)
+        return numerator.is_zero() or normal.lowered(numerator).is_zero()
     except (_Unsupported, ZeroDivisionError):
         return False
