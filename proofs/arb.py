@@ -142,7 +142,8 @@ def to_arb(expr: sp.Expr, var: sp.Symbol | None = None) -> ArbFunction:
     Supported: Add, Mul, Pow with integer or rational exponent, exp, log, erf, erfc, tanh,
     sqrt, Abs, pi, E, Integer, Rational. Anything else (Float, Piecewise, other symbols or
     functions) raises :class:`ArbTranslationError`. Constants are evaluated at the
-    precision in force when the function is called (see :func:`working_precision`).
+    precision in force when the function is called (see :func:`working_precision`), once
+    per precision.
 
     >>> from derive.definitions.activations import x
     >>> f = to_arb(sp.erf(x / sp.sqrt(2)) + sp.pi, x)
@@ -160,6 +161,8 @@ def to_arb(expr: sp.Expr, var: sp.Symbol | None = None) -> ArbFunction:
 def _translate(expr: sp.Basic, var: sp.Symbol | None) -> ArbFunction:
     if var is not None and expr == var:
         return lambda t: t
+    if var is not None and not expr.free_symbols:
+        return _constant(_translate(expr, None))
     if isinstance(expr, sp.Integer):
         n = int(expr)
         return lambda t: arb(n)
@@ -188,6 +191,23 @@ def _translate(expr: sp.Basic, var: sp.Symbol | None) -> ArbFunction:
         f"(supported: Add, Mul, Pow, exp, log, erf, erfc, tanh, sqrt, Abs, pi, E, "
         f"Integer, Rational and the variable {var})"
     )
+
+
+def _constant(function: ArbFunction) -> ArbFunction:
+    """``function``, which does not read its argument, evaluated once per working precision:
+    a constant part of an expression (``sqrt(2)/2``, ``1/sqrt(pi)``) is not recomputed at
+    every point. The same bits as recomputing it: arb's results depend only on the
+    precision."""
+    values: dict[int, arb] = {}
+
+    def constant(t: arb) -> arb:
+        prec = flint.ctx.prec
+        value = values.get(prec)
+        if value is None:
+            value = values[prec] = function(t)
+        return value
+
+    return constant
 
 
 def _fold_add(parts: tuple[ArbFunction, ...]) -> ArbFunction:
