@@ -151,6 +151,20 @@ def test_vanishing_values_keep_their_sign():
     assert not np.signbit(correctly_rounded(elementwise("sigmoid").forward, -800.0, np.float64))
 
 
+def test_huge_arguments_of_erfc_keep_the_sign():
+    """GeLU and its derivative at x = -2^20 and below (bfloat16 reaches -3.4e38): arb's erfc
+    of the inexact -sqrt(2) x / 2 is a ball around 0 there, so the balls take the hull of
+    erfc at the ball's ends (proofs.arb._erfc), prove the sign and give -0.0, instead of
+    leaving the value to mpmath's unsigned +0.0."""
+    module = elementwise("gelu_none")
+    points = np.array([-(2.0**20), -(2.0**64), -3.3895313892515355e38])
+    for expr in (module.forward, module.derivative):
+        rounded, exact, _, decided = balls.rounded_parts(expr, points, np.float32)
+        assert decided.all(), expr
+        assert np.all(rounded == 0) and np.all(np.signbit(rounded)), expr
+        assert np.all(exact == 0) and np.all(np.signbit(exact)), expr
+
+
 def test_stable_rewrites_are_identities():
     """The rewritten forms agree with the definitions to 100 digits where neither cancels."""
     for module in ELEMENTWISE:
