@@ -190,25 +190,7 @@ def check_all(
 ) -> None:
     """``check`` every entry of an array against nested lists of exact values and scales
     (``check_array``: the entries a float64 screen settles are not re-checked in mpmath)."""
-    expected_shape = _nested_shape(exact)
-    assert actual.shape == expected_shape, (
-        f"{what}: shape {actual.shape}, expected {expected_shape}"
-    )
     check_array(what, actual, objects(exact), dtype, n, objects(scales))
-
-
-def _nested_shape(tree: Any) -> tuple[int, ...]:
-    shape = []
-    while isinstance(tree, (list, tuple)):
-        shape.append(len(tree))
-        tree = tree[0] if tree else None
-    return tuple(shape)
-
-
-def _at(tree: Any, index: tuple[int, ...]) -> Any:
-    for i in index:
-        tree = tree[i]
-    return tree
 
 
 def _verdict_of_check(actual, exact, dtype, n, scale) -> bool:
