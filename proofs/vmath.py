@@ -5,7 +5,10 @@
 1. ``k = round(a log2e)`` (the float product, rounded to an integer by adding 1.5 2^52);
 2. ``r = (a - k LN2_HI) - k LN2_LO``: ``k LN2_HI`` is exact (LN2_HI has at most 32
    significant bits, |k| < 2^11), each subtraction and ``k LN2_LO`` rounds once;
-3. ``p = P(r)`` by Horner's rule with the float64 Taylor coefficients ``c_i ~ 1/i!``;
+3. ``p = P(r) = c_0 + r q(r)`` with the float64 Taylor coefficients ``c_i ~ 1/i!`` and
+   ``q = c_1 + c_2 r + ... + c_n r^(n-1)`` by Estrin's scheme: pairs ``c_i + c_(i+1) r``,
+   joined pairwise by ``r^2``, the results by ``r^4``, then ``r^8`` (each power the rounded
+   square of the previous), every join one fused multiply-add;
 4. ``v = p 2^k``, as two exact scalings while the result is normal.
 
 :func:`exp_relative_error` bounds ``|v / exp(a) - 1|`` for normal results by
@@ -16,11 +19,14 @@
   ``delta <= u (|r| + |k LN2_LO|) + u |r| + |k| |ln2 - LN2_HI - LN2_LO|``;
 * the polynomial: ``|P(r) - e^r| <= e^R R^(n+1)/(n+1)! + sum_i |c_i - 1/i!| R^i`` (Taylor
   with Lagrange's remainder, plus the rounding of the coefficients);
-* Horner's rounding: coefficient ``c_i`` enters at step i and then passes i products and
-  i sums, the leading one n of each, so (Higham, Accuracy and Stability of Numerical
-  Algorithms, 2nd ed., section 5.1; with fused multiply-adds the bound only shrinks)
-  ``|fl(P(r)) - P(r)| <= sum_(i<n) gamma_(2i+1) |c_i| |r|^i + gamma_2n |c_n| |r|^n``,
-  ``gamma_m = m u / (1 - m u)``: dominated by ``gamma_1 c_0 = u``;
+* the evaluation's rounding: every operation is a product or a fused multiply-add, so the
+  computed P is ``sum_i c_i r^i prod_(k <= n_i) (1 + delta_k)`` with ``|delta_k| <= u``,
+  where ``n_i`` counts the roundings on the path of ``c_i r^i`` through the tree (those of
+  the powers of r it is multiplied by included: ``r^2`` carries 1, ``r^4 = fl(r^2 r^2)`` 3,
+  ``r^8`` 7); :func:`exp_roundings` counts them by following the scheme. So (Higham,
+  Accuracy and Stability of Numerical Algorithms, 2nd ed., lemma 3.1)
+  ``|fl(P(r)) - P(r)| <= sum_i gamma_(n_i) |c_i| |r|^i``, ``gamma_m = m u / (1 - m u)``:
+  dominated by ``gamma_1 c_0 = u`` (c_0 enters by the last fused multiply-add);
 * relative to ``e^r >= e^-R``, and ``e^delta - 1`` for the argument's error.
 
 Below the normal range the two scalings round once, by at most half the smallest subnormal
@@ -48,6 +54,7 @@ __all__ = [
     "exp_low_underflows",
     "exp_reduced_radius",
     "exp_relative_error",
+    "exp_roundings",
     "ln2_hi_exact_products",
 ]
 
@@ -84,6 +91,39 @@ def exp_reduced_radius(prec: int = DEFAULT_PREC) -> arb:
         return ln2 * (_arb(Fraction(1, 2)) + _arb(Fraction(1, 2**40))) + _arb(Fraction(1, 2**50))
 
 
+def exp_roundings(degree: int) -> list[int]:
+    """``n_i``, the roundings on the path of ``c_i r^i`` through ``exp_bounded``'s
+    evaluation of a polynomial of this degree (see the module docstring), for i = 0..degree.
+
+    A node of the tree maps each coefficient it holds to (power of r, roundings so far);
+    ``fma(x, w, y)`` multiplies x's terms by the power node w (adding w's own roundings) and
+    rounds once. For the kernel's degree 13 (c_1's path: its pair, the joins by r^2, r^4
+    and r^8, the final ``c_0 + r q``; c_13's: r^4 with its 3, the join, r^8 with its 7, the
+    join, the final one):
+
+    >>> exp_roundings(13)
+    [1, 5, 5, 6, 6, 8, 8, 9, 9, 12, 12, 13, 13, 13]
+    """
+    powers = [(1, 0)]  # r, r^2 = fl(r r), r^4 = fl(r^2 r^2), ...: (power, roundings)
+    while powers[-1][0] * 2 < degree:
+        power, roundings = powers[-1]
+        powers.append((2 * power, 2 * roundings + 1))
+
+    def fma(x: dict, w: tuple[int, int], y: dict) -> dict:
+        joined = {i: (p + w[0], n + w[1] + 1) for i, (p, n) in x.items()}
+        joined.update({i: (p, n + 1) for i, (p, n) in y.items()})
+        return joined
+
+    nodes = [{i: (0, 0)} for i in range(1, degree + 1)]  # q's coefficients c_1 .. c_n
+    level = 0
+    while len(nodes) > 1:
+        pairs = [fma(nodes[j + 1], powers[level], nodes[j]) for j in range(0, len(nodes) - 1, 2)]
+        nodes = pairs + nodes[len(pairs) * 2 :]  # an odd one out moves up unchanged
+        level += 1
+    p = fma(nodes[0], powers[0], {0: (0, 0)})  # c_0 + r q
+    return [p[i][1] for i in range(degree + 1)]
+
+
 def exp_relative_error(prec: int = DEFAULT_PREC) -> arb:
     """An upper bound on ``|v / exp(a) - 1|`` for a normal result of exp_bounded."""
     if not ln2_hi_exact_products():
@@ -99,15 +139,16 @@ def exp_relative_error(prec: int = DEFAULT_PREC) -> arb:
         n = _vmath.EXP_DEGREE
         factorial = arb(1)
         taylor_gap = arb(0)
-        horner = arb(0)
-        for i, c in enumerate(_vmath.EXP_COEFFICIENTS):
+        rounding = arb(0)
+        for i, (c, roundings) in enumerate(
+            zip(_vmath.EXP_COEFFICIENTS, exp_roundings(n), strict=True)
+        ):
             if i:
                 factorial *= i
             taylor_gap += abs(_arb(c) - 1 / factorial) * r_max**i
-            roundings = 2 * i + 1 if i < n else 2 * n
-            horner += roundings * u / (1 - roundings * u) * abs(_arb(c)) * r_max**i
+            rounding += roundings * u / (1 - roundings * u) * abs(_arb(c)) * r_max**i
         remainder = r_max.exp() * r_max ** (n + 1) / (factorial * (n + 1))
-        absolute = remainder + taylor_gap + horner
+        absolute = remainder + taylor_gap + rounding
         relative = absolute * r_max.exp()  # divided by e^r >= e^-R
         return (1 + relative) * (1 + 2 * delta) - 1  # e^delta - 1 <= 2 delta for tiny delta
 
