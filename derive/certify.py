@@ -152,11 +152,37 @@ def _number(value: float) -> float | str:
     return value if math.isfinite(value) else str(value)
 
 
+#: Pairs per piece of a VJP shard: the reference's and the comparison's temporaries (a
+#: dozen float64 arrays) stay in the core's cache; whole 2^23-pair shards took 2.5 times as
+#: long.
+_VJP_PIECE = 1 << 16
+
+
 def check_shard(key: str, quantity: str, dtype: str, start: int, stop: int, kernel=None) -> dict:
     """The kernel against the correctly rounded references at the finite inputs whose bit
     patterns lie in ``[start, stop)``. ``kernel(key, quantity, xs)`` replaces the kernel
     (for tests). Returns the shard's counts and listed inputs as a JSON-ready dict."""
     began = time.perf_counter()
+    piece = _VJP_PIECE if quantity == "vjp" else stop - start
+    parts = [
+        _check_piece(key, quantity, dtype, a, min(a + piece, stop), kernel)
+        for a in range(start, stop, piece)
+    ]
+    return {
+        "start": start,
+        "stop": stop,
+        "checked": sum(p["checked"] for p in parts),
+        "not_correctly_rounded": sum(p["not_correctly_rounded"] for p in parts),
+        "zero_sign_mismatches": sum(p["zero_sign_mismatches"] for p in parts),
+        "overflow_mismatches": sum(p["overflow_mismatches"] for p in parts),
+        "max_ulp": _number(max((p["max_ulp"] for p in parts), default=0.0)),
+        "listed": [item for p in parts for item in p["listed"]][:LISTED],
+        "seconds": time.perf_counter() - began,
+    }
+
+
+def _check_piece(key: str, quantity: str, dtype: str, start: int, stop: int, kernel) -> dict:
+    """:func:`check_shard` on ``[start, stop)``, its largest distance a float."""
     float_type, unsigned, _ = FORMATS[dtype]
     patterns = np.arange(start, stop, dtype=np.uint64)
     gs = None
@@ -196,15 +222,12 @@ def check_shard(key: str, quantity: str, dtype: str, start: int, stop: int, kern
         for i in np.flatnonzero(wrong | sign)[:LISTED]
     ]
     return {
-        "start": start,
-        "stop": stop,
         "checked": int(xs.size),
         "not_correctly_rounded": int(wrong.sum()),
         "zero_sign_mismatches": int(sign.sum()),
         "overflow_mismatches": int(overflow.sum()),
-        "max_ulp": _number(distance.max(initial=0.0)),
+        "max_ulp": float(distance.max(initial=0.0)),
         "listed": listed,
-        "seconds": time.perf_counter() - began,
     }
 
 

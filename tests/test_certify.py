@@ -211,6 +211,34 @@ def test_vjp_pairs_shard_and_the_kernel_is_checked():
     assert slow == item["correctly_rounded"]
 
 
+def test_a_vjp_shard_is_checked_in_pieces_and_merged_in_order():
+    """A VJP shard is checked in pieces of certify._VJP_PIECE pairs (a part piece at the
+    end): the counts are summed and the listed pairs are the shard's first wrong ones, in
+    pattern order across the pieces."""
+    start = certify.shards("float16", shard=300, quantity="vjp")[0][0]
+    a, b = start, start + 3 * certify._VJP_PIECE + 1000
+
+    def spoiled(key, xs, gs):  # NaN (never the reference of a finite pair) at g = 97 k
+        out = certify._vjp_kernel(key, xs, gs)
+        out[gs.view(np.uint16) % 97 == 0] = np.nan
+        return out
+
+    shard = certify.check_shard("sigmoid", "vjp", "float16", a, b, kernel=spoiled)
+    patterns = np.arange(a, b, dtype=np.uint64)
+    xs = (patterns >> np.uint64(16)).astype(np.uint16).view(np.float16)
+    gs = (patterns & np.uint64(0xFFFF)).astype(np.uint16).view(np.float16)
+    finite = np.isfinite(xs) & np.isfinite(gs)
+    wrong = finite & (gs.view(np.uint16) % 97 == 0)
+    assert (shard["start"], shard["stop"]) == (a, b)
+    assert shard["checked"] == int(finite.sum())
+    assert shard["not_correctly_rounded"] == int(wrong.sum()) > certify.LISTED
+    first = np.flatnonzero(wrong)[: certify.LISTED]
+    assert first[-1] >= certify._VJP_PIECE  # the list runs on into the second piece
+    assert [(item["x"], item["g"]) for item in shard["listed"]] == [
+        (float(xs[i]), float(gs[i])) for i in first
+    ]
+
+
 def test_vjp_is_for_half_pairs_only(capsys):
     args = ["certify", "sigmoid", "--dtype", "float32", "--quantity", "vjp", "--limit", "10"]
     assert main(args) == 2
