@@ -153,12 +153,17 @@ def _number(value: float) -> float | str:
     return value if math.isfinite(value) else str(value)
 
 
-#: Pairs per piece of a VJP shard: the reference's and the comparison's temporaries (a
-#: dozen float64 arrays) stay in the core's cache. Each piece calls the kernel, on the
-#: calling thread only: with Numba's pool of two threads in each of two workers on two
-#: cores, the pools spun against each other after every call (two workers at once: 3.1-3.7
-#: s per Sigmoid float16 shard, 2.1-2.2 s on one thread each; whole shards 2.5-2.9 s).
-_VJP_PIECE = 1 << 16
+#: Pairs per piece of a VJP shard. The reference's and the comparison's temporaries (a
+#: dozen float64 arrays, 64 KiB each) stay in the core's cache and below glibc's mmap
+#: threshold, which Dask's workers fix at its default of 128 KiB by setting
+#: ``MALLOC_TRIM_THRESHOLD_``: a larger array is mapped and faulted in afresh every time.
+#: One GeLU-sigmoid float16 shard: whole (2^23 pairs, mapped in any case) 1.20 s user +
+#: 1.20 s system; with that setting, pieces of 2^16 1.07 + 0.94 s, of 2^13 1.40 + 0.01 s
+#: (without it, pieces of 2^16 1.02 + 0.30 s). Each piece calls the kernel
+#: on the calling thread only: with Numba's pool of two threads in each of two workers on
+#: two cores, the pools spun against each other after every call (two processes at once:
+#: 3.1-3.7 s per Sigmoid float16 shard, 2.1-2.2 s on one thread each).
+_VJP_PIECE = 1 << 13
 
 
 def check_shard(key: str, quantity: str, dtype: str, start: int, stop: int, kernel=None) -> dict:
