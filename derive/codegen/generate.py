@@ -541,8 +541,12 @@ def generated_files() -> dict[Path, str]:
 
 
 def write_all() -> list[Path]:
-    """Write every generated file; returns the paths written."""
-    files = generated_files()
-    for path, text in files.items():
-        path.write_text(text)
-    return sorted(files)
+    """Write every generated file whose text changed; returns the paths written. A file
+    left as it is keeps its modification time, which Numba's cache of its compiled
+    functions is keyed on."""
+    written = []
+    for path, text in generated_files().items():
+        if not path.is_file() or path.read_text() != text:
+            path.write_text(text)
+            written.append(path)
+    return sorted(written)

@@ -487,8 +487,11 @@ def vjp_f64_sqrt(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
                     t, e = two_sum(sums[6, k], gk)
                     sums[6, k] = t
                     sums[7, k] += e
-        sum_a, sum_ad = sums[0] + sums[1], sums[2] + sums[3]
-        sum_gz, sum_g = sums[4] + sums[5], sums[6] + sums[7]
+        sum_a, sum_ad = np.empty(width), np.empty(width)
+        sum_gz, sum_g = np.empty(width), np.empty(width)
+        for k in range(width):  # a loop: an array expression here compiles a nested parfor
+            sum_a[k], sum_ad[k] = sums[0, k] + sums[1, k], sums[2, k] + sums[3, k]
+            sum_gz[k], sum_g[k] = sums[4, k] + sums[5, k], sums[6, k] + sums[7, k]
         ma, mad = np.empty(width), np.empty(width)
         for k in range(width):
             ma[k] = sum_a[k] / n
@@ -617,8 +620,11 @@ def vjp_f64_std(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
                     t, e = two_sum(sums[6, k], gk)
                     sums[6, k] = t
                     sums[7, k] += e
-        sum_a, sum_ad = sums[0] + sums[1], sums[2] + sums[3]
-        sum_gz, sum_g = sums[4] + sums[5], sums[6] + sums[7]
+        sum_a, sum_ad = np.empty(width), np.empty(width)
+        sum_gz, sum_g = np.empty(width), np.empty(width)
+        for k in range(width):  # a loop: an array expression here compiles a nested parfor
+            sum_a[k], sum_ad[k] = sums[0, k] + sums[1, k], sums[2, k] + sums[3, k]
+            sum_gz[k], sum_g[k] = sums[4, k] + sums[5, k], sums[6, k] + sums[7, k]
         ma, mad = np.empty(width), np.empty(width)
         for k in range(width):
             ma[k] = sum_a[k] / n
