@@ -101,8 +101,12 @@ class _Prepared:
         self.block = _block(features, numba.get_num_threads())
 
     def layout(self, array: np.ndarray) -> np.ndarray:
-        """``array`` as (N, L, C), features last, in the compute dtype: an (N, D) input is
-        a view (N, 1, D); an (N, C, H, W) input is copied to (N, H*W, C)."""
+        """``array`` as (N, L, C), features last, as the loops read it: an (N, D) input is
+        a view (N, 1, D); an (N, C, H, W) input is copied to (N, H*W, C). float16 in mixed
+        mode stays halves, passed as their bits (``uint16``), which the loops widen exactly
+        as they read them (``kernels._rownorm.widen``)."""
+        if self._halves:
+            return _features_last(array, np.float16).view(np.uint16)
         return _features_last(array, self._compute)
 
     def _parameter(self, value, name, features):
@@ -130,6 +134,11 @@ class _Prepared:
             return values.astype(np.float16).astype(np.float64)
 
     @property
+    def _halves(self) -> bool:
+        """float16 in mixed mode: the loops read and write the halves' bits."""
+        return self.x.dtype == np.float16 and not self.strict
+
+    @property
     def _compute(self) -> np.dtype:
         if self.strict:
             return np.dtype(np.float64)
@@ -155,18 +164,29 @@ class _Prepared:
         without a warning)."""
         return narrow(self.eps, self.bf) if self.strict else self.eps
 
-    def buffer(self, shape) -> np.ndarray:
+    def buffer(self, shape, bits: bool = True) -> np.ndarray:
+        """The loops' output: with ``bits``, in mixed float16 mode, the bits of halves (the
+        forward and VJP loops round each result once, from float64, as they store it:
+        ``kernels._rownorm.narrow``); otherwise float64 for float16 and the strict modes
+        (rounded once by :meth:`finish`), else x's dtype (the store rounds once)."""
+        if self._halves and bits:
+            return np.empty(shape, np.uint16)
         wide = self.x.dtype == np.float16 or self.bf
         return np.empty(shape, np.float64 if wide else self.x.dtype)
 
     def finish(self, values: np.ndarray) -> np.ndarray:
-        """Round once to x's dtype; an overflow to inf is a result, not a warning."""
+        """Round once to x's dtype (the bits of halves are viewed as such); an overflow to
+        inf is a result, not a warning."""
+        if values.dtype == np.uint16:
+            return values.view(np.float16)
         with np.errstate(over="ignore"):
             return values.astype(self.x.dtype, copy=False)
 
     def feature_row(self, j: int) -> np.ndarray:
-        """Feature j's batch values, C order over (N, H, W)."""
-        return np.ascontiguousarray(self.columns[:, :, j]).reshape(-1)
+        """Feature j's batch values, C order over (N, H, W) (halves widened exactly to
+        float32)."""
+        row = np.ascontiguousarray(self.columns[:, :, j]).reshape(-1)
+        return row.view(np.float16).astype(np.float32) if self._halves else row
 
     def restore(self, values: np.ndarray) -> np.ndarray:
         """(N, L, C) results back to the layout of x."""
@@ -325,7 +345,7 @@ def jacobian(
     )
     features = p.columns.shape[2]
     size = p.columns.shape[0] * p.columns.shape[1]
-    out = p.buffer((features, size, size))
+    out = p.buffer((features, size, size), bits=False)  # the Jacobian loops store floats
     for j in range(features):
         if p.training:
             loop = getattr(_generated, f"jacobian_{p.path}_{DENOMS[p.denom]}")

@@ -8,7 +8,12 @@ The statistics are LayerNorm's, per column (compensated for float64, corrected t
 float64 for float32/float16, rounded half steps in strict mode); the one-feature Jacobian
 uses LayerNorm's row statistics (``kernels/_generated/layernorm.py``). The per-element
 stages are emitted here for both denominators, and the loops are the templates below.
-Paths and arithmetic are those of :mod:`derive.codegen.norms`. The float32/float16 path's
+Paths and arithmetic are those of :mod:`derive.codegen.norms`; as there, float16 in mixed
+mode passes x, g and the outputs as the halves' bits (``uint16``), which the loops widen
+exactly as they read them and round once, from float64, as they store them
+(``kernels._rownorm.widen`` and ``narrow``; for float arrays a plain conversion and
+store), so no widened copy of x or g and no float64 result buffer is made. The
+float32/float16 path's
 feature sums sweep four rows per pass over a block's features, the partial sums in
 registers: each feature's sum still runs over (a, p) in order, so the bits are those of
 one row at a time (tests/kernels/test_batchnorm.py compares them).
@@ -97,28 +102,28 @@ def column_statistics_wide(x, c0, c1):
     for q in range(0, full, SWEEP):
         x0, x1, x2, x3 = rows[q, c0:c1], rows[q + 1, c0:c1], rows[q + 2, c0:c1], rows[q + 3, c0:c1]
         for k in range(width):
-            s = first[k] + np.float64(x0[k])
-            s += np.float64(x1[k])
-            s += np.float64(x2[k])
-            first[k] = s + np.float64(x3[k])
+            s = first[k] + widen(x0[k])
+            s += widen(x1[k])
+            s += widen(x2[k])
+            first[k] = s + widen(x3[k])
     for q in range(full, count):
         xs = rows[q, c0:c1]
         for k in range(width):
-            first[k] += np.float64(xs[k])
+            first[k] += widen(xs[k])
     m = first / count
     first[:] = 0.0
     second = np.zeros(width)
     for q in range(0, full, SWEEP):
         x0, x1, x2, x3 = rows[q, c0:c1], rows[q + 1, c0:c1], rows[q + 2, c0:c1], rows[q + 3, c0:c1]
         for k in range(width):
-            d0, d1 = np.float64(x0[k]) - m[k], np.float64(x1[k]) - m[k]
-            d2, d3 = np.float64(x2[k]) - m[k], np.float64(x3[k]) - m[k]
+            d0, d1 = widen(x0[k]) - m[k], widen(x1[k]) - m[k]
+            d2, d3 = widen(x2[k]) - m[k], widen(x3[k]) - m[k]
             first[k] = (((first[k] + d0) + d1) + d2) + d3
             second[k] = (((second[k] + d0 * d0) + d1 * d1) + d2 * d2) + d3 * d3
     for q in range(full, count):
         xs = rows[q, c0:c1]
         for k in range(width):
-            d = np.float64(xs[k]) - m[k]
+            d = widen(xs[k]) - m[k]
             first[k] += d
             second[k] += d * d
     correction = first / count
@@ -211,8 +216,8 @@ SWEEP = 4
 def _sums_step(sums, x_k, g_k, m, correction, gamma_k, r):
     \"\"\"The four sums of the VJP after one more batch value (x_k, g_k) of a feature.\"\"\"
     sum_a, sum_ad, sum_gz, sum_g = sums
-    dk = (np.float64(x_k) - m) - correction
-    gk = np.float64(g_k)
+    dk = (widen(x_k) - m) - correction
+    gk = widen(g_k)
     sum_a += summand_a_f64(gamma_k, gk)
     sum_ad += summand_ad_f64(dk, gamma_k, gk)
     sum_gz += summand_gz_f64(dk, r, gk)
@@ -270,7 +275,7 @@ def forward_{path}_{denom}(x, gamma, beta, epsilon, block, out):
                 for k in range(c1 - c0):
                     dk = {dev}
                     gamma_k, beta_k = np.float64(gammas[k]), np.float64(betas[k])
-                    ys[k] = output_{mode}(dk, r[k], gamma_k, beta_k)
+                    ys[k] = narrow(output_{mode}(dk, r[k], gamma_k, beta_k), out)
 
 
 @njit({jit})
@@ -301,8 +306,8 @@ def vjp_{path}_{denom}(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
                 xs, gs, dxs = x[a, p, c0:c1], g[a, p, c0:c1], dx[a, p, c0:c1]
                 for k in range(width):
                     dk = {dev}
-                    gk = np.float64(gs[k])
-                    dxs[k] = dx_{mode}(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k])
+                    gk = widen(gs[k])
+                    dxs[k] = narrow(dx_{mode}(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k]), dx)
 
 
 @njit({jit})
@@ -319,7 +324,7 @@ def forward_inference_{path}_{denom}(x, gamma, beta, mean, var, epsilon, block, 
                 for c in range(c0, c1):
                     dk = {dev_infer}
                     gamma_c, beta_c = np.float64(gamma[c]), np.float64(beta[c])
-                    out[a, p, c] = output_{mode}(dk, r[c - c0], gamma_c, beta_c)
+                    out[a, p, c] = narrow(output_{mode}(dk, r[c - c0], gamma_c, beta_c), out)
 
 
 @njit({jit})
@@ -337,8 +342,8 @@ def vjp_inference_{path}_{denom}(x, g, gamma, mean, var, epsilon, block, dx, dga
                 for c in range(c0, c1):
                     k = c - c0
                     dk = {dev_infer}
-                    gk = np.float64(g[a, p, c])
-                    dx[a, p, c] = dx_inference_{mode}(r[k], np.float64(gamma[c]), gk)
+                    gk = widen(g[a, p, c])
+                    dx[a, p, c] = narrow(dx_inference_{mode}(r[k], np.float64(gamma[c]), gk), dx)
                     sum_gz[k] = {acc_gz}
                     sum_g[k] = {acc_g}
         for k in range(c1 - c0):
@@ -417,8 +422,8 @@ def batchnorm_source() -> str:
                     range=path.range,
                     jit=path.jit,
                     count=path.rounded("np.float64(A * L)"),
-                    dev=path.rounded("(np.float64(xs[k]) - mh[k]) - ml[k]"),
-                    dev_infer=path.rounded("np.float64(x[a, p, c]) - np.float64(mean[c])"),
+                    dev=path.rounded("(widen(xs[k]) - mh[k]) - ml[k]"),
+                    dev_infer=path.rounded("widen(x[a, p, c]) - np.float64(mean[c])"),
                     sums=COLUMN_SUMS[path.name],
                     mean_a=path.rounded("sum_a[k] / n"),
                     mean_ad=path.rounded("sum_ad[k] / n"),
@@ -454,5 +459,8 @@ def batchnorm_source() -> str:
         summary=summary,
         source="001_76ce3a8a4b6079c3.txt Eq. 15-17; 004_a581282367ea7257.txt Definition 17",
         sections=sections,
-        extra_imports=(STATISTICS_IMPORT,),
+        extra_imports=(
+            STATISTICS_IMPORT,
+            "from kernels._rownorm import narrow, widen",
+        ),
     )

@@ -28,6 +28,7 @@ from kernels._generated.layernorm import (
     statistics_f64,
     statistics_wide,
 )
+from kernels._rownorm import narrow, widen
 
 _F64_0 = np.float64(1.0)  # 1
 _F16S_1 = np.float64(1.0)  # 1
@@ -366,8 +367,8 @@ SWEEP = 4
 def _sums_step(sums, x_k, g_k, m, correction, gamma_k, r):
     """The four sums of the VJP after one more batch value (x_k, g_k) of a feature."""
     sum_a, sum_ad, sum_gz, sum_g = sums
-    dk = (np.float64(x_k) - m) - correction
-    gk = np.float64(g_k)
+    dk = (widen(x_k) - m) - correction
+    gk = widen(g_k)
     sum_a += summand_a_f64(gamma_k, gk)
     sum_ad += summand_ad_f64(dk, gamma_k, gk)
     sum_gz += summand_gz_f64(dk, r, gk)
@@ -447,9 +448,9 @@ def forward_f64_sqrt(x, gamma, beta, epsilon, block, out):
             for p in range(L):
                 xs, ys = x[a, p, c0:c1], out[a, p, c0:c1]
                 for k in range(c1 - c0):
-                    dk = (np.float64(xs[k]) - mh[k]) - ml[k]
+                    dk = (widen(xs[k]) - mh[k]) - ml[k]
                     gamma_k, beta_k = np.float64(gammas[k]), np.float64(betas[k])
-                    ys[k] = output_f64(dk, r[k], gamma_k, beta_k)
+                    ys[k] = narrow(output_f64(dk, r[k], gamma_k, beta_k), out)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -502,9 +503,9 @@ def vjp_f64_sqrt(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
             for p in range(L):
                 xs, gs, dxs = x[a, p, c0:c1], g[a, p, c0:c1], dx[a, p, c0:c1]
                 for k in range(width):
-                    dk = (np.float64(xs[k]) - mh[k]) - ml[k]
-                    gk = np.float64(gs[k])
-                    dxs[k] = dx_f64(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k])
+                    dk = (widen(xs[k]) - mh[k]) - ml[k]
+                    gk = widen(gs[k])
+                    dxs[k] = narrow(dx_f64(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k]), dx)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -519,9 +520,9 @@ def forward_inference_f64_sqrt(x, gamma, beta, mean, var, epsilon, block, out):
         for a in range(A):
             for p in range(L):
                 for c in range(c0, c1):
-                    dk = np.float64(x[a, p, c]) - np.float64(mean[c])
+                    dk = widen(x[a, p, c]) - np.float64(mean[c])
                     gamma_c, beta_c = np.float64(gamma[c]), np.float64(beta[c])
-                    out[a, p, c] = output_f64(dk, r[c - c0], gamma_c, beta_c)
+                    out[a, p, c] = narrow(output_f64(dk, r[c - c0], gamma_c, beta_c), out)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -538,9 +539,9 @@ def vjp_inference_f64_sqrt(x, g, gamma, mean, var, epsilon, block, dx, dgamma, d
             for p in range(L):
                 for c in range(c0, c1):
                     k = c - c0
-                    dk = np.float64(x[a, p, c]) - np.float64(mean[c])
-                    gk = np.float64(g[a, p, c])
-                    dx[a, p, c] = dx_inference_f64(r[k], np.float64(gamma[c]), gk)
+                    dk = widen(x[a, p, c]) - np.float64(mean[c])
+                    gk = widen(g[a, p, c])
+                    dx[a, p, c] = narrow(dx_inference_f64(r[k], np.float64(gamma[c]), gk), dx)
                     sum_gz[k] = sum_gz[k] + summand_gz_f64(dk, r[k], gk)
                     sum_g[k] = sum_g[k] + gk
         for k in range(c1 - c0):
@@ -580,9 +581,9 @@ def forward_f64_std(x, gamma, beta, epsilon, block, out):
             for p in range(L):
                 xs, ys = x[a, p, c0:c1], out[a, p, c0:c1]
                 for k in range(c1 - c0):
-                    dk = (np.float64(xs[k]) - mh[k]) - ml[k]
+                    dk = (widen(xs[k]) - mh[k]) - ml[k]
                     gamma_k, beta_k = np.float64(gammas[k]), np.float64(betas[k])
-                    ys[k] = output_f64(dk, r[k], gamma_k, beta_k)
+                    ys[k] = narrow(output_f64(dk, r[k], gamma_k, beta_k), out)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -635,9 +636,9 @@ def vjp_f64_std(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
             for p in range(L):
                 xs, gs, dxs = x[a, p, c0:c1], g[a, p, c0:c1], dx[a, p, c0:c1]
                 for k in range(width):
-                    dk = (np.float64(xs[k]) - mh[k]) - ml[k]
-                    gk = np.float64(gs[k])
-                    dxs[k] = dx_f64(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k])
+                    dk = (widen(xs[k]) - mh[k]) - ml[k]
+                    gk = widen(gs[k])
+                    dxs[k] = narrow(dx_f64(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k]), dx)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -652,9 +653,9 @@ def forward_inference_f64_std(x, gamma, beta, mean, var, epsilon, block, out):
         for a in range(A):
             for p in range(L):
                 for c in range(c0, c1):
-                    dk = np.float64(x[a, p, c]) - np.float64(mean[c])
+                    dk = widen(x[a, p, c]) - np.float64(mean[c])
                     gamma_c, beta_c = np.float64(gamma[c]), np.float64(beta[c])
-                    out[a, p, c] = output_f64(dk, r[c - c0], gamma_c, beta_c)
+                    out[a, p, c] = narrow(output_f64(dk, r[c - c0], gamma_c, beta_c), out)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -671,9 +672,9 @@ def vjp_inference_f64_std(x, g, gamma, mean, var, epsilon, block, dx, dgamma, db
             for p in range(L):
                 for c in range(c0, c1):
                     k = c - c0
-                    dk = np.float64(x[a, p, c]) - np.float64(mean[c])
-                    gk = np.float64(g[a, p, c])
-                    dx[a, p, c] = dx_inference_f64(r[k], np.float64(gamma[c]), gk)
+                    dk = widen(x[a, p, c]) - np.float64(mean[c])
+                    gk = widen(g[a, p, c])
+                    dx[a, p, c] = narrow(dx_inference_f64(r[k], np.float64(gamma[c]), gk), dx)
                     sum_gz[k] = sum_gz[k] + summand_gz_f64(dk, r[k], gk)
                     sum_g[k] = sum_g[k] + gk
         for k in range(c1 - c0):
@@ -709,28 +710,28 @@ def column_statistics_wide(x, c0, c1):
     for q in range(0, full, SWEEP):
         x0, x1, x2, x3 = rows[q, c0:c1], rows[q + 1, c0:c1], rows[q + 2, c0:c1], rows[q + 3, c0:c1]
         for k in range(width):
-            s = first[k] + np.float64(x0[k])
-            s += np.float64(x1[k])
-            s += np.float64(x2[k])
-            first[k] = s + np.float64(x3[k])
+            s = first[k] + widen(x0[k])
+            s += widen(x1[k])
+            s += widen(x2[k])
+            first[k] = s + widen(x3[k])
     for q in range(full, count):
         xs = rows[q, c0:c1]
         for k in range(width):
-            first[k] += np.float64(xs[k])
+            first[k] += widen(xs[k])
     m = first / count
     first[:] = 0.0
     second = np.zeros(width)
     for q in range(0, full, SWEEP):
         x0, x1, x2, x3 = rows[q, c0:c1], rows[q + 1, c0:c1], rows[q + 2, c0:c1], rows[q + 3, c0:c1]
         for k in range(width):
-            d0, d1 = np.float64(x0[k]) - m[k], np.float64(x1[k]) - m[k]
-            d2, d3 = np.float64(x2[k]) - m[k], np.float64(x3[k]) - m[k]
+            d0, d1 = widen(x0[k]) - m[k], widen(x1[k]) - m[k]
+            d2, d3 = widen(x2[k]) - m[k], widen(x3[k]) - m[k]
             first[k] = (((first[k] + d0) + d1) + d2) + d3
             second[k] = (((second[k] + d0 * d0) + d1 * d1) + d2 * d2) + d3 * d3
     for q in range(full, count):
         xs = rows[q, c0:c1]
         for k in range(width):
-            d = np.float64(xs[k]) - m[k]
+            d = widen(xs[k]) - m[k]
             first[k] += d
             second[k] += d * d
     correction = first / count
@@ -757,9 +758,9 @@ def forward_wide_sqrt(x, gamma, beta, epsilon, block, out):
             for p in range(L):
                 xs, ys = x[a, p, c0:c1], out[a, p, c0:c1]
                 for k in range(c1 - c0):
-                    dk = (np.float64(xs[k]) - mh[k]) - ml[k]
+                    dk = (widen(xs[k]) - mh[k]) - ml[k]
                     gamma_k, beta_k = np.float64(gammas[k]), np.float64(betas[k])
-                    ys[k] = output_f64(dk, r[k], gamma_k, beta_k)
+                    ys[k] = narrow(output_f64(dk, r[k], gamma_k, beta_k), out)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -789,9 +790,9 @@ def vjp_wide_sqrt(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
             for p in range(L):
                 xs, gs, dxs = x[a, p, c0:c1], g[a, p, c0:c1], dx[a, p, c0:c1]
                 for k in range(width):
-                    dk = (np.float64(xs[k]) - mh[k]) - ml[k]
-                    gk = np.float64(gs[k])
-                    dxs[k] = dx_f64(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k])
+                    dk = (widen(xs[k]) - mh[k]) - ml[k]
+                    gk = widen(gs[k])
+                    dxs[k] = narrow(dx_f64(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k]), dx)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -806,9 +807,9 @@ def forward_inference_wide_sqrt(x, gamma, beta, mean, var, epsilon, block, out):
         for a in range(A):
             for p in range(L):
                 for c in range(c0, c1):
-                    dk = np.float64(x[a, p, c]) - np.float64(mean[c])
+                    dk = widen(x[a, p, c]) - np.float64(mean[c])
                     gamma_c, beta_c = np.float64(gamma[c]), np.float64(beta[c])
-                    out[a, p, c] = output_f64(dk, r[c - c0], gamma_c, beta_c)
+                    out[a, p, c] = narrow(output_f64(dk, r[c - c0], gamma_c, beta_c), out)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -825,9 +826,9 @@ def vjp_inference_wide_sqrt(x, g, gamma, mean, var, epsilon, block, dx, dgamma, 
             for p in range(L):
                 for c in range(c0, c1):
                     k = c - c0
-                    dk = np.float64(x[a, p, c]) - np.float64(mean[c])
-                    gk = np.float64(g[a, p, c])
-                    dx[a, p, c] = dx_inference_f64(r[k], np.float64(gamma[c]), gk)
+                    dk = widen(x[a, p, c]) - np.float64(mean[c])
+                    gk = widen(g[a, p, c])
+                    dx[a, p, c] = narrow(dx_inference_f64(r[k], np.float64(gamma[c]), gk), dx)
                     sum_gz[k] = sum_gz[k] + summand_gz_f64(dk, r[k], gk)
                     sum_g[k] = sum_g[k] + gk
         for k in range(c1 - c0):
@@ -867,9 +868,9 @@ def forward_wide_std(x, gamma, beta, epsilon, block, out):
             for p in range(L):
                 xs, ys = x[a, p, c0:c1], out[a, p, c0:c1]
                 for k in range(c1 - c0):
-                    dk = (np.float64(xs[k]) - mh[k]) - ml[k]
+                    dk = (widen(xs[k]) - mh[k]) - ml[k]
                     gamma_k, beta_k = np.float64(gammas[k]), np.float64(betas[k])
-                    ys[k] = output_f64(dk, r[k], gamma_k, beta_k)
+                    ys[k] = narrow(output_f64(dk, r[k], gamma_k, beta_k), out)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -899,9 +900,9 @@ def vjp_wide_std(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
             for p in range(L):
                 xs, gs, dxs = x[a, p, c0:c1], g[a, p, c0:c1], dx[a, p, c0:c1]
                 for k in range(width):
-                    dk = (np.float64(xs[k]) - mh[k]) - ml[k]
-                    gk = np.float64(gs[k])
-                    dxs[k] = dx_f64(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k])
+                    dk = (widen(xs[k]) - mh[k]) - ml[k]
+                    gk = widen(gs[k])
+                    dxs[k] = narrow(dx_f64(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k]), dx)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -916,9 +917,9 @@ def forward_inference_wide_std(x, gamma, beta, mean, var, epsilon, block, out):
         for a in range(A):
             for p in range(L):
                 for c in range(c0, c1):
-                    dk = np.float64(x[a, p, c]) - np.float64(mean[c])
+                    dk = widen(x[a, p, c]) - np.float64(mean[c])
                     gamma_c, beta_c = np.float64(gamma[c]), np.float64(beta[c])
-                    out[a, p, c] = output_f64(dk, r[c - c0], gamma_c, beta_c)
+                    out[a, p, c] = narrow(output_f64(dk, r[c - c0], gamma_c, beta_c), out)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -935,9 +936,9 @@ def vjp_inference_wide_std(x, g, gamma, mean, var, epsilon, block, dx, dgamma, d
             for p in range(L):
                 for c in range(c0, c1):
                     k = c - c0
-                    dk = np.float64(x[a, p, c]) - np.float64(mean[c])
-                    gk = np.float64(g[a, p, c])
-                    dx[a, p, c] = dx_inference_f64(r[k], np.float64(gamma[c]), gk)
+                    dk = widen(x[a, p, c]) - np.float64(mean[c])
+                    gk = widen(g[a, p, c])
+                    dx[a, p, c] = narrow(dx_inference_f64(r[k], np.float64(gamma[c]), gk), dx)
                     sum_gz[k] = sum_gz[k] + summand_gz_f64(dk, r[k], gk)
                     sum_g[k] = sum_g[k] + gk
         for k in range(c1 - c0):
@@ -1002,9 +1003,9 @@ def forward_f16s_sqrt(x, gamma, beta, epsilon, block, out):
             for p in range(L):
                 xs, ys = x[a, p, c0:c1], out[a, p, c0:c1]
                 for k in range(c1 - c0):
-                    dk = round_to_half((np.float64(xs[k]) - mh[k]) - ml[k])
+                    dk = round_to_half((widen(xs[k]) - mh[k]) - ml[k])
                     gamma_k, beta_k = np.float64(gammas[k]), np.float64(betas[k])
-                    ys[k] = output_f16s(dk, r[k], gamma_k, beta_k)
+                    ys[k] = narrow(output_f16s(dk, r[k], gamma_k, beta_k), out)
 
 
 @njit(cache=True, error_model="numpy")
@@ -1045,9 +1046,9 @@ def vjp_f16s_sqrt(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
             for p in range(L):
                 xs, gs, dxs = x[a, p, c0:c1], g[a, p, c0:c1], dx[a, p, c0:c1]
                 for k in range(width):
-                    dk = round_to_half((np.float64(xs[k]) - mh[k]) - ml[k])
-                    gk = np.float64(gs[k])
-                    dxs[k] = dx_f16s(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k])
+                    dk = round_to_half((widen(xs[k]) - mh[k]) - ml[k])
+                    gk = widen(gs[k])
+                    dxs[k] = narrow(dx_f16s(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k]), dx)
 
 
 @njit(cache=True, error_model="numpy")
@@ -1062,9 +1063,9 @@ def forward_inference_f16s_sqrt(x, gamma, beta, mean, var, epsilon, block, out):
         for a in range(A):
             for p in range(L):
                 for c in range(c0, c1):
-                    dk = round_to_half(np.float64(x[a, p, c]) - np.float64(mean[c]))
+                    dk = round_to_half(widen(x[a, p, c]) - np.float64(mean[c]))
                     gamma_c, beta_c = np.float64(gamma[c]), np.float64(beta[c])
-                    out[a, p, c] = output_f16s(dk, r[c - c0], gamma_c, beta_c)
+                    out[a, p, c] = narrow(output_f16s(dk, r[c - c0], gamma_c, beta_c), out)
 
 
 @njit(cache=True, error_model="numpy")
@@ -1081,9 +1082,9 @@ def vjp_inference_f16s_sqrt(x, g, gamma, mean, var, epsilon, block, dx, dgamma, 
             for p in range(L):
                 for c in range(c0, c1):
                     k = c - c0
-                    dk = round_to_half(np.float64(x[a, p, c]) - np.float64(mean[c]))
-                    gk = np.float64(g[a, p, c])
-                    dx[a, p, c] = dx_inference_f16s(r[k], np.float64(gamma[c]), gk)
+                    dk = round_to_half(widen(x[a, p, c]) - np.float64(mean[c]))
+                    gk = widen(g[a, p, c])
+                    dx[a, p, c] = narrow(dx_inference_f16s(r[k], np.float64(gamma[c]), gk), dx)
                     sum_gz[k] = round_to_half(sum_gz[k] + summand_gz_f16s(dk, r[k], gk))
                     sum_g[k] = round_to_half(sum_g[k] + gk)
         for k in range(c1 - c0):
@@ -1123,9 +1124,9 @@ def forward_f16s_std(x, gamma, beta, epsilon, block, out):
             for p in range(L):
                 xs, ys = x[a, p, c0:c1], out[a, p, c0:c1]
                 for k in range(c1 - c0):
-                    dk = round_to_half((np.float64(xs[k]) - mh[k]) - ml[k])
+                    dk = round_to_half((widen(xs[k]) - mh[k]) - ml[k])
                     gamma_k, beta_k = np.float64(gammas[k]), np.float64(betas[k])
-                    ys[k] = output_f16s(dk, r[k], gamma_k, beta_k)
+                    ys[k] = narrow(output_f16s(dk, r[k], gamma_k, beta_k), out)
 
 
 @njit(cache=True, error_model="numpy")
@@ -1166,9 +1167,9 @@ def vjp_f16s_std(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
             for p in range(L):
                 xs, gs, dxs = x[a, p, c0:c1], g[a, p, c0:c1], dx[a, p, c0:c1]
                 for k in range(width):
-                    dk = round_to_half((np.float64(xs[k]) - mh[k]) - ml[k])
-                    gk = np.float64(gs[k])
-                    dxs[k] = dx_f16s(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k])
+                    dk = round_to_half((widen(xs[k]) - mh[k]) - ml[k])
+                    gk = widen(gs[k])
+                    dxs[k] = narrow(dx_f16s(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k]), dx)
 
 
 @njit(cache=True, error_model="numpy")
@@ -1183,9 +1184,9 @@ def forward_inference_f16s_std(x, gamma, beta, mean, var, epsilon, block, out):
         for a in range(A):
             for p in range(L):
                 for c in range(c0, c1):
-                    dk = round_to_half(np.float64(x[a, p, c]) - np.float64(mean[c]))
+                    dk = round_to_half(widen(x[a, p, c]) - np.float64(mean[c]))
                     gamma_c, beta_c = np.float64(gamma[c]), np.float64(beta[c])
-                    out[a, p, c] = output_f16s(dk, r[c - c0], gamma_c, beta_c)
+                    out[a, p, c] = narrow(output_f16s(dk, r[c - c0], gamma_c, beta_c), out)
 
 
 @njit(cache=True, error_model="numpy")
@@ -1202,9 +1203,9 @@ def vjp_inference_f16s_std(x, g, gamma, mean, var, epsilon, block, dx, dgamma, d
             for p in range(L):
                 for c in range(c0, c1):
                     k = c - c0
-                    dk = round_to_half(np.float64(x[a, p, c]) - np.float64(mean[c]))
-                    gk = np.float64(g[a, p, c])
-                    dx[a, p, c] = dx_inference_f16s(r[k], np.float64(gamma[c]), gk)
+                    dk = round_to_half(widen(x[a, p, c]) - np.float64(mean[c]))
+                    gk = widen(g[a, p, c])
+                    dx[a, p, c] = narrow(dx_inference_f16s(r[k], np.float64(gamma[c]), gk), dx)
                     sum_gz[k] = round_to_half(sum_gz[k] + summand_gz_f16s(dk, r[k], gk))
                     sum_g[k] = round_to_half(sum_g[k] + gk)
         for k in range(c1 - c0):
@@ -1269,9 +1270,9 @@ def forward_bf16s_sqrt(x, gamma, beta, epsilon, block, out):
             for p in range(L):
                 xs, ys = x[a, p, c0:c1], out[a, p, c0:c1]
                 for k in range(c1 - c0):
-                    dk = round_to_bfloat16((np.float64(xs[k]) - mh[k]) - ml[k])
+                    dk = round_to_bfloat16((widen(xs[k]) - mh[k]) - ml[k])
                     gamma_k, beta_k = np.float64(gammas[k]), np.float64(betas[k])
-                    ys[k] = output_bf16s(dk, r[k], gamma_k, beta_k)
+                    ys[k] = narrow(output_bf16s(dk, r[k], gamma_k, beta_k), out)
 
 
 @njit(cache=True, error_model="numpy")
@@ -1312,9 +1313,9 @@ def vjp_bf16s_sqrt(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
             for p in range(L):
                 xs, gs, dxs = x[a, p, c0:c1], g[a, p, c0:c1], dx[a, p, c0:c1]
                 for k in range(width):
-                    dk = round_to_bfloat16((np.float64(xs[k]) - mh[k]) - ml[k])
-                    gk = np.float64(gs[k])
-                    dxs[k] = dx_bf16s(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k])
+                    dk = round_to_bfloat16((widen(xs[k]) - mh[k]) - ml[k])
+                    gk = widen(gs[k])
+                    dxs[k] = narrow(dx_bf16s(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k]), dx)
 
 
 @njit(cache=True, error_model="numpy")
@@ -1329,9 +1330,9 @@ def forward_inference_bf16s_sqrt(x, gamma, beta, mean, var, epsilon, block, out)
         for a in range(A):
             for p in range(L):
                 for c in range(c0, c1):
-                    dk = round_to_bfloat16(np.float64(x[a, p, c]) - np.float64(mean[c]))
+                    dk = round_to_bfloat16(widen(x[a, p, c]) - np.float64(mean[c]))
                     gamma_c, beta_c = np.float64(gamma[c]), np.float64(beta[c])
-                    out[a, p, c] = output_bf16s(dk, r[c - c0], gamma_c, beta_c)
+                    out[a, p, c] = narrow(output_bf16s(dk, r[c - c0], gamma_c, beta_c), out)
 
 
 @njit(cache=True, error_model="numpy")
@@ -1348,9 +1349,9 @@ def vjp_inference_bf16s_sqrt(x, g, gamma, mean, var, epsilon, block, dx, dgamma,
             for p in range(L):
                 for c in range(c0, c1):
                     k = c - c0
-                    dk = round_to_bfloat16(np.float64(x[a, p, c]) - np.float64(mean[c]))
-                    gk = np.float64(g[a, p, c])
-                    dx[a, p, c] = dx_inference_bf16s(r[k], np.float64(gamma[c]), gk)
+                    dk = round_to_bfloat16(widen(x[a, p, c]) - np.float64(mean[c]))
+                    gk = widen(g[a, p, c])
+                    dx[a, p, c] = narrow(dx_inference_bf16s(r[k], np.float64(gamma[c]), gk), dx)
                     sum_gz[k] = round_to_bfloat16(sum_gz[k] + summand_gz_bf16s(dk, r[k], gk))
                     sum_g[k] = round_to_bfloat16(sum_g[k] + gk)
         for k in range(c1 - c0):
@@ -1390,9 +1391,9 @@ def forward_bf16s_std(x, gamma, beta, epsilon, block, out):
             for p in range(L):
                 xs, ys = x[a, p, c0:c1], out[a, p, c0:c1]
                 for k in range(c1 - c0):
-                    dk = round_to_bfloat16((np.float64(xs[k]) - mh[k]) - ml[k])
+                    dk = round_to_bfloat16((widen(xs[k]) - mh[k]) - ml[k])
                     gamma_k, beta_k = np.float64(gammas[k]), np.float64(betas[k])
-                    ys[k] = output_bf16s(dk, r[k], gamma_k, beta_k)
+                    ys[k] = narrow(output_bf16s(dk, r[k], gamma_k, beta_k), out)
 
 
 @njit(cache=True, error_model="numpy")
@@ -1433,9 +1434,9 @@ def vjp_bf16s_std(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
             for p in range(L):
                 xs, gs, dxs = x[a, p, c0:c1], g[a, p, c0:c1], dx[a, p, c0:c1]
                 for k in range(width):
-                    dk = round_to_bfloat16((np.float64(xs[k]) - mh[k]) - ml[k])
-                    gk = np.float64(gs[k])
-                    dxs[k] = dx_bf16s(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k])
+                    dk = round_to_bfloat16((widen(xs[k]) - mh[k]) - ml[k])
+                    gk = widen(gs[k])
+                    dxs[k] = narrow(dx_bf16s(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k]), dx)
 
 
 @njit(cache=True, error_model="numpy")
@@ -1450,9 +1451,9 @@ def forward_inference_bf16s_std(x, gamma, beta, mean, var, epsilon, block, out):
         for a in range(A):
             for p in range(L):
                 for c in range(c0, c1):
-                    dk = round_to_bfloat16(np.float64(x[a, p, c]) - np.float64(mean[c]))
+                    dk = round_to_bfloat16(widen(x[a, p, c]) - np.float64(mean[c]))
                     gamma_c, beta_c = np.float64(gamma[c]), np.float64(beta[c])
-                    out[a, p, c] = output_bf16s(dk, r[c - c0], gamma_c, beta_c)
+                    out[a, p, c] = narrow(output_bf16s(dk, r[c - c0], gamma_c, beta_c), out)
 
 
 @njit(cache=True, error_model="numpy")
@@ -1469,9 +1470,9 @@ def vjp_inference_bf16s_std(x, g, gamma, mean, var, epsilon, block, dx, dgamma, 
             for p in range(L):
                 for c in range(c0, c1):
                     k = c - c0
-                    dk = round_to_bfloat16(np.float64(x[a, p, c]) - np.float64(mean[c]))
-                    gk = np.float64(g[a, p, c])
-                    dx[a, p, c] = dx_inference_bf16s(r[k], np.float64(gamma[c]), gk)
+                    dk = round_to_bfloat16(widen(x[a, p, c]) - np.float64(mean[c]))
+                    gk = widen(g[a, p, c])
+                    dx[a, p, c] = narrow(dx_inference_bf16s(r[k], np.float64(gamma[c]), gk), dx)
                     sum_gz[k] = round_to_bfloat16(sum_gz[k] + summand_gz_bf16s(dk, r[k], gk))
                     sum_g[k] = round_to_bfloat16(sum_g[k] + gk)
         for k in range(c1 - c0):
