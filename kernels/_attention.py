@@ -53,7 +53,7 @@ from numba import njit, prange
 from numpy.typing import ArrayLike
 
 from kernels._bf16 import to_bfloat16
-from kernels._strict import is_bfloat16, narrow
+from kernels._strict import is_bfloat16, narrow, to_float16
 from kernels._validate import float_array, strict_mode
 from kernels._vmath import exp_bounded
 
@@ -123,6 +123,8 @@ def ieee_kernel(kernel: Callable) -> Callable:
 def finish(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """Round once to ``dtype`` (exact in strict mode: the values are halves, or bfloat16
     values, already); called inside :func:`ieee_kernel`."""
+    if np.dtype(dtype) == np.float16:
+        return to_float16(values)
     return np.ascontiguousarray(values).astype(dtype)
 
 

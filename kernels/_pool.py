@@ -14,7 +14,7 @@ from numba import njit
 from numpy.typing import ArrayLike
 
 from kernels._bf16 import to_bfloat16
-from kernels._strict import is_bfloat16
+from kernels._strict import is_bfloat16, to_float16
 from kernels._validate import BFLOAT16, float_array, pair, strict_mode
 
 #: An int or a pair of ints (height, width).
@@ -183,5 +183,7 @@ def finish(values: np.ndarray, dtype: np.dtype, shape: tuple[int, ...]) -> np.nd
     (``kernels._bf16.to_bfloat16``; ml_dtypes' own cast goes through float32, twice)."""
     if np.dtype(dtype) == BFLOAT16:
         return to_bfloat16(values).reshape(shape)
+    if np.dtype(dtype) == np.float16 and values.dtype != np.float16:
+        return to_float16(values).reshape(shape)
     with np.errstate(over="ignore"):
         return values.astype(dtype, copy=False).reshape(shape)

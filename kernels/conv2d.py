@@ -84,7 +84,7 @@ from numba import njit, prange
 from numpy.typing import ArrayLike
 
 from kernels._bf16 import to_bfloat16
-from kernels._strict import bfloat16_kernel, is_bfloat16, narrow
+from kernels._strict import bfloat16_kernel, is_bfloat16, narrow, to_float16
 from kernels._threads import thread_safe
 from kernels._validate import MAX_EXTENT, choice, float_array, pair, strict_mode
 
@@ -448,6 +448,8 @@ def _round(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     cast rounds twice, through float32); an overflow to inf is a result, not a warning."""
     if is_bfloat16(dtype):
         return to_bfloat16(np.ascontiguousarray(values, dtype=np.float64))
+    if np.dtype(dtype) == np.float16:
+        return to_float16(values)
     with np.errstate(over="ignore"):
         return values.astype(dtype, order="C", copy=False)
 
