@@ -46,7 +46,7 @@ from numpy.typing import ArrayLike
 
 from kernels._bf16 import to_bfloat16
 from kernels._generated import batchnorm as _generated
-from kernels._strict import bfloat16_kernel, is_bfloat16, narrow
+from kernels._strict import bfloat16_kernel, is_bfloat16, narrow, to_float16
 from kernels._threads import thread_safe
 from kernels._validate import choice, eps_value, flag, float_array, real, strict_mode
 
@@ -179,6 +179,8 @@ class _Prepared:
         inf is a result, not a warning."""
         if values.dtype == np.uint16:
             return values.view(np.float16)
+        if self.x.dtype == np.float16:
+            return to_float16(values)
         with np.errstate(over="ignore"):
             return values.astype(self.x.dtype, copy=False)
 
