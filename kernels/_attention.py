@@ -53,9 +53,10 @@ from numba import njit, prange
 from numpy.typing import ArrayLike
 
 from kernels._bf16 import to_bfloat16
-from kernels._strict import is_bfloat16, narrow, to_float16
+from kernels._strict import is_bfloat16, narrow
 from kernels._validate import float_array, strict_mode
 from kernels._vmath import exp_bounded
+from kernels.cast import cast
 
 #: Whether the row loops run in parallel (``prange``). Off: on the 2-core target, forward +
 #: vjp at N = 512 ran about 3x slower with it, because the loops alternate with multithreaded
@@ -124,7 +125,7 @@ def finish(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """Round once to ``dtype`` (exact in strict mode: the values are halves, or bfloat16
     values, already); called inside :func:`ieee_kernel`."""
     if np.dtype(dtype) == np.float16:
-        return to_float16(values)
+        return cast(values, "float16")
     return np.ascontiguousarray(values).astype(dtype)
 
 

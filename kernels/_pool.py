@@ -14,8 +14,9 @@ from numba import njit
 from numpy.typing import ArrayLike
 
 from kernels._bf16 import to_bfloat16
-from kernels._strict import is_bfloat16, to_float16
+from kernels._strict import is_bfloat16
 from kernels._validate import BFLOAT16, float_array, pair, strict_mode
+from kernels.cast import cast
 
 #: An int or a pair of ints (height, width).
 IntPair = int | tuple[int, int]
@@ -184,6 +185,6 @@ def finish(values: np.ndarray, dtype: np.dtype, shape: tuple[int, ...]) -> np.nd
     if np.dtype(dtype) == BFLOAT16:
         return to_bfloat16(values).reshape(shape)
     if np.dtype(dtype) == np.float16 and values.dtype != np.float16:
-        return to_float16(values).reshape(shape)
+        return cast(values, "float16").reshape(shape)
     with np.errstate(over="ignore"):
         return values.astype(dtype, copy=False).reshape(shape)

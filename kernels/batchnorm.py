@@ -46,9 +46,10 @@ from numpy.typing import ArrayLike
 
 from kernels._bf16 import to_bfloat16
 from kernels._generated import batchnorm as _generated
-from kernels._strict import bfloat16_kernel, is_bfloat16, narrow, to_float16
+from kernels._strict import bfloat16_kernel, is_bfloat16, narrow
 from kernels._threads import thread_safe
 from kernels._validate import choice, eps_value, flag, float_array, real, strict_mode
+from kernels.cast import cast
 
 #: denom -> suffix of the generated loops.
 DENOMS = {"sqrt_var_eps": "sqrt", "std_plus_eps": "std"}
@@ -180,7 +181,7 @@ class _Prepared:
         if values.dtype == np.uint16:
             return values.view(np.float16)
         if self.x.dtype == np.float16:
-            return to_float16(values)
+            return cast(values, "float16")
         with np.errstate(over="ignore"):
             return values.astype(self.x.dtype, copy=False)
 

@@ -113,16 +113,17 @@ def cast(x: ArrayLike, fmt: str) -> np.ndarray:
     float16 and bfloat16 go through the kernels' own narrowing (``_f16``, ``_bf16``: from
     float64 directly, verified bit for bit); the FP8 formats through :func:`_round`."""
     dtype, precision, emin, _, threshold, no_infinity = _format(fmt)
+    shape = np.shape(x)  # ascontiguousarray makes a 0-d array 1-d
     wide = _wide(x, "x")
     if fmt == "float16":
-        return narrow_to_half_array(wide.ravel()).view(np.float16).reshape(wide.shape)
+        return narrow_to_half_array(wide.ravel()).view(np.float16).reshape(shape)
     if fmt == "bfloat16":
-        return to_bfloat16(wide)
+        return to_bfloat16(wide).reshape(shape)
     special = np.array([np.inf, np.nan]).astype(dtype).view(np.uint8)  # exact for both
     out = np.empty(wide.shape, dtype=np.uint8)
     flat = out.reshape(-1)
     _round(wide.ravel(), precision, emin, threshold, no_infinity, *special, flat)
-    return out.view(dtype)
+    return out.view(dtype).reshape(shape)
 
 
 def add(a: ArrayLike, b: ArrayLike) -> np.ndarray:

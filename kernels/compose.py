@@ -84,8 +84,9 @@ from kernels import gelu, layernorm, linear, relu, sigmoid, swish
 from kernels._bf16 import to_bfloat16
 from kernels._dd import dd_add, two_prod, two_sum
 from kernels._generated.weightnorm import matmul_nt_bf16s, matmul_nt_f16s
-from kernels._strict import is_bfloat16, narrow, to_float16
+from kernels._strict import is_bfloat16, narrow
 from kernels._validate import eps_value, float_array, strict_mode
+from kernels.cast import cast
 
 __all__ = [
     "ELEMENTWISE",
@@ -502,7 +503,7 @@ def finish(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     if is_bfloat16(dtype):
         return to_bfloat16(values)
     if np.dtype(dtype) == np.float16:
-        return to_float16(values)
+        return cast(values, "float16")
     with np.errstate(over="ignore"):
         return values.astype(dtype, copy=False)
 

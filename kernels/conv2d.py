@@ -84,9 +84,10 @@ from numba import njit, prange
 from numpy.typing import ArrayLike
 
 from kernels._bf16 import to_bfloat16
-from kernels._strict import bfloat16_kernel, is_bfloat16, narrow, to_float16
+from kernels._strict import bfloat16_kernel, is_bfloat16, narrow
 from kernels._threads import thread_safe
 from kernels._validate import MAX_EXTENT, choice, float_array, pair, strict_mode
+from kernels.cast import cast
 
 __all__ = ["Conv2dOperator", "forward", "jacobian", "linear_operator", "vjp"]
 
@@ -449,7 +450,7 @@ def _round(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     if is_bfloat16(dtype):
         return to_bfloat16(np.ascontiguousarray(values, dtype=np.float64))
     if np.dtype(dtype) == np.float16:
-        return to_float16(values)
+        return cast(values, "float16")
     with np.errstate(over="ignore"):
         return values.astype(dtype, order="C", copy=False)
 

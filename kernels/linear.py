@@ -70,8 +70,9 @@ from numba import njit
 from numpy.typing import ArrayLike
 
 from kernels._generated.weightnorm import matmul_nt_bf16s, matmul_nt_f16s
-from kernels._strict import bfloat16_kernel, is_bfloat16, narrow, to_float16
+from kernels._strict import bfloat16_kernel, is_bfloat16, narrow
 from kernels._validate import float_array, strict_mode
+from kernels.cast import cast
 
 __all__ = ["forward", "jacobian", "vjp"]
 
@@ -147,7 +148,7 @@ class _Prepared:
     def finish(self, values: np.ndarray) -> np.ndarray:
         """Round once to x's dtype; an overflow to inf is a result, not a warning."""
         if self.x.dtype == np.float16:
-            return to_float16(values)
+            return cast(values, "float16")
         with np.errstate(over="ignore"):
             return values.astype(self.x.dtype)
 

@@ -31,9 +31,10 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from kernels._generated import weightnorm as _generated
-from kernels._strict import bfloat16_kernel, is_bfloat16, narrow, to_float16
+from kernels._strict import bfloat16_kernel, is_bfloat16, narrow
 from kernels._threads import thread_safe
 from kernels._validate import eps_value, float_array, strict_mode
+from kernels.cast import cast
 
 
 class _Prepared:
@@ -113,7 +114,7 @@ class _Prepared:
     def finish(self, values: np.ndarray) -> np.ndarray:
         """Round once to x's dtype; an overflow to inf is a result, not a warning."""
         if self.x.dtype == np.float16:
-            return to_float16(values)
+            return cast(values, "float16")
         with np.errstate(over="ignore"):
             return values.astype(self.x.dtype)
 

@@ -156,6 +156,15 @@ def test_add_of_far_apart_bfloat16_values():
     assert np.array_equal(got.view(np.uint16), a.view(np.uint16))  # the small one vanishes
 
 
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_the_shape_is_kept_zero_dimensional_included(fmt):
+    """A 0-d input gives a 0-d result (np.ascontiguousarray, on the way, makes it 1-d)."""
+    for x in (np.float64(1.5), np.array(-2.0), np.ones((2, 0, 3)), np.ones((3, 4)).T):
+        got = cast(x, fmt)
+        assert got.shape == np.shape(x) and got.dtype == FORMATS[fmt][0]
+        assert np.array_equal(got.astype(np.float64), np.asarray(x))
+
+
 def test_argument_checks():
     with pytest.raises(ValueError, match="fmt: expected one of"):
         cast(np.ones(2), "float8_e4m3")

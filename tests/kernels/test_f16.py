@@ -59,7 +59,7 @@ from kernels._f16 import (
     widen_half_array,
     widen_half_array_to_float32,
 )
-from kernels._strict import to_float16
+from kernels.cast import cast
 from tests.helpers.assertions import assert_same_bits
 
 ALL_HALF_BITS = np.arange(1 << 16).astype(np.uint16)
@@ -438,18 +438,17 @@ def test_float64_to_half_near_every_boundary():
     assert_same_bits("float64_to_half_bits (Numba)", in_numba, expected, values)
 
 
-@pytest.mark.parametrize("boundary_inputs", [float64_boundary_inputs, float32_boundary_inputs])
-def test_to_float16_rounds_whole_results_like_numpy(boundary_inputs):
-    """``kernels._strict.to_float16``, which rounds the float64 (or float32) results of the
+def test_cast_rounds_whole_results_like_numpy():
+    """``kernels.cast.cast(values, "float16")``, which rounds the float64 results of the
     kernels that compute in float64, against NumPy's cast, on a strided 2-D view of every
-    boundary input: same bits (NaN payloads and signed zeros), same shape, C order."""
-    values = boundary_inputs()
+    float64 boundary input: same bits (NaN payloads and signed zeros), same shape, C order."""
+    values = float64_boundary_inputs()
     values = values[: values.size - values.size % 6].reshape(-1, 6)
     view = values.T[::2]  # not contiguous
-    got = to_float16(view)
+    got = cast(view, "float16")
     assert got.dtype == np.float16 and got.shape == view.shape and got.flags.c_contiguous
     expected = numpy_to_half(np.ascontiguousarray(view).reshape(-1))
-    assert_same_bits("to_float16", got.reshape(-1).view(np.uint16), expected, view.reshape(-1))
+    assert_same_bits("cast", got.reshape(-1).view(np.uint16), expected, view.reshape(-1))
 
 
 def test_float64_to_half_from_python_on_specials():
