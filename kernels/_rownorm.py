@@ -35,9 +35,9 @@ from kernels._f16 import (
     half_bits_to_float32,
     half_bits_to_float64,
 )
+from kernels._grain import loop_for
 from kernels._strict import is_bfloat16
 from kernels._strict import narrow as narrow_strict
-from kernels._threads import thread_safe
 from kernels._validate import eps_value, float_array, strict_mode
 
 
@@ -231,7 +231,7 @@ def forward(generated: ModuleType, prepared: Prepared) -> np.ndarray:
     """y for every row, in x's shape and dtype."""
     p = prepared
     out, stored = p.loop_output(p.rows.shape)
-    loop = thread_safe(getattr(generated, f"forward_{p.path}"))
+    loop = loop_for(getattr(generated, f"forward_{p.path}"), p.rows.size)
     gamma, beta = p.loop_parameter(p.gamma), p.loop_parameter(p.beta)
     loop(p.loop_input(p.rows), gamma, beta, p.loop_eps(), stored)
     return p.finish(out).reshape(p.x.shape)
@@ -254,7 +254,7 @@ def vjp(
     dgamma_blocks = np.zeros((blocks, parts, p.size))
     dbeta_blocks = np.zeros((blocks, parts, p.size))
     dx, stored = p.loop_output(p.rows.shape)
-    loop = thread_safe(getattr(generated, f"vjp_{p.path}"))
+    loop = loop_for(getattr(generated, f"vjp_{p.path}"), p.rows.size)
     grows = np.ascontiguousarray(g).reshape(-1, p.size)
     loop(
         p.loop_input(p.rows),

@@ -46,8 +46,8 @@ from numpy.typing import ArrayLike
 
 from kernels._bf16 import to_bfloat16
 from kernels._generated import batchnorm as _generated
+from kernels._grain import loop_for
 from kernels._strict import bfloat16_kernel, is_bfloat16, narrow
-from kernels._threads import thread_safe
 from kernels._validate import choice, eps_value, flag, float_array, real, strict_mode
 from kernels.cast import cast
 
@@ -158,7 +158,8 @@ class _Prepared:
 
     def loop(self, name: str):
         mode = "" if self.training else "inference_"
-        return thread_safe(getattr(_generated, f"{name}_{mode}{self.path}_{DENOMS[self.denom]}"))
+        loop = getattr(_generated, f"{name}_{mode}{self.path}_{DENOMS[self.denom]}")
+        return loop_for(loop, self.columns.size)
 
     def loop_eps(self) -> float:
         """eps rounded to the 16-bit format in strict mode (float16: inf from 65520 on,

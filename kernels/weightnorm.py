@@ -31,8 +31,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from kernels._generated import weightnorm as _generated
+from kernels._grain import loop_for
 from kernels._strict import bfloat16_kernel, is_bfloat16, narrow
-from kernels._threads import thread_safe
 from kernels._validate import eps_value, float_array, strict_mode
 from kernels.cast import cast
 
@@ -89,7 +89,7 @@ class _Prepared:
     def weights(self) -> np.ndarray:
         """W in float64 (16-bit values in strict mode)."""
         out = np.empty(self.v.shape)
-        thread_safe(getattr(_generated, f"weights_{self.path}"))(
+        loop_for(getattr(_generated, f"weights_{self.path}"), self.v.size)(
             self.v, self.gamma, self.loop_eps(), out
         )
         return out
@@ -153,7 +153,7 @@ def vjp(
     dw = p.product_nt(grows.T, p.rows.T)
     dv = np.empty(p.v.shape)
     dgamma = np.empty(p.v.shape[0])
-    thread_safe(getattr(_generated, f"parameter_gradients_{p.path}"))(
+    loop_for(getattr(_generated, f"parameter_gradients_{p.path}"), p.v.size)(
         p.v, p.gamma, p.loop_eps(), np.ascontiguousarray(dw), dv, dgamma
     )
     return p.finish(dx).reshape(p.x.shape), p.finish(dv), p.finish(dgamma)

@@ -92,6 +92,7 @@ from derive.reference import batchnorm as reference_batchnorm
 from derive.reference.core import round_to_dtype, ulp
 from kernels import batchnorm
 from kernels._generated import batchnorm as generated_batchnorm
+from kernels._grain import GRAIN
 from tests.helpers.assertions import assert_same_bits
 from tests.helpers.norms import (
     ALTERNATING_THRESHOLDS,
@@ -1394,22 +1395,27 @@ def test_image_batch_equals_the_flattened_batch(c, dtype, strict):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("denom", DENOMS)
 @pytest.mark.parametrize("c", MODE_CALLS[:2] + MODE_CALLS[3:5], ids=lambda c: c.name)
-def test_results_do_not_depend_on_the_thread_count(c, dtype):
+def test_results_do_not_depend_on_the_thread_count(c, denom, dtype):
+    """One thread runs the loops' serial twins, two the parallel loops (the batch is above
+    the grain): the same bits, for every parallel loop and path."""
     if numba.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("Numba has a single thread here")
     rng = np.random.default_rng(7)
     values = arguments(dtype)
     features = 64
+    batch = GRAIN // features + 1
     values |= {
-        "x": rng.standard_normal((300, features)).astype(dtype),
-        "g": rng.standard_normal((300, features)).astype(dtype),
+        "x": rng.standard_normal((batch, features)).astype(dtype),
+        "g": rng.standard_normal((batch, features)).astype(dtype),
         "gamma": rng.standard_normal(features).astype(dtype),
         "beta": rng.standard_normal(features).astype(dtype),
         "running_mean": rng.standard_normal(features).astype(dtype),
         "running_var": rng.uniform(0.5, 2.0, features).astype(dtype),
     }
-    assert_same_bits_on_1_and_2_threads(c.name, lambda: outputs_of(c(values)))
+    c = c.but(denom=denom)
+    assert_same_bits_on_1_and_2_threads(f"{c.name} {denom}", lambda: outputs_of(c(values)))
 
 
 # --------------------------------------------------------------------------------------

@@ -76,6 +76,7 @@ from hypothesis import strategies as st
 from derive.reference import norms as reference_norms
 from derive.reference.core import float_format, round_to_dtype, ulp
 from kernels import centernorm, layernorm, rmsnorm, weightnorm
+from kernels._grain import GRAIN
 from tests.helpers.assertions import assert_same_bits
 from tests.helpers.norms import (
     ALTERNATING_THRESHOLDS,
@@ -119,8 +120,9 @@ FEW_EXAMPLES = 25
 LARGE_DIM = 8192
 LARGE_BASE = 60000.0
 LARGE_OFFSETS = 3
-#: Rows for the thread-determinism test: several blocks of BLOCK_ROWS = 32 rows.
-DETERMINISM_ROWS, DETERMINISM_DIM = 200, 64
+#: Row length of the thread-determinism test (its rows, above the grain: many blocks of
+#: BLOCK_ROWS = 32 rows).
+DETERMINISM_DIM = 64
 
 
 # --------------------------------------------------------------------------------------
@@ -1325,27 +1327,30 @@ def test_no_rows_give_empty_outputs_and_zero_parameter_gradients(c, dtype):
 
 
 # --------------------------------------------------------------------------------------
-# 7. Determinism: parameter gradients do not depend on the number of threads
+# 7. Determinism: results do not depend on the number of threads
 # --------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize(
-    "c", [c for c in ALL_CALLS if c.name.endswith("vjp")], ids=lambda c: c.name
+    "c", [c for c in ALL_CALLS if c.name.endswith(("forward", "vjp"))], ids=lambda c: c.name
 )
-def test_parameter_gradients_do_not_depend_on_the_thread_count(c, dtype):
+def test_results_do_not_depend_on_the_thread_count(c, dtype):
+    """One thread runs the loops' serial twins, two the parallel loops (the rows, and
+    WeightNorm's v, are above the grain): the same bits, parameter gradients included."""
     if numba.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("Numba has a single thread here")
     rng = np.random.default_rng(7)
+    rows = outputs = GRAIN // DETERMINISM_DIM + 1
     values = weight_aware(c, arguments(dtype))
-    values["x"] = rng.standard_normal((DETERMINISM_ROWS, DETERMINISM_DIM)).astype(dtype)
-    values["g"] = rng.standard_normal((DETERMINISM_ROWS, DETERMINISM_DIM)).astype(dtype)
-    values["gw"] = rng.standard_normal((DETERMINISM_ROWS, OUTPUTS)).astype(dtype)
+    values["x"] = rng.standard_normal((rows, DETERMINISM_DIM)).astype(dtype)
+    values["g"] = rng.standard_normal((rows, DETERMINISM_DIM)).astype(dtype)
+    values["gw"] = rng.standard_normal((rows, outputs)).astype(dtype)
     values["gamma"] = rng.standard_normal(
-        OUTPUTS if c.name.startswith("weightnorm") else DETERMINISM_DIM
+        outputs if c.name.startswith("weightnorm") else DETERMINISM_DIM
     ).astype(dtype)
     values["beta"] = rng.standard_normal(DETERMINISM_DIM).astype(dtype)
-    values["v"] = rng.standard_normal((OUTPUTS, DETERMINISM_DIM)).astype(dtype)
+    values["v"] = rng.standard_normal((outputs, DETERMINISM_DIM)).astype(dtype)
     assert_same_bits_on_1_and_2_threads(c.name, lambda: outputs_of(c(values)))
 
 

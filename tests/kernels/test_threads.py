@@ -24,6 +24,7 @@ from numba.core.registry import CPUDispatcher
 
 import kernels
 from kernels import _threads, softmax
+from kernels._grain import GRAIN
 
 ROOT = Path(__file__).resolve().parents[2]
 THREADS = 8
@@ -49,8 +50,8 @@ images = rng.standard_normal((4, 6, 32, 32))
 W = rng.standard_normal((5, 6, 3, 3))
 X = rng.standard_normal((48, 16))
 Wq, Wk, Wv = (rng.standard_normal((8, 16)) for _ in range(3))
-v = rng.standard_normal((64, 128))
-gain = rng.standard_normal(64)
+v = rng.standard_normal((256, 128))
+gain = rng.standard_normal(256)
 
 CALLS = {
     "layernorm.forward": lambda: layernorm.forward(x, gamma, beta),
@@ -121,6 +122,9 @@ def _workload() -> dict:
 
 
 def test_concurrent_calls_on_the_workqueue_layer_match_a_serial_run():
+    namespace = _workload()
+    smallest = min(namespace[name].size for name in ("x", "v"))
+    assert smallest >= GRAIN, "below the grain the norms would run their serial twins"
     code = CONCURRENT.replace("__WORKLOAD__", WORKLOAD)
     code = code.replace("__THREADS__", str(THREADS)).replace("__ROUNDS__", str(ROUNDS))
     env = {**os.environ, "NUMBA_THREADING_LAYER": "workqueue"}
@@ -143,7 +147,6 @@ def test_concurrent_calls_on_the_workqueue_layer_match_a_serial_run():
         report["mismatches"][:10]
     )
     # and the same bits as this process, on its own layer and thread count
-    namespace = _workload()
     here = {name: namespace["digest"](call()) for name, call in namespace["CALLS"].items()}
     assert report["serial"] == here
 
