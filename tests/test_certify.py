@@ -239,6 +239,22 @@ def test_a_vjp_shard_is_checked_in_pieces_and_merged_in_order():
     ]
 
 
+def test_a_piece_lists_no_more_than_the_room_left_and_still_counts_everything():
+    """Once a shard has listed LISTED inputs its later pieces list none (building the
+    entries was most of a GeLU VJP shard's time where every pair was a zero-sign mismatch);
+    their counts are whole."""
+    start = certify.shards("float16", shard=300, quantity="vjp")[0][0]
+    stop = start + certify._VJP_PIECE
+
+    def spoiled(key, xs, gs):
+        return np.full(xs.shape, np.nan, dtype=xs.dtype)
+
+    for room in (0, 5):
+        piece = certify._check_piece("sigmoid", "vjp", "float16", start, stop, spoiled, room)
+        assert len(piece["listed"]) == room
+        assert piece["not_correctly_rounded"] == piece["checked"] > room
+
+
 def test_vjp_is_for_half_pairs_only(capsys):
     args = ["certify", "sigmoid", "--dtype", "float32", "--quantity", "vjp", "--limit", "10"]
     assert main(args) == 2
