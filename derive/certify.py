@@ -199,7 +199,7 @@ def _check_piece(
     key: str, quantity: str, dtype: str, start: int, stop: int, kernel, room: int
 ) -> dict:
     """:func:`check_shard` on ``[start, stop)``, its largest distance a float, listing at
-    most ``room`` inputs (building the entries cost 70% of a GeLU VJP shard where every
+    most ``room`` inputs (building the entries cost about 60% of a GeLU VJP shard where every
     pair is a zero-sign mismatch, when each piece listed LISTED)."""
     float_type, unsigned, _ = FORMATS[dtype]
     patterns = np.arange(start, stop, dtype=np.uint64)
