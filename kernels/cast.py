@@ -43,7 +43,7 @@ from numba import njit, prange
 from numpy.typing import ArrayLike
 
 from kernels._bf16 import BFLOAT16, to_bfloat16
-from kernels._f16 import narrow_to_half_array, reinterpret
+from kernels._f16 import narrow_float32_to_half_array, narrow_to_half_array, reinterpret
 from kernels._threads import thread_safe
 
 __all__ = ["FORMATS", "add", "cast"]
@@ -111,9 +111,13 @@ def cast(x: ArrayLike, fmt: str) -> np.ndarray:
     """``x`` correctly rounded to ``fmt`` (module docstring); same shape.
 
     float16 and bfloat16 go through the kernels' own narrowing (``_f16``, ``_bf16``: from
-    float64 directly, verified bit for bit); the FP8 formats through :func:`_round`."""
+    float64 directly, verified bit for bit; float32 to float16 from float32, without a
+    float64 copy); the FP8 formats through :func:`_round`."""
     dtype, precision, emin, _, threshold, no_infinity = _format(fmt)
     shape = np.shape(x)  # ascontiguousarray makes a 0-d array 1-d
+    if fmt == "float16" and np.asarray(x).dtype == np.float32:
+        bits = narrow_float32_to_half_array(np.ascontiguousarray(x).reshape(-1))
+        return bits.view(np.float16).reshape(shape)
     wide = _wide(x, "x")
     if fmt == "float16":
         return narrow_to_half_array(wide.ravel()).view(np.float16).reshape(shape)

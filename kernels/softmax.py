@@ -150,7 +150,6 @@ from kernels._dd import dd_add, dd_div, dd_exp, dd_mul, dd_sub, two_sum
 from kernels._f16 import (
     float64_to_half_bits,
     half_bits_to_float64,
-    narrow_float32_to_half_array,
     reinterpret,
     round_to_half,
     widen_half_array_to_float32,
@@ -167,6 +166,7 @@ from kernels._vmath import (
     decided_float32,
     exp_bounded,
 )
+from kernels.cast import cast
 
 __all__ = ["forward", "jacobian", "vjp"]
 
@@ -741,8 +741,7 @@ class _Prepared:
         """Round once to x's dtype (exact in strict mode and on the float16 fast path: the
         values are halves)."""
         if self.half:
-            bits = narrow_float32_to_half_array(values.reshape(-1))
-            return bits.view(np.float16).reshape(shape)
+            return cast(values, "float16").reshape(shape)
         with np.errstate(over="ignore"):
             return values.astype(self.x.dtype, copy=False).reshape(shape)
 

@@ -159,7 +159,13 @@ def test_add_of_far_apart_bfloat16_values():
 @pytest.mark.parametrize("fmt", list(FORMATS))
 def test_the_shape_is_kept_zero_dimensional_included(fmt):
     """A 0-d input gives a 0-d result (np.ascontiguousarray, on the way, makes it 1-d)."""
-    for x in (np.float64(1.5), np.array(-2.0), np.ones((2, 0, 3)), np.ones((3, 4)).T):
+    for x in (
+        np.float64(1.5),
+        np.float32(-2.5),
+        np.array(-2.0),
+        np.ones((2, 0, 3)),
+        np.ones((3, 4), np.float32).T,
+    ):
         got = cast(x, fmt)
         assert got.shape == np.shape(x) and got.dtype == FORMATS[fmt][0]
         assert np.array_equal(got.astype(np.float64), np.asarray(x))

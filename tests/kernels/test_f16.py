@@ -438,11 +438,12 @@ def test_float64_to_half_near_every_boundary():
     assert_same_bits("float64_to_half_bits (Numba)", in_numba, expected, values)
 
 
-def test_cast_rounds_whole_results_like_numpy():
-    """``kernels.cast.cast(values, "float16")``, which rounds the float64 results of the
-    kernels that compute in float64, against NumPy's cast, on a strided 2-D view of every
-    float64 boundary input: same bits (NaN payloads and signed zeros), same shape, C order."""
-    values = float64_boundary_inputs()
+@pytest.mark.parametrize("boundary_inputs", [float64_boundary_inputs, float32_boundary_inputs])
+def test_cast_rounds_whole_results_like_numpy(boundary_inputs):
+    """``kernels.cast.cast(values, "float16")``, which rounds the float64 (or float32) results
+    of the kernels, against NumPy's cast, on a strided 2-D view of every boundary input: same
+    bits (NaN payloads and signed zeros), same shape, C order."""
+    values = boundary_inputs()
     values = values[: values.size - values.size % 6].reshape(-1, 6)
     view = values.T[::2]  # not contiguous
     got = cast(view, "float16")
