@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from functools import partial
 from pathlib import Path
 from xml.etree import ElementTree
@@ -210,3 +212,18 @@ def test_worker_processes_run_single_threaded(monkeypatch):
     tasks = [(name, partial(os.getenv, name)) for name in report.ONE_THREAD]
     assert report._run(tasks, workers=2) == dict.fromkeys(report.ONE_THREAD, "1")
     assert os.environ["NUMBA_NUM_THREADS"] == "2" and "OPENBLAS_NUM_THREADS" not in os.environ
+
+
+def test_the_scheduling_process_loads_none_of_the_work():
+    """Importing the report's scheduler loads no kernel, no Numba, no matplotlib and none of
+    the checkers or the tasks: those are the workers' to import (a fresh interpreter, since
+    this one has them all)."""
+    code = (
+        "import sys, derive.report.document; "
+        "print(' '.join(m for m in ('numba', 'kernels', 'matplotlib', 'derive.check', "
+        "'derive.report.tasks', 'derive.reference.core') if m in sys.modules))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert loaded == []
