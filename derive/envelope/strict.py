@@ -558,8 +558,10 @@ def _mp_vector(values) -> list:
     return [mpmath.mpf(float(v)) for v in np.asarray(values, dtype=np.float64).ravel()]
 
 
-def _to_float(values, shape) -> np.ndarray:
-    return np.array([float(v) for v in values], dtype=np.float64).reshape(shape)
+def _per_element(exact, inverse: np.ndarray, shape) -> np.ndarray:
+    """The float64 values of ``exact`` (one per distinct input, :func:`_distinct`) at every
+    element, in the input's ``shape``."""
+    return np.array([float(v) for v in exact], dtype=np.float64)[inverse].reshape(shape)
 
 
 def _exact_norm(row: np.ndarray, eps: float, kind: str, denom: str = "sqrt_var_eps"):
@@ -574,7 +576,7 @@ def _exact_norm(row: np.ndarray, eps: float, kind: str, denom: str = "sqrt_var_e
         d = [v - mean for v in x]
         if kind == "centernorm":
             y = [mpmath.mpf(size) / (size - 1) * v + BETA for v in d]
-            return _to_float(y, values.shape)[inverse].reshape(row.shape)
+            return _per_element(y, inverse, row.shape)
         squares = [v * v for v in d]
         var = mpmath.fsum(squares[i] for i in inverse) / size
         if denom == "std_plus_eps":
@@ -584,7 +586,7 @@ def _exact_norm(row: np.ndarray, eps: float, kind: str, denom: str = "sqrt_var_e
         if denominator == 0:
             return np.full(row.shape, math.nan)  # 0/0
         y = [GAMMA * v / denominator + BETA for v in d]
-        return _to_float(y, values.shape)[inverse].reshape(row.shape)
+        return _per_element(y, inverse, row.shape)
 
 
 def _exact_zero_scale(eps: float, denom: str = "sqrt_var_eps"):
@@ -725,8 +727,8 @@ def _weightnorm_witness(fmt: Narrow, quantity, dim, value, eps, kind) -> Witness
             if norm2 == 0:
                 exact = np.full(dim, math.nan)
             else:
-                w = [float(GAMMA * t / mpmath.sqrt(norm2)) for t in entries]
-                exact = np.array(w, dtype=np.float64)[inverse]
+                w = [GAMMA * t / mpmath.sqrt(norm2) for t in entries]
+                exact = _per_element(w, inverse, dim)
         arguments = (fmt.array(np.zeros(dim)), fmt.array(v)[np.newaxis], one, eps_used)
         return Witness("jacobian", arguments, (), None, fmt.array(strict)[np.newaxis], exact[None])
     if quantity in (R_SQUARED, EPS_SUBNORMAL):
@@ -750,7 +752,7 @@ def _softmax_exact(row: np.ndarray) -> np.ndarray:
     with mpmath.workdps(_DPS):
         e = [mpmath.exp(v) for v in _mp_vector(values)]
         total = mpmath.fsum(e[i] for i in inverse)
-        return _to_float([v / total for v in e], values.shape)[inverse].reshape(row.shape)
+        return _per_element([v / total for v in e], inverse, row.shape)
 
 
 def _softmax_witness(fmt: Narrow, quantity, dim, value, kind) -> Witness:

@@ -166,11 +166,10 @@ def build(modules: Iterable[str] | None = None, workers: int | None = None) -> d
     """
     names = _modules(modules)
     workers = default_workers() if workers is None else workers
-    indices = [i for i, c in enumerate(CLAIMS) if c.module in names]
     tasks: list[tuple[str, Callable[[], object]]] = []
     if modules is None:  # the envelopes span every module: only in the full report
         tasks.append(("FP16 envelopes and certificates", partial(_task, "closing_task")))
-    claimed = {name: tuple(i for i in indices if CLAIMS[i].module == name) for name in names}
+    claimed = {name: tuple(i for i, c in enumerate(CLAIMS) if c.module == name) for name in names}
     tasks += [
         (f"module {name}", partial(_task, "module_task", name, claimed[name])) for name in names
     ]
