@@ -62,6 +62,7 @@ from derive.definitions.rows import matrix
 from derive.reference import attention as R
 from proofs.arb import DEFAULT_PREC, enclose, endpoints, point, working_precision
 from proofs.core import Proof, Step, identity, is_zero, limit
+from proofs.repeatable import frobenius, top_singular
 from proofs.rows import softmax_lipschitz
 from proofs.spectral import Bounds, SigmaMax, sigma_max
 
@@ -236,7 +237,7 @@ def dp_growth(ts: Sequence[float], w: float = 1.0) -> np.ndarray:
     out = []
     for t in ts:
         X = np.array([[float(t)], [0.0]])
-        out.append(np.linalg.norm(kernel.jacobian(X, W, W, W), 2))
+        out.append(top_singular(kernel.jacobian(X, W, W, W))[0])
     return np.array(out)
 
 
@@ -890,7 +891,7 @@ def jacobian_norm(module: str, weights: tuple, X) -> float:
     kernel = _kernel(module)
     arrays, scalars = _split(module, weights)
     J = kernel.jacobian(np.asarray(X, dtype=np.float64), *arrays, *scalars)
-    return float(np.linalg.svd(J, compute_uv=False)[0])
+    return top_singular(J)[0]
 
 
 def jacobian_norm_curve(module: str, weights: tuple, X0, scales: Sequence[float]) -> list[float]:
@@ -909,7 +910,7 @@ def natural_scale(module: str, weights: tuple) -> float:
     """The input size at which the module's nonlinearity acts: ``d^{1/4} / sqrt(|Wq| |Wk|)``
     (DP), ``d^{1/4} / |Wq|`` (L2: scores of order 1), ``sqrt(eps) / max |W|`` (SCS)."""
     arrays, scalars = _split(module, weights)
-    norms = [float(np.linalg.norm(W, 2)) or 1.0 for W in arrays]
+    norms = [top_singular(W)[0] or 1.0 for W in arrays]
     d = arrays[0].shape[0]
     if module == "dp_attention":
         return d**0.25 / math.sqrt(norms[0] * norms[1])
@@ -1087,11 +1088,11 @@ def max_jacobian_norm(
         nonlocal evaluations
         evaluations += 1
         J = kernel.jacobian(X, *arrays, *scalars)
-        U, s, Vt = np.linalg.svd(J)
-        return s[0], U[:, 0].reshape(n, dv), Vt[0].reshape(n, D)
+        s, u, v = top_singular(J)
+        return s, u.reshape(n, dv), v.reshape(n, D)
 
     def gradient(X: np.ndarray, G: np.ndarray, V: np.ndarray) -> np.ndarray:
-        h = 1e-6 * max(float(np.linalg.norm(X)), scale)
+        h = 1e-6 * max(frobenius(X), scale)
         plus = kernel.vjp(X + h * V, G, *arrays, *scalars)[0]
         minus = kernel.vjp(X - h * V, G, *arrays, *scalars)[0]
         return (plus - minus) / (2 * h)
@@ -1099,7 +1100,7 @@ def max_jacobian_norm(
     def project(X: np.ndarray) -> np.ndarray:
         if radius is None:
             return X
-        size = float(np.linalg.norm(X))
+        size = frobenius(X)
         return X if size <= radius else X * (radius / size)
 
     best_X, best = np.zeros((n, D)), -1.0
@@ -1110,11 +1111,11 @@ def max_jacobian_norm(
             base = radius if radius is not None else scale
             X = project(rng.standard_normal((n, D)) * base * START_SCALES[k % len(START_SCALES)])
         s, G, V = top(X)
-        eta = 0.1 * max(float(np.linalg.norm(X)), scale)
+        eta = 0.1 * max(frobenius(X), scale)
         failures = 0
         for _ in range(steps):
             g = gradient(X, G, V)
-            size = float(np.linalg.norm(g))
+            size = frobenius(g)
             if not math.isfinite(size) or size == 0:
                 break
             while failures < 8:

@@ -20,6 +20,7 @@ from flint import fmpz_mat
 
 from derive.definitions import initialization as d
 from proofs.core import is_zero, sum_identity, total
+from proofs.spectral import settled
 
 __all__ = [
     "FIGURE3_SEED",
@@ -223,14 +224,14 @@ def rayleigh_quotient(matrix: np.ndarray, vector: np.ndarray) -> Fraction:
 @cache
 def figure3_witness(seed: int = FIGURE3_SEED, size: int = 1024) -> dict:
     """The sampled square Gaussian Xavier matrix and its certificate: the top right
-    singular vector v from NumPy's SVD (float64, only proposed), rounded to multiples of
-    2^-24 so that the last bits of the SVD (which vary with the BLAS threads) do not reach
-    the certificate, the exact Rayleigh quotient ``q = |Z v|^2/|v|^2`` of the stored Z, and
-    the bound it gives, ``sigma_max(W)^2 >= s^2 q`` with ``s^2 = 2/(2 size) = 1/size``."""
+    singular vector v from NumPy's SVD (float64, only proposed), rounded by
+    :func:`proofs.spectral.settled` so that the last bits of the SVD (which vary with the
+    BLAS's kernels and threads) do not reach the certificate, the exact Rayleigh quotient
+    ``q = |Z v|^2/|v|^2`` of the stored Z, and the bound it gives,
+    ``sigma_max(W)^2 >= s^2 q`` with ``s^2 = 2/(2 size) = 1/size``."""
     Z = xavier_matrix(size, size, seed)
     _, _, vt = np.linalg.svd(Z)
-    v = np.round(vt[0] * 2.0**24) / 2.0**24  # exact: a float64 times a power of two
-    q = rayleigh_quotient(Z, np.ascontiguousarray(v))
+    q = rayleigh_quotient(Z, settled(vt[0]))
     return {
         "seed": seed,
         "shape": (size, size),

@@ -522,6 +522,25 @@ def _gershgorin_low(rows, j: int, indices, prec: int) -> Fraction:
 # --------------------------------------------------------------------------------------
 
 
+#: A float witness is rounded to multiples of 2^-WITNESS_BITS of its largest entry.
+WITNESS_BITS = 24
+
+
+def settled(vector: np.ndarray) -> np.ndarray:
+    """A proposed witness scaled to largest entry 1 and rounded to multiples of
+    ``2^-WITNESS_BITS``, so that the last bits of the float computation that proposed it
+    (which differ between machines: OpenBLAS picks its kernels for the CPU, and they add in
+    different orders) do not reach the certificate. Exact: the lower bound is computed from
+    whatever float vector this returns; rounding costs it about ``2^-2 WITNESS_BITS``
+    relatively (the quotient is stationary at the top singular vector).
+
+    >>> settled(np.array([0.5, -0.25 + 2.0**-40]))
+    array([ 1. , -0.5])
+    """
+    scaled = np.asarray(vector, dtype=np.float64) / np.max(np.abs(vector))
+    return np.ascontiguousarray(np.round(scaled * 2.0**WITNESS_BITS) / 2.0**WITNESS_BITS)
+
+
 @dataclass(frozen=True, eq=False)
 class SigmaMax(Bounds):
     """Certified ``lo <= sigma_max(W) <= hi``.
@@ -622,7 +641,7 @@ def sigma_max(W, prec: int = DEFAULT_PREC, *, method: str = "auto") -> SigmaMax:
     lam_lo, lam_hi, used = _sigma_lambda_bounds(exact, prec, method)
     lo, hi = _as_bounds(lam_lo, lam_hi, Fraction(1, exact.denominator**2), prec)
     _, _, vt = np.linalg.svd(exact.approx, full_matrices=False)
-    witness = np.ascontiguousarray(vt[0])
+    witness = settled(vt[0])
     witness_lo = _sqrt_lower(_matrix_witness_ratio(exact, witness), prec)
     shape = tuple(exact.approx.shape)
     return SigmaMax(max(lo, witness_lo), hi, lo, used, witness, witness_lo, shape, prec, exact)
@@ -1109,7 +1128,7 @@ def _circular_witness(weight, grid, stride, padding, freq) -> np.ndarray:
         wave = np.exp(2j * np.pi * phase)
         image += v[t * c : (t + 1) * c, None, None] * wave[None, :, :]
     part = image.real if np.linalg.norm(image.real) >= np.linalg.norm(image.imag) else image.imag
-    return np.ascontiguousarray(part / np.max(np.abs(part)))
+    return settled(part)
 
 
 def conv_circular_lipschitz(
@@ -1310,7 +1329,7 @@ def _lanczos_witness(weight, hw, rows, cols, start: np.ndarray) -> np.ndarray:
         if abs(values[-1] - previous) <= 1e-15 * values[-1]:
             break
         previous = values[-1]
-    return np.ascontiguousarray(x.reshape(start.shape))
+    return settled(x.reshape(start.shape))
 
 
 def conv_zero_padding_bounds(

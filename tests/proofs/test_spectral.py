@@ -247,7 +247,8 @@ def test_congruence_certificate_with_poor_eigenvectors(noise: float) -> None:
 def test_sigma_max_proof_and_a_wrong_bound() -> None:
     result = sigma_max(weights(5, (6, 4)))
     assert result.proof().verify().ok
-    too_low = dataclasses.replace(result, hi=result.certificate_lo * (1 - Fraction(1, 10**30)))
+    below_both = min(result.certificate_lo, result.witness_lo) * (1 - Fraction(1, 10**30))
+    too_low = dataclasses.replace(result, hi=below_both)
     outcome = too_low.proof().verify()
     assert not outcome.ok and [o.index for o in outcome.failed] == [1, 2]
     boastful = dataclasses.replace(result, witness_lo=result.hi * (1 + Fraction(1, 10**40)))
