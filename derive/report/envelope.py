@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from derive.envelope.block import block_envelope
+from derive.envelope.block import block_envelope, frozen_weights
 from derive.envelope.modules import envelope, layernorm_k, models, rmsnorm_k
 from derive.envelope.strict import STRICT_MODULES, strict_thresholds
 from derive.report.figures import loglog_figure
@@ -311,7 +311,8 @@ def _block_weights() -> dict[str, dict[str, np.ndarray]]:
     resnet = {
         f"conv{k}.weight": rng.standard_normal((channels, channels, 3, 3)) * std for k in (1, 2)
     }
-    return {"gpt2": gpt2, "unit": unit_rows, "resnet": resnet}
+    named = {"gpt2": gpt2, "unit": unit_rows, "resnet": resnet}
+    return {name: frozen_weights(arrays) for name, arrays in named.items()}
 
 
 #: Parameter draws of the Blocks table's witness search (four input spreads each).

@@ -508,3 +508,26 @@ def test_abs_sums_are_the_largest_correctly_rounded_sum(shape):
         assert block._abs_sums(W, axis) == max(math.fsum(row) for row in rows)
     block._OF_WEIGHTS.clear()
     assert block._abs_sums(np.ones((40, 30)), 1) == 30.0
+
+
+def test_frozen_weights_are_hashed_once_and_cannot_go_stale(monkeypatch):
+    """A frozen array's digest is taken when it is frozen; a writeable array is hashed at
+    every use, so writing into it between two uses gives the new content's result."""
+    rng = np.random.default_rng(4)
+    W = rng.standard_normal((6, 5))
+    hashed = []
+    real = block.hashlib.sha256
+    monkeypatch.setattr(block.hashlib, "sha256", lambda data: hashed.append(1) or real(data))
+    frozen = block.frozen_weights({"w": W})["w"]
+    assert np.array_equal(frozen, W) and frozen is not W and len(hashed) == 1
+    with pytest.raises(ValueError, match="read-only"):
+        frozen[0, 0] = 1.0
+    block._OF_WEIGHTS.clear()
+    sums = [block._abs_sums(frozen, axis) for axis in (0, 1, 0, 1)]
+    assert len(hashed) == 1
+    assert sums[:2] == [max(math.fsum(np.abs(r)) for r in M) for M in (W.T, W)]
+    block._OF_WEIGHTS.clear()
+    first = block._abs_sums(W, 1)
+    W[0] *= 4.0
+    assert block._abs_sums(W, 1) == max(math.fsum(np.abs(row)) for row in W) > first
+    assert len(hashed) == 3
