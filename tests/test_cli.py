@@ -77,13 +77,14 @@ def test_choices_come_from_the_catalog(capsys, command, names):
 
 
 def test_tau_max_reaches_the_envelope(capsys):
-    """``--tau-max`` used to be dropped by the command's own list of option names."""
+    """``--tau-max`` used to be dropped by the command's own list of option names. (At 0.5
+    the branch and bound takes about a second; at 4 it took about ten.)"""
     answers = {}
-    for tau in ("1", "4"):
+    for tau in ("0.5", "1"):
         assert cli.main(["envelope", "scs_attention", "--tau-max", tau, "--json"]) == 0
         answers[tau] = json.loads(capsys.readouterr().out)
-    assert answers["4"]["config"]["tau_max"] == 4.0
-    assert answers["4"]["safe_upstream_gradient"] < answers["1"]["safe_upstream_gradient"]
+    assert answers["0.5"]["config"]["tau_max"] == 0.5
+    assert answers["0.5"]["safe_upstream_gradient"] > answers["1"]["safe_upstream_gradient"]
 
 
 def test_envelope_check_of_a_witness_too_large_to_build(capsys):
