@@ -113,14 +113,7 @@ def top_singular(matrix: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
     return math.ldexp(s, exponent), u, v
 
 
-@njit(cache=True)
-def _sum_of_squares(x: np.ndarray) -> float:
-    total = 0.0
-    for value in x:
-        total += value * value
-    return total
-
-
 def frobenius(array: np.ndarray) -> float:
     """The Euclidean (Frobenius) norm of any real array, summed in index order."""
-    return float(np.sqrt(_sum_of_squares(np.ascontiguousarray(array, dtype=np.float64).ravel())))
+    column = np.ascontiguousarray(array, dtype=np.float64).reshape(-1, 1)
+    return float(np.sqrt(_dot(column, 0, 0)))
