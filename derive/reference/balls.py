@@ -64,6 +64,7 @@ SMALLEST = 2.0**-1000
 _WIDEN = 2.0**-150
 _SLACK = 1 + 2.0**-40  # covers the rounding of float(|B - hi|) to nearest
 _TINY = 5e-324
+_NORMAL = 2.0**-1022
 
 
 _U = sp.Wild("u")
@@ -183,8 +184,9 @@ class Enclosures:
     tight: np.ndarray
 
 
-def enclose(expr: sp.Expr, points: np.ndarray, prec: int) -> Enclosures:
-    """:class:`Enclosures` of ``expr`` at finite float64 ``points``, by balls at ``prec`` bits.
+def enclose(expr: sp.Expr, points: np.ndarray, prec: int, sides: bool = True) -> Enclosures:
+    """:class:`Enclosures` of ``expr`` at finite float64 ``points``, by balls at ``prec`` bits;
+    without ``sides`` every ``side`` is 0 (what :func:`decide` needs only for a binade).
 
     Raises :class:`proofs.arb.ArbTranslationError` if a branch has no arb translation.
     """
@@ -204,11 +206,12 @@ def enclose(expr: sp.Expr, points: np.ndarray, prec: int) -> Enclosures:
             ball = functions[k](arb(value))
             if not ball.is_finite():
                 continue
-            if abs(ball) < vanishing and not ball.is_zero():
+            mid = float(ball.mid())
+            # |ball| < 2^-1076 needs |mid| < 2^-1076: mid rounds to a subnormal or 0
+            if abs(mid) < _NORMAL and abs(ball) < vanishing and not ball.is_zero():
                 if ball > 0 or ball < 0:
                     hi[i], err[i] = (0.0 if ball > 0 else -0.0), 0.0
                 continue
-            mid = float(ball.mid())
             if mid == 0 and not ball.is_zero():
                 # between 2^-1076 and the float64 range, the mpmath path decides; a ball
                 # around 0 may yet be decided at a higher precision
@@ -217,8 +220,9 @@ def enclose(expr: sp.Expr, points: np.ndarray, prec: int) -> Enclosures:
             deviation = ball - mid
             hi[i] = mid
             err[i] = float(abs(deviation.mid())) + float(deviation.rad())
-            margin = arb(0, abs(mid) * _WIDEN)
-            side[i] = 1 if deviation - margin > 0 else -1 if deviation + margin < 0 else 0
+            if sides:
+                margin = arb(0, abs(mid) * _WIDEN)
+                side[i] = 1 if deviation - margin > 0 else -1 if deviation + margin < 0 else 0
             tight[i] = float(ball.rad()) < abs(mid) * _WIDEN / 4
     return Enclosures(hi, err, side, tight)
 
@@ -326,7 +330,7 @@ def rounded_parts(
         if not pending.size:
             break
         try:
-            found = enclose(expr, points[pending], prec)
+            found = enclose(expr, points[pending], prec, sides=spacing)
         except ArbTranslationError:
             break
         ok, where = decide(found, target, binade=spacing)
