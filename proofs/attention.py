@@ -62,6 +62,7 @@ from derive.definitions.rows import matrix
 from derive.reference import attention as R
 from proofs.arb import DEFAULT_PREC, enclose, endpoints, point, working_precision
 from proofs.core import Proof, Step, identity, is_zero, limit
+from proofs.derivatives import directional
 from proofs.repeatable import frobenius, top_singular
 from proofs.rows import softmax_lipschitz
 from proofs.spectral import Bounds, SigmaMax, sigma_max
@@ -84,14 +85,13 @@ def _jacobian_at(forward: Callable[[sp.Matrix], sp.Matrix], X: sp.Matrix) -> sp.
     """``d vec(Y) / d vec(X)`` of ``Y = forward(X)`` at the point ``X`` (C order, numerator
     layout), column by column: column j is ``d/ds vec(forward(X + s E_j))`` at ``s = 0``,
     the partial derivative by its definition. The other entries are fixed before
-    differentiating, so SymPy differentiates a function of one variable, not the whole
-    forward."""
+    differentiating, so each derivative is of a function of one variable, not the whole
+    forward (:func:`proofs.derivatives.directional`)."""
     columns = []
     for j in range(len(X)):
         step = sp.zeros(*X.shape)
         step[j] = 1
-        Y = forward(X + _s * step)
-        columns.append([sp.diff(y, _s).subs(_s, 0) for y in Y])
+        columns.append(directional(list(forward(X + _s * step)), _s))
     return sp.Matrix(columns).T
 
 
@@ -178,7 +178,7 @@ def dp_unbounded() -> Proof:
     steps = [
         Step(
             "N = 2, D = d = dv = 1, $W^Q = W^K = W^V = w$, $X_t = (t, 0)^\\top$: "
-            "$\\partial Y_2 / \\partial X_2 = w^3 t^2/4 + w/2$ (sympy.diff of the forward)",
+            "$\\partial Y_2 / \\partial X_2 = w^3 t^2/4 + w/2$ (SymEngine's diff of the forward)",
             "symbolic identity",
             lambda: identity(_dp_scalar_jacobian(_w)[1, 1], _w**3 * _t**2 / 4 + _w / 2)(),
         ),
@@ -528,7 +528,7 @@ def l2_printed_fails() -> Proof:
         Step(
             f"N = {n}, D = {D}, d = {d}, dv = {dv}: at X = 0, "
             "$J(0) = \\frac1N 1 1^\\top \\otimes (W^{Q\\top} W^Q W^{V\\top}/\\sqrt d)^\\top$ "
-            "(sympy.diff of the forward; the scores are quadratic in X, so P = 11^T/N and "
+            "(SymEngine's diff of the forward; the scores are quadratic in X, so P = 11^T/N and "
             "its derivative vanishes there)",
             "symbolic identity",
             lambda s=(n, D, d, dv): _l2_zero_jacobian(*s),
@@ -556,8 +556,8 @@ def l2_printed_fails() -> Proof:
             "not only at X = 0: with $W^Q = 2$, $W^V = 1$ (where $\\|J(0)\\|_2 = 4$ is below "
             "the printed constant) and $X = (7/10, 0)^\\top$, $v = (1, -1)$: "
             "$\\|J v\\|_2 / \\|v\\|_2 > 6.4 > $ printed $\\in$ "
-            f"[{interior.decimal(12)[0]}, {interior.decimal(12)[1]}] (sympy.diff of the forward "
-            "at the exact point, enclosed in arb)",
+            f"[{interior.decimal(12)[0]}, {interior.decimal(12)[1]}] "
+            "(SymEngine's diff of the forward at the exact point, enclosed in arb)",
             "arb enclosure",
             _l2_interior_witness,
         )
@@ -628,7 +628,8 @@ def _scs_chain_rule(n: int, D: int, d: int, dv: int) -> bool:
     h = sp.Symbol("h", real=True)
     X, Delta = matrix("X", n, D), matrix("Delta", n, D)
     Wq, Wk, Wv = matrix("Wq", d, D), matrix("Wk", d, D), matrix("Wv", dv, D)
-    lhs = sp.diff(A.scs(X + h * Delta, Wq, Wk, Wv, nu, tau, _eps), h).subs(h, 0)
+    Y = A.scs(X + h * Delta, Wq, Wk, Wv, nu, tau, _eps)
+    lhs = sp.Matrix(Y.rows, Y.cols, directional(list(Y), h))
 
     def parts(W: sp.Matrix) -> tuple[sp.Matrix, sp.Matrix]:
         rows, drows = [], []

@@ -1,5 +1,5 @@
 """The three single-head attentions of Table 2, in SymPy, and the closed-form backward
-passes the kernels use, proven equal to ``sympy.diff`` of the forwards.
+passes the kernels use, proven equal to the derivatives of the forwards.
 
 Rows are tokens (SPEC; X has shape (N, D)):
 
@@ -39,6 +39,7 @@ import sympy as sp
 
 from derive.definitions.rows import matrix, softmax
 from proofs.core import Proof, Step, same
+from proofs.derivatives import gradient
 
 
 def _row_softmax(S: sp.Matrix) -> sp.Matrix:
@@ -232,11 +233,13 @@ BACKWARDS: dict[str, Callable] = {
 
 
 def _gradient(loss: sp.Expr, M: sp.Matrix) -> sp.Matrix:
-    return M.applyfunc(lambda s: sp.diff(loss, s))
+    """``d loss / d M`` entry by entry (:func:`proofs.derivatives.gradient`: SymEngine's
+    derivatives, about ten times faster than ``sympy.diff`` here, as SymPy expressions)."""
+    return sp.Matrix(M.rows, M.cols, gradient(loss, list(M)))
 
 
 def backward_matches(key: str, size: Size, backward: Callable | None = None) -> bool:
-    """The closed form ``backward`` (default: the kernels') equals sympy.diff of
+    """The closed form ``backward`` (default: the kernels') equals the derivative of
     ``sum(G * Y)`` with respect to X and every weight matrix, entry by entry."""
     X, G, params = _symbols(key, size)
     Y = FORWARDS[key](X, *params)
@@ -251,8 +254,8 @@ def closed_form_proof(key: str) -> Proof:
         f"kernels.{key}: the backward pass",
         tuple(
             Step(
-                f"{size}: the closed-form (dX and the weight gradients) equals sympy.diff of "
-                "sum(G * Y), entry by entry",
+                f"{size}: the closed-form (dX and the weight gradients) equals the derivative "
+                "of sum(G * Y) (SymEngine's diff), entry by entry",
                 "symbolic identity",
                 lambda s=size: backward_matches(key, s),
             )
