@@ -4,10 +4,12 @@ SymPy's ``diff`` builds every intermediate derivative as an evaluated SymPy obje
 queries the assumption system at each node; on the attentions' losses (a softmax of sums of
 products, a few hundred operations) that is 0.2-1.2 s per size and most of the time of the
 backward-pass proofs. SymEngine (the C++ symbolic core SymPy can use) applies the same
-differentiation rules without that overhead, about ten times faster there. The results come
-back as SymPy expressions in the caller's own symbols, so the identities built from them are
-decided by :func:`proofs.core.same` as before; a derivative is an exact expression either
-way, and ``tests/proofs/test_derivatives.py`` compares the two libraries' derivatives.
+differentiation rules without that overhead: 1.6 s of CPU for the eleven sizes' gradients,
+the conversions to SymEngine and back included, against 7.2 s with ``sympy.diff``. The
+results come back as SymPy expressions in the caller's own symbols, so the identities built
+from them are decided by :func:`proofs.core.same` as before; a derivative is an exact
+expression either way, and ``tests/proofs/test_derivatives.py`` compares the two libraries'
+derivatives.
 
 SymEngine's symbols carry no assumptions: it differentiates the expression as a function of
 complex variables, whose derivative is the real one on the reals. The symbols are matched
