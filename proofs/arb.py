@@ -178,7 +178,7 @@ def to_arb(expr: sp.Expr, var: sp.Symbol | None = None) -> ArbFunction:
 
 def _translate(expr: sp.Basic, var: sp.Symbol | None) -> ArbFunction:
     """``expr`` as a tree of closures, one per node: what :func:`_straight_line` is checked
-    against (``tests/proofs/test_arb.py``), and how it evaluates the constant parts."""
+    against (``tests/proofs/test_core.py``), and how it evaluates the constant parts."""
     if var is not None and expr == var:
         return lambda t: t
     if var is not None and not expr.free_symbols:

@@ -59,7 +59,7 @@ def test_backward_proofs_hold_and_catch_a_wrong_softmax_backward(key, monkeypatc
     assert not A.backward_matches(key, size)
 
 
-def test_dp_backward_with_transposed_scores_gradient_fails():
+def test_dp_backward_with_exchanged_query_and_key_gradients_fails():
     def wrong(X, G, Wq, Wk, Wv):
         dX, dWq, dWk, dWv = A.dp_backward(X, G, Wq, Wk, Wv)
         return dX, dWk, dWq, dWv  # the query and key gradients exchanged
