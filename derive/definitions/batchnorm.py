@@ -45,6 +45,7 @@ from derive.definitions.norms import (
     m_a,
     r,
     s,
+    substituted,
     sum_statistics,
     vector,
 )
@@ -125,7 +126,7 @@ class BatchNormForm:
             }
             if col is not None:
                 values |= {d_j: deviations[col], delta: 1 if k == col else 0}
-            return expr.subs(values, simultaneous=True)
+            return substituted(expr, values)
 
         return {
             "output": sp.Matrix([at(self.output, k) for k in range(size)]),
@@ -237,7 +238,7 @@ def symbolic_batchnorm_checks(denom: str, closed: BatchNormForm | None = None) -
     }
 
     def at(expr: sp.Expr) -> sp.Expr:
-        return expr.subs(values, simultaneous=True)
+        return substituted(expr, values)
 
     objective = total(g[c] * y(c), c)
     return {
@@ -360,7 +361,8 @@ class Derivation:
         mean = sum(xs) / size
         var = sum((v - mean) ** 2 for v in xs) / size
         spread = var if self.spread == sigma2 else sp.sqrt(var)
-        return self.assembled.subs(
+        return substituted(
+            self.assembled,
             {
                 x_k: xs[k],
                 x_j: xs[j],
@@ -369,7 +371,6 @@ class Derivation:
                 delta_jk: 1 if j == k else 0,
                 m: size,
             },
-            simultaneous=True,
         )
 
 

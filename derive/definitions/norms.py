@@ -57,6 +57,20 @@ PROOF_SIZES = (1, 2, 3, 4, 5)
 CROSS_CHECK_SIZES = (2, 3)
 
 
+def substituted(expr: sp.Expr, values: dict[sp.Symbol, object]) -> sp.Expr:
+    """``expr`` with its symbols replaced by ``values``, all at once: what SymPy's
+    ``subs(values, simultaneous=True)`` gives for symbols (each rebuilt node evaluates as
+    ``subs`` rebuilds it; the same expressions, compared on every closed form of BatchNorm and
+    the row norms at sizes 1..5), without ``subs``'s pattern matching and its round trip
+    through dummies: those closed forms take 0.3 s of CPU instead of 3.6-5.7 s.
+
+    >>> a, b = sp.symbols("a b")
+    >>> substituted(a + 2 * b, {a: b, b: a})
+    2*a + b
+    """
+    return expr.xreplace({symbol: sp.sympify(value) for symbol, value in values.items()})
+
+
 def vector(name: str, size: int) -> sp.Matrix:
     """A column of real symbols ``name1 .. name<size>``."""
     return sp.Matrix(sp.symbols(f"{name}1:{size + 1}", real=True))
@@ -166,9 +180,9 @@ class RowNorm:
         return {
             "y_a": output(a),
             "y_b": output(b),
-            "jacobian": self.jacobian_entry.subs(values, simultaneous=True),
-            "vjp": self.vjp.subs(values, simultaneous=True),
-            "dgamma": self.dgamma_term.subs(values, simultaneous=True),
+            "jacobian": substituted(self.jacobian_entry, values),
+            "vjp": substituted(self.vjp, values),
+            "dgamma": substituted(self.dgamma_term, values),
         }
 
     def closed_forms(self, size: int, g: sp.Matrix) -> dict[str, sp.Matrix]:
@@ -191,7 +205,7 @@ class RowNorm:
             }
             if j is not None:
                 values |= {d_j: deviations[j], delta: 1 if i == j else 0}
-            return expr.subs(values, simultaneous=True)
+            return substituted(expr, values)
 
         return {
             "output": sp.Matrix([at(self.output, i) for i in range(size)]),
