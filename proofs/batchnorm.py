@@ -180,6 +180,7 @@ def algorithm_matches(size: int) -> bool:
     return all(is_zero(a - b) for a, b in zip(printed, y, strict=True))
 
 
+@cache
 def moments_without_eps(size: int) -> tuple[sp.Expr, sp.Expr]:
     """(mean, variance) of ``gamma (x - mean)/sqrt(var) + beta`` over a batch of ``size``
     (002's normalization without eps), simplified; SymPy cancels ``var/var``, so the result

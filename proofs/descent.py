@@ -17,6 +17,7 @@ Every function returns ``True`` only if its statement is established; a ``factor
 from __future__ import annotations
 
 import itertools
+from functools import cache
 
 import sympy as sp
 
@@ -654,6 +655,7 @@ def minibatch_weight() -> sp.Expr:
     return weight
 
 
+@cache
 def derivative_order(largest: int = 3) -> int:
     """The order n of the derivative of ``g(t) = f(x + t d)`` that equals ``d^T Hess f d``
     for a generic f of two variables (n = 1..``largest`` tried): 2."""

@@ -191,6 +191,7 @@ def _derived_entry(key: str) -> sp.Expr:
     return sp.diff(forward, x[_ROW])
 
 
+@cache
 def symbolic_jacobian_matches(key: str) -> bool:
     """The printed Jacobian's entry (a, b) equals d y_b / d x_a for a symbolic size D."""
     return sum_identity(printed_jacobian_entry(key), _derived_entry(key))()

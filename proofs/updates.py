@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 from fractions import Fraction
+from functools import cache
 
 import numpy as np
 import sympy as sp
@@ -98,6 +99,7 @@ def closed_form_recurs() -> bool:
     return base and starts and sums and is_zero(last - (1 - up.gamma) * up.G[up.T])
 
 
+@cache
 def weights_total() -> tuple[sp.Expr, sp.Expr]:
     """``(sum_{t=1}^T gamma^(T-t) (1 - gamma), gamma^T)``, the gradients' total weight
     summed for a symbolic T (``1 - gamma^T``), and the weight of ``A_0``."""
