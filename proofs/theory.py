@@ -142,8 +142,8 @@ def arcsin_example() -> dict[str, bool]:
     """000's f(x) = (1/2) arcsin x + (1/2) x sqrt(1 - x^2) on [-1, 1]: ``f'(x) = sqrt(1 -
     x^2)`` (sympy.diff), so ``|f'| <= 1`` with ``f'(0) = 1`` (1-Lipschitz, by the mean value
     theorem on the interval), while ``f''(x) = -x/sqrt(1 - x^2)`` tends to ``-oo`` as x -> 1
-    from below (no Lipschitz constant for f': not smooth). Decided once per process: four
-    proof steps ask (about 1.5 s of SymPy each time before)."""
+    from below (no Lipschitz constant for f': not smooth). Decided once per process (1.4 s
+    of SymPy; four proof steps ask)."""
     return dict(_arcsin_facts())
 
 
