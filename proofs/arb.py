@@ -352,7 +352,7 @@ def _straight_line(expr: sp.Expr, var: sp.Symbol) -> ArbFunction:
         return name
 
     def function_name(function: Callable[[arb], arb]) -> str:
-        name = f"f{len(namespace)}"
+        name = next((k for k, f in namespace.items() if f is function), f"f{len(namespace)}")
         namespace[name] = function
         return name
 

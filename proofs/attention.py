@@ -155,7 +155,7 @@ def _dp_growth_identity(n: int, D: int, d: int, dv: int) -> bool:
     a = sp.Matrix([sp.Symbol(f"a{k}", real=True) for k in range(D)])
     e = sp.Matrix([sp.Symbol(f"e{k}", real=True) for k in range(D)])
     X = sp.Matrix.vstack(_t * a.T, *([sp.zeros(1, D)] * (n - 2)), _delta * e.T)
-    dY = sp.diff(A.dp(X, Wq, Wk, Wv).row(n - 1), _delta).subs(_delta, 0)
+    dY = sp.Matrix([directional(list(A.dp(X, Wq, Wk, Wv).row(n - 1)), _delta)])
     c = (e.T * Wq.T * Wk * a)[0] / sp.sqrt(d)
     closed = (Wv * e / n + _t**2 * c * sp.Rational(n - 1, n**2) * Wv * a).T
     return _is_zero_matrix(dY - closed)
