@@ -50,7 +50,7 @@ the result is the double-double path's, bit for bit, except where that path (whi
 float64 once more) is not correctly rounded. Rows longer than 2^20, float64 input (whose
 correct rounding would need more than float64) and ``strict_fp16=True`` keep their paths.
 
-Error analysis of the fast path, row by row (u = 2^-53, U = 2u, TINY = 2^-1074; ``A = 2^-1073``
+Error analysis of the fast path, row by row (u = 2^-53, U = 2u, TINY = 2^-1022; ``A = 2^-1022``
 is exp_bounded's absolute error below the normal range). The bounds are evaluated in
 float64 from nonnegative terms; their own rounding (a few dozen ulps of the bound) and the
 first-order ``1 + O(D u)`` factors dropped below are covered by the factor 2 that

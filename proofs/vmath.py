@@ -31,7 +31,8 @@
 
 Below the normal range the two scalings round once, by at most half the smallest subnormal
 2^-1075; below ``EXP_LOW`` the result is 0 and ``exp(a) < 2^-1075``: both are within
-``EXP_ABS_ERROR = 2^-1073`` (:func:`exp_low_underflows`).
+``EXP_ABS_ERROR = 2^-1022`` (:func:`exp_low_underflows`; the smallest normal float64, so that
+the bounds' arithmetic takes no subnormal operand).
 """
 
 from __future__ import annotations
