@@ -35,18 +35,22 @@ _DENORMAL_OPERAND = 0x2
 _FLAGS = 0x3F
 
 
-def _mxcsr_pointer(builder: ir.IRBuilder) -> ir.Value:
+def _mxcsr_through_slot(builder: ir.IRBuilder, name: str, value: ir.Value | None = None):
+    """Call LLVM's ``llvm.x86.sse.<name>`` (``stmxcsr`` stores MXCSR into a 32-bit slot,
+    ``ldmxcsr`` loads it from one) on a fresh stack slot holding ``value``; the slot."""
     slot = cgutils.alloca_once(builder, ir.IntType(32))
-    return slot, builder.bitcast(slot, ir.IntType(8).as_pointer())
+    if value is not None:
+        builder.store(value, slot)
+    pointer = builder.bitcast(slot, ir.IntType(8).as_pointer())
+    kind = ir.FunctionType(ir.VoidType(), [ir.IntType(8).as_pointer()])
+    builder.call(builder.module.declare_intrinsic(f"llvm.x86.sse.{name}", (), kind), [pointer])
+    return slot
 
 
 @intrinsic
 def _read_mxcsr(typingctx):
     def codegen(context, builder, signature, args):
-        slot, pointer = _mxcsr_pointer(builder)
-        kind = ir.FunctionType(ir.VoidType(), [ir.IntType(8).as_pointer()])
-        builder.call(builder.module.declare_intrinsic("llvm.x86.sse.stmxcsr", (), kind), [pointer])
-        return builder.load(slot)
+        return builder.load(_mxcsr_through_slot(builder, "stmxcsr"))
 
     return types.int32(), codegen
 
@@ -54,10 +58,7 @@ def _read_mxcsr(typingctx):
 @intrinsic
 def _write_mxcsr(typingctx, value):
     def codegen(context, builder, signature, args):
-        slot, pointer = _mxcsr_pointer(builder)
-        builder.store(args[0], slot)
-        kind = ir.FunctionType(ir.VoidType(), [ir.IntType(8).as_pointer()])
-        builder.call(builder.module.declare_intrinsic("llvm.x86.sse.ldmxcsr", (), kind), [pointer])
+        _mxcsr_through_slot(builder, "ldmxcsr", args[0])
         return context.get_dummy_value()
 
     return types.none(value), codegen
