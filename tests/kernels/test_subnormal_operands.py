@@ -25,6 +25,8 @@ from numba.extending import intrinsic
 
 from derive.codegen import generate
 from derive.definitions.activations import ELEMENTWISE
+from kernels._elementwise import _SUFFIX, _storage
+from kernels._validate import BFLOAT16
 
 pytestmark = pytest.mark.skipif(
     platform.machine().lower() not in ("x86_64", "amd64"), reason="MXCSR is x86's"
@@ -109,18 +111,13 @@ def _inputs(dtype) -> tuple[np.ndarray, np.ndarray]:
     return x.astype(dtype), g.astype(dtype)
 
 
-def _storage(array: np.ndarray) -> np.ndarray:
-    return array.view(np.uint16) if array.itemsize == 2 else array
-
-
-@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float16), BFLOAT16], ids=str)
 @pytest.mark.parametrize("quantity", ["forward", "derivative", "vjp"])
 @pytest.mark.parametrize("key", BOUNDED)
 def test_bounded_blocks_take_no_subnormal_operand(key, quantity, dtype):
     generated = importlib.import_module(f"kernels._generated.{key}")
-    suffix = {"float32": "f32", "float16": "f16"}[dtype]
-    block = getattr(generated, f"{quantity}_{suffix}_block")
-    x, g = _inputs(np.dtype(dtype))
+    block = getattr(generated, f"{quantity}_{_SUFFIX[dtype]}_block")
+    x, g = _inputs(dtype)
     out = np.empty_like(x)
     args = (x, g, out) if quantity == "vjp" else (x, out)
     args = tuple(_storage(a) for a in args)
