@@ -51,7 +51,7 @@ from kernels._strict import bfloat16_kernel, is_bfloat16, narrow
 from kernels._validate import choice, eps_value, flag, float_array, real, strict_mode
 from kernels.cast import cast
 
-#: denom -> suffix of the generated loops.
+#: denom -> suffix of its generated scale and weight stages (the loops take both, by a flag).
 DENOMS = {"sqrt_var_eps": "sqrt", "std_plus_eps": "std"}
 
 #: PyTorch's default momentum; forward, vjp and jacobian accept no other value in training
@@ -76,6 +76,8 @@ class _Prepared:
         if x.ndim not in (2, 4):
             raise ValueError(f"x: expected shape (N, D) or (N, C, H, W), got {x.shape}")
         self.denom = choice(denom, "denom", tuple(DENOMS))
+        #: the loops' denominator argument: std_plus_eps if True, else sqrt_var_eps
+        self.std = self.denom == "std_plus_eps"
         self.strict = strict_mode(strict, x.dtype)
         self.bf = is_bfloat16(x)
         if self.bf and not self.strict:
@@ -158,7 +160,7 @@ class _Prepared:
 
     def loop(self, name: str):
         mode = "" if self.training else "inference_"
-        loop = getattr(_generated, f"{name}_{mode}{self.path}_{DENOMS[self.denom]}")
+        loop = getattr(_generated, f"{name}_{mode}{self.path}")
         return loop_for(loop, self.columns.size)
 
     def loop_eps(self) -> float:
@@ -286,9 +288,11 @@ def forward(
     )
     out = p.buffer(p.columns.shape)
     if p.training:
-        p.loop("forward")(p.columns, p.gamma, p.beta, p.loop_eps(), p.block, out)
+        p.loop("forward")(p.columns, p.gamma, p.beta, p.loop_eps(), p.std, p.block, out)
     else:
-        p.loop("forward")(p.columns, p.gamma, p.beta, p.mean, p.var, p.loop_eps(), p.block, out)
+        p.loop("forward")(
+            p.columns, p.gamma, p.beta, p.mean, p.var, p.loop_eps(), p.std, p.block, out
+        )
     return p.restore(p.finish(out))
 
 
@@ -322,9 +326,11 @@ def vjp(
     dgamma, dbeta = np.empty(features), np.empty(features)
     eps_ = p.loop_eps()
     if p.training:
-        p.loop("vjp")(p.columns, gcols, p.gamma, eps_, p.block, dx, dgamma, dbeta)
+        p.loop("vjp")(p.columns, gcols, p.gamma, eps_, p.std, p.block, dx, dgamma, dbeta)
     else:
-        p.loop("vjp")(p.columns, gcols, p.gamma, p.mean, p.var, eps_, p.block, dx, dgamma, dbeta)
+        p.loop("vjp")(
+            p.columns, gcols, p.gamma, p.mean, p.var, eps_, p.std, p.block, dx, dgamma, dbeta
+        )
     return p.restore(p.finish(dx)), p.finish(dgamma), p.finish(dbeta)
 
 
@@ -352,8 +358,8 @@ def jacobian(
     out = p.buffer((features, size, size), bits=False)  # the Jacobian loops store floats
     for j in range(features):
         if p.training:
-            loop = getattr(_generated, f"jacobian_{p.path}_{DENOMS[p.denom]}")
-            loop(p.feature_row(j), p.gamma[j], p.loop_eps(), out[j])
+            loop = getattr(_generated, f"jacobian_{p.path}")
+            loop(p.feature_row(j), p.gamma[j], p.loop_eps(), p.std, out[j])
         else:
             scale = _inference_scale(p, j)
             with np.errstate(over="ignore"):  # rounds past the format's max to inf, as IEEE

@@ -7,7 +7,9 @@ features run in parallel, and the innermost loops run along the contiguous featu
 The statistics are LayerNorm's, per column (compensated for float64, corrected two-pass
 float64 for float32/float16, rounded half steps in strict mode); the one-feature Jacobian
 uses LayerNorm's row statistics (``kernels/_generated/layernorm.py``). The per-element
-stages are emitted here for both denominators, and the loops are the templates below.
+stages are emitted here for both denominators, and the loops are the templates below: one
+loop per path and mode serves both denominators, picking the scale and the weight per
+feature by its ``std`` argument.
 Paths and arithmetic are those of :mod:`derive.codegen.norms`; as there, float16 in mixed
 mode passes x, g and the outputs as the halves' bits (``uint16``), which the loops widen
 exactly as they read them and round once, from float64, as they store them
@@ -47,19 +49,36 @@ STATISTICS_IMPORT = (
 
 JACOBIAN_LOOP = '''\
 @njit(cache=True, error_model="numpy")
-def jacobian_{path}_{denom}(x, gamma_i, epsilon, out):
+def jacobian_{path}(x, gamma_i, epsilon, std, out):
     """Training mode: the (M, M) block J[k, p] = dy_k / dx_l of one feature."""
     size = x.size
     n = {size_n}
     mh, ml, s = statistics_{path}(x)
-    r = scale_{denom}_{mode}(s, epsilon)
-    w = weight_{denom}_{mode}(s, epsilon, r) if s > 0.0 else 0.0 * r * r
+    r = scale_{mode}(s, epsilon, std)
+    w = weight_{mode}(s, epsilon, r, std) if s > 0.0 else 0.0 * r * r
     for k in range(size):
         dk = {dev_k}
         for j in range(size):
             dj = {dev_j}
             kronecker = 1.0 if k == j else 0.0
             out[k, j] = entry_{mode}(dk, dj, r, np.float64(gamma_i), n, w, kronecker)
+'''
+
+#: One loop serves both denominators: ``std`` (a bool argument) picks the scale and the
+#: weight once per feature, so each path compiles once rather than once per denominator.
+DENOMINATOR = '''\
+@njit(cache=True, error_model="numpy")
+def scale_{mode}(s, epsilon, std):
+    """The scale r, mode {mode}: ``scale_std_{mode}`` (std_plus_eps) if ``std``, else
+    ``scale_sqrt_{mode}`` (sqrt_var_eps)."""
+    return scale_std_{mode}(s, epsilon) if std else scale_sqrt_{mode}(s, epsilon)
+
+
+@njit(cache=True, error_model="numpy")
+def weight_{mode}(s, epsilon, r, std):
+    """The sigma-path weight w, mode {mode}: ``weight_std_{mode}`` if ``std``, else
+    ``weight_sqrt_{mode}``."""
+    return weight_std_{mode}(s, epsilon, r) if std else weight_sqrt_{mode}(s, epsilon, r)
 '''
 
 COLUMN_STATISTICS = {
@@ -258,7 +277,7 @@ def _column_sums_wide(x, g, c0, c1, gammas, m, correction, r):
 
 COLUMN_LOOPS = '''\
 @njit({jit})
-def forward_{path}_{denom}(x, gamma, beta, epsilon, block, out):
+def forward_{path}(x, gamma, beta, epsilon, std, block, out):
     """Training mode on x (A, L, C): features c (the last axis) normalized over (a, p),
     blocks of features in parallel."""
     A, L, C = x.shape
@@ -267,7 +286,7 @@ def forward_{path}_{denom}(x, gamma, beta, epsilon, block, out):
         mh, ml, s = column_statistics_{path}(x, c0, c1)
         r = np.empty(c1 - c0)
         for k in range(c1 - c0):
-            r[k] = scale_{denom}_{mode}(s[k], epsilon)
+            r[k] = scale_{mode}(s[k], epsilon, std)
         gammas, betas = gamma[c0:c1], beta[c0:c1]
         for a in range(A):
             for p in range(L):
@@ -279,7 +298,7 @@ def forward_{path}_{denom}(x, gamma, beta, epsilon, block, out):
 
 
 @njit({jit})
-def vjp_{path}_{denom}(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
+def vjp_{path}(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta):
     """Training mode on x (A, L, C): dx, and each feature's dgamma and dbeta."""
     A, L, C = x.shape
     n = {count}
@@ -289,10 +308,10 @@ def vjp_{path}_{denom}(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
         mh, ml, s = column_statistics_{path}(x, c0, c1)
         r, w, gammas = np.empty(width), np.empty(width), np.empty(width)
         for k in range(width):
-            r[k] = scale_{denom}_{mode}(s[k], epsilon)
+            r[k] = scale_{mode}(s[k], epsilon, std)
             # The sigma path vanishes with the deviations: w = 0 at zero variance (its limit),
             # NaN when r is inf there (eps = 0: 0/0).
-            w[k] = weight_{denom}_{mode}(s[k], epsilon, r[k]) if s[k] > 0.0 else 0.0 * r[k] * r[k]
+            w[k] = weight_{mode}(s[k], epsilon, r[k], std) if s[k] > 0.0 else 0.0 * r[k] * r[k]
             gammas[k] = np.float64(gamma[c0 + k])
 {sums}
         ma, mad = np.empty(width), np.empty(width)
@@ -311,14 +330,14 @@ def vjp_{path}_{denom}(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
 
 
 @njit({jit})
-def forward_inference_{path}_{denom}(x, gamma, beta, mean, var, epsilon, block, out):
+def forward_inference_{path}(x, gamma, beta, mean, var, epsilon, std, block, out):
     """Inference mode: the affine map with the running statistics."""
     A, L, C = x.shape
     for b in {range}((C + block - 1) // block):
         c0, c1 = b * block, min(C, (b + 1) * block)
         r = np.empty(c1 - c0)
         for k in range(c1 - c0):
-            r[k] = scale_{denom}_{mode}(np.float64(var[c0 + k]), epsilon)
+            r[k] = scale_{mode}(np.float64(var[c0 + k]), epsilon, std)
         for a in range(A):
             for p in range(L):
                 for c in range(c0, c1):
@@ -328,7 +347,7 @@ def forward_inference_{path}_{denom}(x, gamma, beta, mean, var, epsilon, block, 
 
 
 @njit({jit})
-def vjp_inference_{path}_{denom}(x, g, gamma, mean, var, epsilon, block, dx, dgamma, dbeta):
+def vjp_inference_{path}(x, g, gamma, mean, var, epsilon, std, block, dx, dgamma, dbeta):
     """Inference mode: dx = gamma r g, dgamma = sum g (x - mean) r, dbeta = sum g."""
     A, L, C = x.shape
     for b in {range}((C + block - 1) // block):
@@ -336,7 +355,7 @@ def vjp_inference_{path}_{denom}(x, g, gamma, mean, var, epsilon, block, dx, dga
         r = np.empty(c1 - c0)
         sum_gz, sum_g = np.zeros(c1 - c0), np.zeros(c1 - c0)
         for k in range(c1 - c0):
-            r[k] = scale_{denom}_{mode}(np.float64(var[c0 + k]), epsilon)
+            r[k] = scale_{mode}(np.float64(var[c0 + k]), epsilon, std)
         for a in range(A):
             for p in range(L):
                 for c in range(c0, c1):
@@ -398,7 +417,9 @@ def _stages(constants: Constants) -> list[str]:
                 f"the sigma-path weight w ({denom}; the caller takes 0 at zero variance)",
             )
         )
-    return emit_stages("BatchNorm", shared, constants)
+    stages = emit_stages("BatchNorm", shared, constants)
+    modes = dict.fromkeys(path.mode for path in PATHS)
+    return stages + [DENOMINATOR.format(mode=mode).strip("\n") for mode in modes]
 
 
 def batchnorm_source() -> str:
@@ -413,34 +434,31 @@ def batchnorm_source() -> str:
         else:
             acc_gz, acc_g = "sum_gz[k] + summand_gz_f64(dk, r[k], gk)", "sum_g[k] + gk"
         loops.append(COLUMN_STATISTICS[path.name].format(contract=CONTRACT))
-        for denom in SUFFIX.values():
-            loops.append(
-                COLUMN_LOOPS.format(
-                    path=path.name,
-                    mode=path.mode,
-                    denom=denom,
-                    range=path.range,
-                    jit=path.jit,
-                    count=path.rounded("np.float64(A * L)"),
-                    dev=path.rounded("(widen(xs[k]) - mh[k]) - ml[k]"),
-                    dev_infer=path.rounded("widen(x[a, p, c]) - np.float64(mean[c])"),
-                    sums=COLUMN_SUMS[path.name],
-                    mean_a=path.rounded("sum_a[k] / n"),
-                    mean_ad=path.rounded("sum_ad[k] / n"),
-                    acc_gz=acc_gz,
-                    acc_g=acc_g,
-                )
+        loops.append(
+            COLUMN_LOOPS.format(
+                path=path.name,
+                mode=path.mode,
+                range=path.range,
+                jit=path.jit,
+                count=path.rounded("np.float64(A * L)"),
+                dev=path.rounded("(widen(xs[k]) - mh[k]) - ml[k]"),
+                dev_infer=path.rounded("widen(x[a, p, c]) - np.float64(mean[c])"),
+                sums=COLUMN_SUMS[path.name],
+                mean_a=path.rounded("sum_a[k] / n"),
+                mean_ad=path.rounded("sum_ad[k] / n"),
+                acc_gz=acc_gz,
+                acc_g=acc_g,
             )
-            loops.append(
-                JACOBIAN_LOOP.format(
-                    path=path.name,
-                    mode=path.mode,
-                    denom=denom,
-                    size_n=path.rounded("np.float64(size)"),
-                    dev_k=path.rounded("(np.float64(x[k]) - mh) - ml"),
-                    dev_j=path.rounded("(np.float64(x[j]) - mh) - ml"),
-                )
+        )
+        loops.append(
+            JACOBIAN_LOOP.format(
+                path=path.name,
+                mode=path.mode,
+                size_n=path.rounded("np.float64(size)"),
+                dev_k=path.rounded("(np.float64(x[k]) - mh) - ml"),
+                dev_j=path.rounded("(np.float64(x[j]) - mh) - ml"),
             )
+        )
     summary = (
         f"y = {sp.sstr(bn.SQRT_VAR_EPS.output)}, dx_k = {sp.sstr(bn.SQRT_VAR_EPS.vjp)};\n"
         "r and w per denominator: sqrt_var_eps r = 1/sqrt(s + eps), w = r**2;\n"

@@ -359,6 +359,48 @@ def weight_std_bf16s(s, epsilon, r):
     return t2
 
 
+@njit(cache=True, error_model="numpy")
+def scale_f64(s, epsilon, std):
+    """The scale r, mode f64: ``scale_std_f64`` (std_plus_eps) if ``std``, else
+    ``scale_sqrt_f64`` (sqrt_var_eps)."""
+    return scale_std_f64(s, epsilon) if std else scale_sqrt_f64(s, epsilon)
+
+
+@njit(cache=True, error_model="numpy")
+def weight_f64(s, epsilon, r, std):
+    """The sigma-path weight w, mode f64: ``weight_std_f64`` if ``std``, else
+    ``weight_sqrt_f64``."""
+    return weight_std_f64(s, epsilon, r) if std else weight_sqrt_f64(s, epsilon, r)
+
+
+@njit(cache=True, error_model="numpy")
+def scale_f16s(s, epsilon, std):
+    """The scale r, mode f16s: ``scale_std_f16s`` (std_plus_eps) if ``std``, else
+    ``scale_sqrt_f16s`` (sqrt_var_eps)."""
+    return scale_std_f16s(s, epsilon) if std else scale_sqrt_f16s(s, epsilon)
+
+
+@njit(cache=True, error_model="numpy")
+def weight_f16s(s, epsilon, r, std):
+    """The sigma-path weight w, mode f16s: ``weight_std_f16s`` if ``std``, else
+    ``weight_sqrt_f16s``."""
+    return weight_std_f16s(s, epsilon, r) if std else weight_sqrt_f16s(s, epsilon, r)
+
+
+@njit(cache=True, error_model="numpy")
+def scale_bf16s(s, epsilon, std):
+    """The scale r, mode bf16s: ``scale_std_bf16s`` (std_plus_eps) if ``std``, else
+    ``scale_sqrt_bf16s`` (sqrt_var_eps)."""
+    return scale_std_bf16s(s, epsilon) if std else scale_sqrt_bf16s(s, epsilon)
+
+
+@njit(cache=True, error_model="numpy")
+def weight_bf16s(s, epsilon, r, std):
+    """The sigma-path weight w, mode bf16s: ``weight_std_bf16s`` if ``std``, else
+    ``weight_sqrt_bf16s``."""
+    return weight_std_bf16s(s, epsilon, r) if std else weight_sqrt_bf16s(s, epsilon, r)
+
+
 #: Rows per sweep of the float32 loops over a block of features (see column_statistics_wide).
 SWEEP = 4
 
@@ -433,7 +475,7 @@ def column_statistics_f64(x, c0, c1):
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def forward_f64_sqrt(x, gamma, beta, epsilon, block, out):
+def forward_f64(x, gamma, beta, epsilon, std, block, out):
     """Training mode on x (A, L, C): features c (the last axis) normalized over (a, p),
     blocks of features in parallel."""
     A, L, C = x.shape
@@ -442,7 +484,7 @@ def forward_f64_sqrt(x, gamma, beta, epsilon, block, out):
         mh, ml, s = column_statistics_f64(x, c0, c1)
         r = np.empty(c1 - c0)
         for k in range(c1 - c0):
-            r[k] = scale_sqrt_f64(s[k], epsilon)
+            r[k] = scale_f64(s[k], epsilon, std)
         gammas, betas = gamma[c0:c1], beta[c0:c1]
         for a in range(A):
             for p in range(L):
@@ -454,7 +496,7 @@ def forward_f64_sqrt(x, gamma, beta, epsilon, block, out):
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def vjp_f64_sqrt(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
+def vjp_f64(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta):
     """Training mode on x (A, L, C): dx, and each feature's dgamma and dbeta."""
     A, L, C = x.shape
     n = np.float64(A * L)
@@ -464,10 +506,10 @@ def vjp_f64_sqrt(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
         mh, ml, s = column_statistics_f64(x, c0, c1)
         r, w, gammas = np.empty(width), np.empty(width), np.empty(width)
         for k in range(width):
-            r[k] = scale_sqrt_f64(s[k], epsilon)
+            r[k] = scale_f64(s[k], epsilon, std)
             # The sigma path vanishes with the deviations: w = 0 at zero variance (its limit),
             # NaN when r is inf there (eps = 0: 0/0).
-            w[k] = weight_sqrt_f64(s[k], epsilon, r[k]) if s[k] > 0.0 else 0.0 * r[k] * r[k]
+            w[k] = weight_f64(s[k], epsilon, r[k], std) if s[k] > 0.0 else 0.0 * r[k] * r[k]
             gammas[k] = np.float64(gamma[c0 + k])
         sums = np.zeros((8, width))
         for a in range(A):
@@ -509,14 +551,14 @@ def vjp_f64_sqrt(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def forward_inference_f64_sqrt(x, gamma, beta, mean, var, epsilon, block, out):
+def forward_inference_f64(x, gamma, beta, mean, var, epsilon, std, block, out):
     """Inference mode: the affine map with the running statistics."""
     A, L, C = x.shape
     for b in prange((C + block - 1) // block):
         c0, c1 = b * block, min(C, (b + 1) * block)
         r = np.empty(c1 - c0)
         for k in range(c1 - c0):
-            r[k] = scale_sqrt_f64(np.float64(var[c0 + k]), epsilon)
+            r[k] = scale_f64(np.float64(var[c0 + k]), epsilon, std)
         for a in range(A):
             for p in range(L):
                 for c in range(c0, c1):
@@ -526,7 +568,7 @@ def forward_inference_f64_sqrt(x, gamma, beta, mean, var, epsilon, block, out):
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def vjp_inference_f64_sqrt(x, g, gamma, mean, var, epsilon, block, dx, dgamma, dbeta):
+def vjp_inference_f64(x, g, gamma, mean, var, epsilon, std, block, dx, dgamma, dbeta):
     """Inference mode: dx = gamma r g, dgamma = sum g (x - mean) r, dbeta = sum g."""
     A, L, C = x.shape
     for b in prange((C + block - 1) // block):
@@ -534,7 +576,7 @@ def vjp_inference_f64_sqrt(x, g, gamma, mean, var, epsilon, block, dx, dgamma, d
         r = np.empty(c1 - c0)
         sum_gz, sum_g = np.zeros(c1 - c0), np.zeros(c1 - c0)
         for k in range(c1 - c0):
-            r[k] = scale_sqrt_f64(np.float64(var[c0 + k]), epsilon)
+            r[k] = scale_f64(np.float64(var[c0 + k]), epsilon, std)
         for a in range(A):
             for p in range(L):
                 for c in range(c0, c1):
@@ -550,146 +592,13 @@ def vjp_inference_f64_sqrt(x, g, gamma, mean, var, epsilon, block, dx, dgamma, d
 
 
 @njit(cache=True, error_model="numpy")
-def jacobian_f64_sqrt(x, gamma_i, epsilon, out):
+def jacobian_f64(x, gamma_i, epsilon, std, out):
     """Training mode: the (M, M) block J[k, p] = dy_k / dx_l of one feature."""
     size = x.size
     n = np.float64(size)
     mh, ml, s = statistics_f64(x)
-    r = scale_sqrt_f64(s, epsilon)
-    w = weight_sqrt_f64(s, epsilon, r) if s > 0.0 else 0.0 * r * r
-    for k in range(size):
-        dk = (np.float64(x[k]) - mh) - ml
-        for j in range(size):
-            dj = (np.float64(x[j]) - mh) - ml
-            kronecker = 1.0 if k == j else 0.0
-            out[k, j] = entry_f64(dk, dj, r, np.float64(gamma_i), n, w, kronecker)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def forward_f64_std(x, gamma, beta, epsilon, block, out):
-    """Training mode on x (A, L, C): features c (the last axis) normalized over (a, p),
-    blocks of features in parallel."""
-    A, L, C = x.shape
-    for b in prange((C + block - 1) // block):
-        c0, c1 = b * block, min(C, (b + 1) * block)
-        mh, ml, s = column_statistics_f64(x, c0, c1)
-        r = np.empty(c1 - c0)
-        for k in range(c1 - c0):
-            r[k] = scale_std_f64(s[k], epsilon)
-        gammas, betas = gamma[c0:c1], beta[c0:c1]
-        for a in range(A):
-            for p in range(L):
-                xs, ys = x[a, p, c0:c1], out[a, p, c0:c1]
-                for k in range(c1 - c0):
-                    dk = (widen(xs[k]) - mh[k]) - ml[k]
-                    gamma_k, beta_k = np.float64(gammas[k]), np.float64(betas[k])
-                    ys[k] = narrow(output_f64(dk, r[k], gamma_k, beta_k), out)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def vjp_f64_std(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
-    """Training mode on x (A, L, C): dx, and each feature's dgamma and dbeta."""
-    A, L, C = x.shape
-    n = np.float64(A * L)
-    for b in prange((C + block - 1) // block):
-        c0, c1 = b * block, min(C, (b + 1) * block)
-        width = c1 - c0
-        mh, ml, s = column_statistics_f64(x, c0, c1)
-        r, w, gammas = np.empty(width), np.empty(width), np.empty(width)
-        for k in range(width):
-            r[k] = scale_std_f64(s[k], epsilon)
-            # The sigma path vanishes with the deviations: w = 0 at zero variance (its limit),
-            # NaN when r is inf there (eps = 0: 0/0).
-            w[k] = weight_std_f64(s[k], epsilon, r[k]) if s[k] > 0.0 else 0.0 * r[k] * r[k]
-            gammas[k] = np.float64(gamma[c0 + k])
-        sums = np.zeros((8, width))
-        for a in range(A):
-            for p in range(L):
-                for c in range(c0, c1):
-                    k = c - c0
-                    dk = (x[a, p, c] - mh[k]) - ml[k]
-                    gk = g[a, p, c]
-                    t, e = two_sum(sums[0, k], summand_a_f64(gammas[k], gk))
-                    sums[0, k] = t
-                    sums[1, k] += e
-                    t, e = two_sum(sums[2, k], summand_ad_f64(dk, gammas[k], gk))
-                    sums[2, k] = t
-                    sums[3, k] += e
-                    t, e = two_sum(sums[4, k], summand_gz_f64(dk, r[k], gk))
-                    sums[4, k] = t
-                    sums[5, k] += e
-                    t, e = two_sum(sums[6, k], gk)
-                    sums[6, k] = t
-                    sums[7, k] += e
-        sum_a, sum_ad = np.empty(width), np.empty(width)
-        sum_gz, sum_g = np.empty(width), np.empty(width)
-        for k in range(width):  # a loop: an array expression here compiles a nested parfor
-            sum_a[k], sum_ad[k] = sums[0, k] + sums[1, k], sums[2, k] + sums[3, k]
-            sum_gz[k], sum_g[k] = sums[4, k] + sums[5, k], sums[6, k] + sums[7, k]
-        ma, mad = np.empty(width), np.empty(width)
-        for k in range(width):
-            ma[k] = sum_a[k] / n
-            mad[k] = sum_ad[k] / n
-            dgamma[c0 + k] = sum_gz[k]
-            dbeta[c0 + k] = sum_g[k]
-        for a in range(A):
-            for p in range(L):
-                xs, gs, dxs = x[a, p, c0:c1], g[a, p, c0:c1], dx[a, p, c0:c1]
-                for k in range(width):
-                    dk = (widen(xs[k]) - mh[k]) - ml[k]
-                    gk = widen(gs[k])
-                    dxs[k] = narrow(dx_f64(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k]), dx)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def forward_inference_f64_std(x, gamma, beta, mean, var, epsilon, block, out):
-    """Inference mode: the affine map with the running statistics."""
-    A, L, C = x.shape
-    for b in prange((C + block - 1) // block):
-        c0, c1 = b * block, min(C, (b + 1) * block)
-        r = np.empty(c1 - c0)
-        for k in range(c1 - c0):
-            r[k] = scale_std_f64(np.float64(var[c0 + k]), epsilon)
-        for a in range(A):
-            for p in range(L):
-                for c in range(c0, c1):
-                    dk = widen(x[a, p, c]) - np.float64(mean[c])
-                    gamma_c, beta_c = np.float64(gamma[c]), np.float64(beta[c])
-                    out[a, p, c] = narrow(output_f64(dk, r[c - c0], gamma_c, beta_c), out)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def vjp_inference_f64_std(x, g, gamma, mean, var, epsilon, block, dx, dgamma, dbeta):
-    """Inference mode: dx = gamma r g, dgamma = sum g (x - mean) r, dbeta = sum g."""
-    A, L, C = x.shape
-    for b in prange((C + block - 1) // block):
-        c0, c1 = b * block, min(C, (b + 1) * block)
-        r = np.empty(c1 - c0)
-        sum_gz, sum_g = np.zeros(c1 - c0), np.zeros(c1 - c0)
-        for k in range(c1 - c0):
-            r[k] = scale_std_f64(np.float64(var[c0 + k]), epsilon)
-        for a in range(A):
-            for p in range(L):
-                for c in range(c0, c1):
-                    k = c - c0
-                    dk = widen(x[a, p, c]) - np.float64(mean[c])
-                    gk = widen(g[a, p, c])
-                    dx[a, p, c] = narrow(dx_inference_f64(r[k], np.float64(gamma[c]), gk), dx)
-                    sum_gz[k] = sum_gz[k] + summand_gz_f64(dk, r[k], gk)
-                    sum_g[k] = sum_g[k] + gk
-        for k in range(c1 - c0):
-            dgamma[c0 + k] = sum_gz[k]
-            dbeta[c0 + k] = sum_g[k]
-
-
-@njit(cache=True, error_model="numpy")
-def jacobian_f64_std(x, gamma_i, epsilon, out):
-    """Training mode: the (M, M) block J[k, p] = dy_k / dx_l of one feature."""
-    size = x.size
-    n = np.float64(size)
-    mh, ml, s = statistics_f64(x)
-    r = scale_std_f64(s, epsilon)
-    w = weight_std_f64(s, epsilon, r) if s > 0.0 else 0.0 * r * r
+    r = scale_f64(s, epsilon, std)
+    w = weight_f64(s, epsilon, r, std) if s > 0.0 else 0.0 * r * r
     for k in range(size):
         dk = (np.float64(x[k]) - mh) - ml
         for j in range(size):
@@ -743,7 +652,7 @@ def column_statistics_wide(x, c0, c1):
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def forward_wide_sqrt(x, gamma, beta, epsilon, block, out):
+def forward_wide(x, gamma, beta, epsilon, std, block, out):
     """Training mode on x (A, L, C): features c (the last axis) normalized over (a, p),
     blocks of features in parallel."""
     A, L, C = x.shape
@@ -752,7 +661,7 @@ def forward_wide_sqrt(x, gamma, beta, epsilon, block, out):
         mh, ml, s = column_statistics_wide(x, c0, c1)
         r = np.empty(c1 - c0)
         for k in range(c1 - c0):
-            r[k] = scale_sqrt_f64(s[k], epsilon)
+            r[k] = scale_f64(s[k], epsilon, std)
         gammas, betas = gamma[c0:c1], beta[c0:c1]
         for a in range(A):
             for p in range(L):
@@ -764,7 +673,7 @@ def forward_wide_sqrt(x, gamma, beta, epsilon, block, out):
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def vjp_wide_sqrt(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
+def vjp_wide(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta):
     """Training mode on x (A, L, C): dx, and each feature's dgamma and dbeta."""
     A, L, C = x.shape
     n = np.float64(A * L)
@@ -774,10 +683,10 @@ def vjp_wide_sqrt(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
         mh, ml, s = column_statistics_wide(x, c0, c1)
         r, w, gammas = np.empty(width), np.empty(width), np.empty(width)
         for k in range(width):
-            r[k] = scale_sqrt_f64(s[k], epsilon)
+            r[k] = scale_f64(s[k], epsilon, std)
             # The sigma path vanishes with the deviations: w = 0 at zero variance (its limit),
             # NaN when r is inf there (eps = 0: 0/0).
-            w[k] = weight_sqrt_f64(s[k], epsilon, r[k]) if s[k] > 0.0 else 0.0 * r[k] * r[k]
+            w[k] = weight_f64(s[k], epsilon, r[k], std) if s[k] > 0.0 else 0.0 * r[k] * r[k]
             gammas[k] = np.float64(gamma[c0 + k])
         sum_a, sum_ad, sum_gz, sum_g = _column_sums_wide(x, g, c0, c1, gammas, mh, ml, r)
         ma, mad = np.empty(width), np.empty(width)
@@ -796,14 +705,14 @@ def vjp_wide_sqrt(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def forward_inference_wide_sqrt(x, gamma, beta, mean, var, epsilon, block, out):
+def forward_inference_wide(x, gamma, beta, mean, var, epsilon, std, block, out):
     """Inference mode: the affine map with the running statistics."""
     A, L, C = x.shape
     for b in prange((C + block - 1) // block):
         c0, c1 = b * block, min(C, (b + 1) * block)
         r = np.empty(c1 - c0)
         for k in range(c1 - c0):
-            r[k] = scale_sqrt_f64(np.float64(var[c0 + k]), epsilon)
+            r[k] = scale_f64(np.float64(var[c0 + k]), epsilon, std)
         for a in range(A):
             for p in range(L):
                 for c in range(c0, c1):
@@ -813,7 +722,7 @@ def forward_inference_wide_sqrt(x, gamma, beta, mean, var, epsilon, block, out):
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def vjp_inference_wide_sqrt(x, g, gamma, mean, var, epsilon, block, dx, dgamma, dbeta):
+def vjp_inference_wide(x, g, gamma, mean, var, epsilon, std, block, dx, dgamma, dbeta):
     """Inference mode: dx = gamma r g, dgamma = sum g (x - mean) r, dbeta = sum g."""
     A, L, C = x.shape
     for b in prange((C + block - 1) // block):
@@ -821,7 +730,7 @@ def vjp_inference_wide_sqrt(x, g, gamma, mean, var, epsilon, block, dx, dgamma, 
         r = np.empty(c1 - c0)
         sum_gz, sum_g = np.zeros(c1 - c0), np.zeros(c1 - c0)
         for k in range(c1 - c0):
-            r[k] = scale_sqrt_f64(np.float64(var[c0 + k]), epsilon)
+            r[k] = scale_f64(np.float64(var[c0 + k]), epsilon, std)
         for a in range(A):
             for p in range(L):
                 for c in range(c0, c1):
@@ -837,123 +746,13 @@ def vjp_inference_wide_sqrt(x, g, gamma, mean, var, epsilon, block, dx, dgamma, 
 
 
 @njit(cache=True, error_model="numpy")
-def jacobian_wide_sqrt(x, gamma_i, epsilon, out):
+def jacobian_wide(x, gamma_i, epsilon, std, out):
     """Training mode: the (M, M) block J[k, p] = dy_k / dx_l of one feature."""
     size = x.size
     n = np.float64(size)
     mh, ml, s = statistics_wide(x)
-    r = scale_sqrt_f64(s, epsilon)
-    w = weight_sqrt_f64(s, epsilon, r) if s > 0.0 else 0.0 * r * r
-    for k in range(size):
-        dk = (np.float64(x[k]) - mh) - ml
-        for j in range(size):
-            dj = (np.float64(x[j]) - mh) - ml
-            kronecker = 1.0 if k == j else 0.0
-            out[k, j] = entry_f64(dk, dj, r, np.float64(gamma_i), n, w, kronecker)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def forward_wide_std(x, gamma, beta, epsilon, block, out):
-    """Training mode on x (A, L, C): features c (the last axis) normalized over (a, p),
-    blocks of features in parallel."""
-    A, L, C = x.shape
-    for b in prange((C + block - 1) // block):
-        c0, c1 = b * block, min(C, (b + 1) * block)
-        mh, ml, s = column_statistics_wide(x, c0, c1)
-        r = np.empty(c1 - c0)
-        for k in range(c1 - c0):
-            r[k] = scale_std_f64(s[k], epsilon)
-        gammas, betas = gamma[c0:c1], beta[c0:c1]
-        for a in range(A):
-            for p in range(L):
-                xs, ys = x[a, p, c0:c1], out[a, p, c0:c1]
-                for k in range(c1 - c0):
-                    dk = (widen(xs[k]) - mh[k]) - ml[k]
-                    gamma_k, beta_k = np.float64(gammas[k]), np.float64(betas[k])
-                    ys[k] = narrow(output_f64(dk, r[k], gamma_k, beta_k), out)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def vjp_wide_std(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
-    """Training mode on x (A, L, C): dx, and each feature's dgamma and dbeta."""
-    A, L, C = x.shape
-    n = np.float64(A * L)
-    for b in prange((C + block - 1) // block):
-        c0, c1 = b * block, min(C, (b + 1) * block)
-        width = c1 - c0
-        mh, ml, s = column_statistics_wide(x, c0, c1)
-        r, w, gammas = np.empty(width), np.empty(width), np.empty(width)
-        for k in range(width):
-            r[k] = scale_std_f64(s[k], epsilon)
-            # The sigma path vanishes with the deviations: w = 0 at zero variance (its limit),
-            # NaN when r is inf there (eps = 0: 0/0).
-            w[k] = weight_std_f64(s[k], epsilon, r[k]) if s[k] > 0.0 else 0.0 * r[k] * r[k]
-            gammas[k] = np.float64(gamma[c0 + k])
-        sum_a, sum_ad, sum_gz, sum_g = _column_sums_wide(x, g, c0, c1, gammas, mh, ml, r)
-        ma, mad = np.empty(width), np.empty(width)
-        for k in range(width):
-            ma[k] = sum_a[k] / n
-            mad[k] = sum_ad[k] / n
-            dgamma[c0 + k] = sum_gz[k]
-            dbeta[c0 + k] = sum_g[k]
-        for a in range(A):
-            for p in range(L):
-                xs, gs, dxs = x[a, p, c0:c1], g[a, p, c0:c1], dx[a, p, c0:c1]
-                for k in range(width):
-                    dk = (widen(xs[k]) - mh[k]) - ml[k]
-                    gk = widen(gs[k])
-                    dxs[k] = narrow(dx_f64(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k]), dx)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def forward_inference_wide_std(x, gamma, beta, mean, var, epsilon, block, out):
-    """Inference mode: the affine map with the running statistics."""
-    A, L, C = x.shape
-    for b in prange((C + block - 1) // block):
-        c0, c1 = b * block, min(C, (b + 1) * block)
-        r = np.empty(c1 - c0)
-        for k in range(c1 - c0):
-            r[k] = scale_std_f64(np.float64(var[c0 + k]), epsilon)
-        for a in range(A):
-            for p in range(L):
-                for c in range(c0, c1):
-                    dk = widen(x[a, p, c]) - np.float64(mean[c])
-                    gamma_c, beta_c = np.float64(gamma[c]), np.float64(beta[c])
-                    out[a, p, c] = narrow(output_f64(dk, r[c - c0], gamma_c, beta_c), out)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def vjp_inference_wide_std(x, g, gamma, mean, var, epsilon, block, dx, dgamma, dbeta):
-    """Inference mode: dx = gamma r g, dgamma = sum g (x - mean) r, dbeta = sum g."""
-    A, L, C = x.shape
-    for b in prange((C + block - 1) // block):
-        c0, c1 = b * block, min(C, (b + 1) * block)
-        r = np.empty(c1 - c0)
-        sum_gz, sum_g = np.zeros(c1 - c0), np.zeros(c1 - c0)
-        for k in range(c1 - c0):
-            r[k] = scale_std_f64(np.float64(var[c0 + k]), epsilon)
-        for a in range(A):
-            for p in range(L):
-                for c in range(c0, c1):
-                    k = c - c0
-                    dk = widen(x[a, p, c]) - np.float64(mean[c])
-                    gk = widen(g[a, p, c])
-                    dx[a, p, c] = narrow(dx_inference_f64(r[k], np.float64(gamma[c]), gk), dx)
-                    sum_gz[k] = sum_gz[k] + summand_gz_f64(dk, r[k], gk)
-                    sum_g[k] = sum_g[k] + gk
-        for k in range(c1 - c0):
-            dgamma[c0 + k] = sum_gz[k]
-            dbeta[c0 + k] = sum_g[k]
-
-
-@njit(cache=True, error_model="numpy")
-def jacobian_wide_std(x, gamma_i, epsilon, out):
-    """Training mode: the (M, M) block J[k, p] = dy_k / dx_l of one feature."""
-    size = x.size
-    n = np.float64(size)
-    mh, ml, s = statistics_wide(x)
-    r = scale_std_f64(s, epsilon)
-    w = weight_std_f64(s, epsilon, r) if s > 0.0 else 0.0 * r * r
+    r = scale_f64(s, epsilon, std)
+    w = weight_f64(s, epsilon, r, std) if s > 0.0 else 0.0 * r * r
     for k in range(size):
         dk = (np.float64(x[k]) - mh) - ml
         for j in range(size):
@@ -988,7 +787,7 @@ def column_statistics_f16s(x, c0, c1):
 
 
 @njit(cache=True, error_model="numpy")
-def forward_f16s_sqrt(x, gamma, beta, epsilon, block, out):
+def forward_f16s(x, gamma, beta, epsilon, std, block, out):
     """Training mode on x (A, L, C): features c (the last axis) normalized over (a, p),
     blocks of features in parallel."""
     A, L, C = x.shape
@@ -997,7 +796,7 @@ def forward_f16s_sqrt(x, gamma, beta, epsilon, block, out):
         mh, ml, s = column_statistics_f16s(x, c0, c1)
         r = np.empty(c1 - c0)
         for k in range(c1 - c0):
-            r[k] = scale_sqrt_f16s(s[k], epsilon)
+            r[k] = scale_f16s(s[k], epsilon, std)
         gammas, betas = gamma[c0:c1], beta[c0:c1]
         for a in range(A):
             for p in range(L):
@@ -1009,7 +808,7 @@ def forward_f16s_sqrt(x, gamma, beta, epsilon, block, out):
 
 
 @njit(cache=True, error_model="numpy")
-def vjp_f16s_sqrt(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
+def vjp_f16s(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta):
     """Training mode on x (A, L, C): dx, and each feature's dgamma and dbeta."""
     A, L, C = x.shape
     n = round_to_half(np.float64(A * L))
@@ -1019,10 +818,10 @@ def vjp_f16s_sqrt(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
         mh, ml, s = column_statistics_f16s(x, c0, c1)
         r, w, gammas = np.empty(width), np.empty(width), np.empty(width)
         for k in range(width):
-            r[k] = scale_sqrt_f16s(s[k], epsilon)
+            r[k] = scale_f16s(s[k], epsilon, std)
             # The sigma path vanishes with the deviations: w = 0 at zero variance (its limit),
             # NaN when r is inf there (eps = 0: 0/0).
-            w[k] = weight_sqrt_f16s(s[k], epsilon, r[k]) if s[k] > 0.0 else 0.0 * r[k] * r[k]
+            w[k] = weight_f16s(s[k], epsilon, r[k], std) if s[k] > 0.0 else 0.0 * r[k] * r[k]
             gammas[k] = np.float64(gamma[c0 + k])
         sum_a, sum_ad = np.zeros(width), np.zeros(width)
         sum_gz, sum_g = np.zeros(width), np.zeros(width)
@@ -1052,14 +851,14 @@ def vjp_f16s_sqrt(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
 
 
 @njit(cache=True, error_model="numpy")
-def forward_inference_f16s_sqrt(x, gamma, beta, mean, var, epsilon, block, out):
+def forward_inference_f16s(x, gamma, beta, mean, var, epsilon, std, block, out):
     """Inference mode: the affine map with the running statistics."""
     A, L, C = x.shape
     for b in range((C + block - 1) // block):
         c0, c1 = b * block, min(C, (b + 1) * block)
         r = np.empty(c1 - c0)
         for k in range(c1 - c0):
-            r[k] = scale_sqrt_f16s(np.float64(var[c0 + k]), epsilon)
+            r[k] = scale_f16s(np.float64(var[c0 + k]), epsilon, std)
         for a in range(A):
             for p in range(L):
                 for c in range(c0, c1):
@@ -1069,7 +868,7 @@ def forward_inference_f16s_sqrt(x, gamma, beta, mean, var, epsilon, block, out):
 
 
 @njit(cache=True, error_model="numpy")
-def vjp_inference_f16s_sqrt(x, g, gamma, mean, var, epsilon, block, dx, dgamma, dbeta):
+def vjp_inference_f16s(x, g, gamma, mean, var, epsilon, std, block, dx, dgamma, dbeta):
     """Inference mode: dx = gamma r g, dgamma = sum g (x - mean) r, dbeta = sum g."""
     A, L, C = x.shape
     for b in range((C + block - 1) // block):
@@ -1077,7 +876,7 @@ def vjp_inference_f16s_sqrt(x, g, gamma, mean, var, epsilon, block, dx, dgamma, 
         r = np.empty(c1 - c0)
         sum_gz, sum_g = np.zeros(c1 - c0), np.zeros(c1 - c0)
         for k in range(c1 - c0):
-            r[k] = scale_sqrt_f16s(np.float64(var[c0 + k]), epsilon)
+            r[k] = scale_f16s(np.float64(var[c0 + k]), epsilon, std)
         for a in range(A):
             for p in range(L):
                 for c in range(c0, c1):
@@ -1093,134 +892,13 @@ def vjp_inference_f16s_sqrt(x, g, gamma, mean, var, epsilon, block, dx, dgamma, 
 
 
 @njit(cache=True, error_model="numpy")
-def jacobian_f16s_sqrt(x, gamma_i, epsilon, out):
+def jacobian_f16s(x, gamma_i, epsilon, std, out):
     """Training mode: the (M, M) block J[k, p] = dy_k / dx_l of one feature."""
     size = x.size
     n = round_to_half(np.float64(size))
     mh, ml, s = statistics_f16s(x)
-    r = scale_sqrt_f16s(s, epsilon)
-    w = weight_sqrt_f16s(s, epsilon, r) if s > 0.0 else 0.0 * r * r
-    for k in range(size):
-        dk = round_to_half((np.float64(x[k]) - mh) - ml)
-        for j in range(size):
-            dj = round_to_half((np.float64(x[j]) - mh) - ml)
-            kronecker = 1.0 if k == j else 0.0
-            out[k, j] = entry_f16s(dk, dj, r, np.float64(gamma_i), n, w, kronecker)
-
-
-@njit(cache=True, error_model="numpy")
-def forward_f16s_std(x, gamma, beta, epsilon, block, out):
-    """Training mode on x (A, L, C): features c (the last axis) normalized over (a, p),
-    blocks of features in parallel."""
-    A, L, C = x.shape
-    for b in range((C + block - 1) // block):
-        c0, c1 = b * block, min(C, (b + 1) * block)
-        mh, ml, s = column_statistics_f16s(x, c0, c1)
-        r = np.empty(c1 - c0)
-        for k in range(c1 - c0):
-            r[k] = scale_std_f16s(s[k], epsilon)
-        gammas, betas = gamma[c0:c1], beta[c0:c1]
-        for a in range(A):
-            for p in range(L):
-                xs, ys = x[a, p, c0:c1], out[a, p, c0:c1]
-                for k in range(c1 - c0):
-                    dk = round_to_half((widen(xs[k]) - mh[k]) - ml[k])
-                    gamma_k, beta_k = np.float64(gammas[k]), np.float64(betas[k])
-                    ys[k] = narrow(output_f16s(dk, r[k], gamma_k, beta_k), out)
-
-
-@njit(cache=True, error_model="numpy")
-def vjp_f16s_std(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
-    """Training mode on x (A, L, C): dx, and each feature's dgamma and dbeta."""
-    A, L, C = x.shape
-    n = round_to_half(np.float64(A * L))
-    for b in range((C + block - 1) // block):
-        c0, c1 = b * block, min(C, (b + 1) * block)
-        width = c1 - c0
-        mh, ml, s = column_statistics_f16s(x, c0, c1)
-        r, w, gammas = np.empty(width), np.empty(width), np.empty(width)
-        for k in range(width):
-            r[k] = scale_std_f16s(s[k], epsilon)
-            # The sigma path vanishes with the deviations: w = 0 at zero variance (its limit),
-            # NaN when r is inf there (eps = 0: 0/0).
-            w[k] = weight_std_f16s(s[k], epsilon, r[k]) if s[k] > 0.0 else 0.0 * r[k] * r[k]
-            gammas[k] = np.float64(gamma[c0 + k])
-        sum_a, sum_ad = np.zeros(width), np.zeros(width)
-        sum_gz, sum_g = np.zeros(width), np.zeros(width)
-        for a in range(A):
-            for p in range(L):
-                for c in range(c0, c1):
-                    k = c - c0
-                    dk = round_to_half((x[a, p, c] - mh[k]) - ml[k])
-                    gk = g[a, p, c]
-                    sum_a[k] = round_to_half(sum_a[k] + summand_a_f16s(gammas[k], gk))
-                    sum_ad[k] = round_to_half(sum_ad[k] + summand_ad_f16s(dk, gammas[k], gk))
-                    sum_gz[k] = round_to_half(sum_gz[k] + summand_gz_f16s(dk, r[k], gk))
-                    sum_g[k] = round_to_half(sum_g[k] + gk)
-        ma, mad = np.empty(width), np.empty(width)
-        for k in range(width):
-            ma[k] = round_to_half(sum_a[k] / n)
-            mad[k] = round_to_half(sum_ad[k] / n)
-            dgamma[c0 + k] = sum_gz[k]
-            dbeta[c0 + k] = sum_g[k]
-        for a in range(A):
-            for p in range(L):
-                xs, gs, dxs = x[a, p, c0:c1], g[a, p, c0:c1], dx[a, p, c0:c1]
-                for k in range(width):
-                    dk = round_to_half((widen(xs[k]) - mh[k]) - ml[k])
-                    gk = widen(gs[k])
-                    dxs[k] = narrow(dx_f16s(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k]), dx)
-
-
-@njit(cache=True, error_model="numpy")
-def forward_inference_f16s_std(x, gamma, beta, mean, var, epsilon, block, out):
-    """Inference mode: the affine map with the running statistics."""
-    A, L, C = x.shape
-    for b in range((C + block - 1) // block):
-        c0, c1 = b * block, min(C, (b + 1) * block)
-        r = np.empty(c1 - c0)
-        for k in range(c1 - c0):
-            r[k] = scale_std_f16s(np.float64(var[c0 + k]), epsilon)
-        for a in range(A):
-            for p in range(L):
-                for c in range(c0, c1):
-                    dk = round_to_half(widen(x[a, p, c]) - np.float64(mean[c]))
-                    gamma_c, beta_c = np.float64(gamma[c]), np.float64(beta[c])
-                    out[a, p, c] = narrow(output_f16s(dk, r[c - c0], gamma_c, beta_c), out)
-
-
-@njit(cache=True, error_model="numpy")
-def vjp_inference_f16s_std(x, g, gamma, mean, var, epsilon, block, dx, dgamma, dbeta):
-    """Inference mode: dx = gamma r g, dgamma = sum g (x - mean) r, dbeta = sum g."""
-    A, L, C = x.shape
-    for b in range((C + block - 1) // block):
-        c0, c1 = b * block, min(C, (b + 1) * block)
-        r = np.empty(c1 - c0)
-        sum_gz, sum_g = np.zeros(c1 - c0), np.zeros(c1 - c0)
-        for k in range(c1 - c0):
-            r[k] = scale_std_f16s(np.float64(var[c0 + k]), epsilon)
-        for a in range(A):
-            for p in range(L):
-                for c in range(c0, c1):
-                    k = c - c0
-                    dk = round_to_half(widen(x[a, p, c]) - np.float64(mean[c]))
-                    gk = widen(g[a, p, c])
-                    dx[a, p, c] = narrow(dx_inference_f16s(r[k], np.float64(gamma[c]), gk), dx)
-                    sum_gz[k] = round_to_half(sum_gz[k] + summand_gz_f16s(dk, r[k], gk))
-                    sum_g[k] = round_to_half(sum_g[k] + gk)
-        for k in range(c1 - c0):
-            dgamma[c0 + k] = sum_gz[k]
-            dbeta[c0 + k] = sum_g[k]
-
-
-@njit(cache=True, error_model="numpy")
-def jacobian_f16s_std(x, gamma_i, epsilon, out):
-    """Training mode: the (M, M) block J[k, p] = dy_k / dx_l of one feature."""
-    size = x.size
-    n = round_to_half(np.float64(size))
-    mh, ml, s = statistics_f16s(x)
-    r = scale_std_f16s(s, epsilon)
-    w = weight_std_f16s(s, epsilon, r) if s > 0.0 else 0.0 * r * r
+    r = scale_f16s(s, epsilon, std)
+    w = weight_f16s(s, epsilon, r, std) if s > 0.0 else 0.0 * r * r
     for k in range(size):
         dk = round_to_half((np.float64(x[k]) - mh) - ml)
         for j in range(size):
@@ -1255,7 +933,7 @@ def column_statistics_bf16s(x, c0, c1):
 
 
 @njit(cache=True, error_model="numpy")
-def forward_bf16s_sqrt(x, gamma, beta, epsilon, block, out):
+def forward_bf16s(x, gamma, beta, epsilon, std, block, out):
     """Training mode on x (A, L, C): features c (the last axis) normalized over (a, p),
     blocks of features in parallel."""
     A, L, C = x.shape
@@ -1264,7 +942,7 @@ def forward_bf16s_sqrt(x, gamma, beta, epsilon, block, out):
         mh, ml, s = column_statistics_bf16s(x, c0, c1)
         r = np.empty(c1 - c0)
         for k in range(c1 - c0):
-            r[k] = scale_sqrt_bf16s(s[k], epsilon)
+            r[k] = scale_bf16s(s[k], epsilon, std)
         gammas, betas = gamma[c0:c1], beta[c0:c1]
         for a in range(A):
             for p in range(L):
@@ -1276,7 +954,7 @@ def forward_bf16s_sqrt(x, gamma, beta, epsilon, block, out):
 
 
 @njit(cache=True, error_model="numpy")
-def vjp_bf16s_sqrt(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
+def vjp_bf16s(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta):
     """Training mode on x (A, L, C): dx, and each feature's dgamma and dbeta."""
     A, L, C = x.shape
     n = round_to_bfloat16(np.float64(A * L))
@@ -1286,10 +964,10 @@ def vjp_bf16s_sqrt(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
         mh, ml, s = column_statistics_bf16s(x, c0, c1)
         r, w, gammas = np.empty(width), np.empty(width), np.empty(width)
         for k in range(width):
-            r[k] = scale_sqrt_bf16s(s[k], epsilon)
+            r[k] = scale_bf16s(s[k], epsilon, std)
             # The sigma path vanishes with the deviations: w = 0 at zero variance (its limit),
             # NaN when r is inf there (eps = 0: 0/0).
-            w[k] = weight_sqrt_bf16s(s[k], epsilon, r[k]) if s[k] > 0.0 else 0.0 * r[k] * r[k]
+            w[k] = weight_bf16s(s[k], epsilon, r[k], std) if s[k] > 0.0 else 0.0 * r[k] * r[k]
             gammas[k] = np.float64(gamma[c0 + k])
         sum_a, sum_ad = np.zeros(width), np.zeros(width)
         sum_gz, sum_g = np.zeros(width), np.zeros(width)
@@ -1319,14 +997,14 @@ def vjp_bf16s_sqrt(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
 
 
 @njit(cache=True, error_model="numpy")
-def forward_inference_bf16s_sqrt(x, gamma, beta, mean, var, epsilon, block, out):
+def forward_inference_bf16s(x, gamma, beta, mean, var, epsilon, std, block, out):
     """Inference mode: the affine map with the running statistics."""
     A, L, C = x.shape
     for b in range((C + block - 1) // block):
         c0, c1 = b * block, min(C, (b + 1) * block)
         r = np.empty(c1 - c0)
         for k in range(c1 - c0):
-            r[k] = scale_sqrt_bf16s(np.float64(var[c0 + k]), epsilon)
+            r[k] = scale_bf16s(np.float64(var[c0 + k]), epsilon, std)
         for a in range(A):
             for p in range(L):
                 for c in range(c0, c1):
@@ -1336,7 +1014,7 @@ def forward_inference_bf16s_sqrt(x, gamma, beta, mean, var, epsilon, block, out)
 
 
 @njit(cache=True, error_model="numpy")
-def vjp_inference_bf16s_sqrt(x, g, gamma, mean, var, epsilon, block, dx, dgamma, dbeta):
+def vjp_inference_bf16s(x, g, gamma, mean, var, epsilon, std, block, dx, dgamma, dbeta):
     """Inference mode: dx = gamma r g, dgamma = sum g (x - mean) r, dbeta = sum g."""
     A, L, C = x.shape
     for b in range((C + block - 1) // block):
@@ -1344,7 +1022,7 @@ def vjp_inference_bf16s_sqrt(x, g, gamma, mean, var, epsilon, block, dx, dgamma,
         r = np.empty(c1 - c0)
         sum_gz, sum_g = np.zeros(c1 - c0), np.zeros(c1 - c0)
         for k in range(c1 - c0):
-            r[k] = scale_sqrt_bf16s(np.float64(var[c0 + k]), epsilon)
+            r[k] = scale_bf16s(np.float64(var[c0 + k]), epsilon, std)
         for a in range(A):
             for p in range(L):
                 for c in range(c0, c1):
@@ -1360,134 +1038,13 @@ def vjp_inference_bf16s_sqrt(x, g, gamma, mean, var, epsilon, block, dx, dgamma,
 
 
 @njit(cache=True, error_model="numpy")
-def jacobian_bf16s_sqrt(x, gamma_i, epsilon, out):
+def jacobian_bf16s(x, gamma_i, epsilon, std, out):
     """Training mode: the (M, M) block J[k, p] = dy_k / dx_l of one feature."""
     size = x.size
     n = round_to_bfloat16(np.float64(size))
     mh, ml, s = statistics_bf16s(x)
-    r = scale_sqrt_bf16s(s, epsilon)
-    w = weight_sqrt_bf16s(s, epsilon, r) if s > 0.0 else 0.0 * r * r
-    for k in range(size):
-        dk = round_to_bfloat16((np.float64(x[k]) - mh) - ml)
-        for j in range(size):
-            dj = round_to_bfloat16((np.float64(x[j]) - mh) - ml)
-            kronecker = 1.0 if k == j else 0.0
-            out[k, j] = entry_bf16s(dk, dj, r, np.float64(gamma_i), n, w, kronecker)
-
-
-@njit(cache=True, error_model="numpy")
-def forward_bf16s_std(x, gamma, beta, epsilon, block, out):
-    """Training mode on x (A, L, C): features c (the last axis) normalized over (a, p),
-    blocks of features in parallel."""
-    A, L, C = x.shape
-    for b in range((C + block - 1) // block):
-        c0, c1 = b * block, min(C, (b + 1) * block)
-        mh, ml, s = column_statistics_bf16s(x, c0, c1)
-        r = np.empty(c1 - c0)
-        for k in range(c1 - c0):
-            r[k] = scale_std_bf16s(s[k], epsilon)
-        gammas, betas = gamma[c0:c1], beta[c0:c1]
-        for a in range(A):
-            for p in range(L):
-                xs, ys = x[a, p, c0:c1], out[a, p, c0:c1]
-                for k in range(c1 - c0):
-                    dk = round_to_bfloat16((widen(xs[k]) - mh[k]) - ml[k])
-                    gamma_k, beta_k = np.float64(gammas[k]), np.float64(betas[k])
-                    ys[k] = narrow(output_bf16s(dk, r[k], gamma_k, beta_k), out)
-
-
-@njit(cache=True, error_model="numpy")
-def vjp_bf16s_std(x, g, gamma, epsilon, block, dx, dgamma, dbeta):
-    """Training mode on x (A, L, C): dx, and each feature's dgamma and dbeta."""
-    A, L, C = x.shape
-    n = round_to_bfloat16(np.float64(A * L))
-    for b in range((C + block - 1) // block):
-        c0, c1 = b * block, min(C, (b + 1) * block)
-        width = c1 - c0
-        mh, ml, s = column_statistics_bf16s(x, c0, c1)
-        r, w, gammas = np.empty(width), np.empty(width), np.empty(width)
-        for k in range(width):
-            r[k] = scale_std_bf16s(s[k], epsilon)
-            # The sigma path vanishes with the deviations: w = 0 at zero variance (its limit),
-            # NaN when r is inf there (eps = 0: 0/0).
-            w[k] = weight_std_bf16s(s[k], epsilon, r[k]) if s[k] > 0.0 else 0.0 * r[k] * r[k]
-            gammas[k] = np.float64(gamma[c0 + k])
-        sum_a, sum_ad = np.zeros(width), np.zeros(width)
-        sum_gz, sum_g = np.zeros(width), np.zeros(width)
-        for a in range(A):
-            for p in range(L):
-                for c in range(c0, c1):
-                    k = c - c0
-                    dk = round_to_bfloat16((x[a, p, c] - mh[k]) - ml[k])
-                    gk = g[a, p, c]
-                    sum_a[k] = round_to_bfloat16(sum_a[k] + summand_a_bf16s(gammas[k], gk))
-                    sum_ad[k] = round_to_bfloat16(sum_ad[k] + summand_ad_bf16s(dk, gammas[k], gk))
-                    sum_gz[k] = round_to_bfloat16(sum_gz[k] + summand_gz_bf16s(dk, r[k], gk))
-                    sum_g[k] = round_to_bfloat16(sum_g[k] + gk)
-        ma, mad = np.empty(width), np.empty(width)
-        for k in range(width):
-            ma[k] = round_to_bfloat16(sum_a[k] / n)
-            mad[k] = round_to_bfloat16(sum_ad[k] / n)
-            dgamma[c0 + k] = sum_gz[k]
-            dbeta[c0 + k] = sum_g[k]
-        for a in range(A):
-            for p in range(L):
-                xs, gs, dxs = x[a, p, c0:c1], g[a, p, c0:c1], dx[a, p, c0:c1]
-                for k in range(width):
-                    dk = round_to_bfloat16((widen(xs[k]) - mh[k]) - ml[k])
-                    gk = widen(gs[k])
-                    dxs[k] = narrow(dx_bf16s(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k]), dx)
-
-
-@njit(cache=True, error_model="numpy")
-def forward_inference_bf16s_std(x, gamma, beta, mean, var, epsilon, block, out):
-    """Inference mode: the affine map with the running statistics."""
-    A, L, C = x.shape
-    for b in range((C + block - 1) // block):
-        c0, c1 = b * block, min(C, (b + 1) * block)
-        r = np.empty(c1 - c0)
-        for k in range(c1 - c0):
-            r[k] = scale_std_bf16s(np.float64(var[c0 + k]), epsilon)
-        for a in range(A):
-            for p in range(L):
-                for c in range(c0, c1):
-                    dk = round_to_bfloat16(widen(x[a, p, c]) - np.float64(mean[c]))
-                    gamma_c, beta_c = np.float64(gamma[c]), np.float64(beta[c])
-                    out[a, p, c] = narrow(output_bf16s(dk, r[c - c0], gamma_c, beta_c), out)
-
-
-@njit(cache=True, error_model="numpy")
-def vjp_inference_bf16s_std(x, g, gamma, mean, var, epsilon, block, dx, dgamma, dbeta):
-    """Inference mode: dx = gamma r g, dgamma = sum g (x - mean) r, dbeta = sum g."""
-    A, L, C = x.shape
-    for b in range((C + block - 1) // block):
-        c0, c1 = b * block, min(C, (b + 1) * block)
-        r = np.empty(c1 - c0)
-        sum_gz, sum_g = np.zeros(c1 - c0), np.zeros(c1 - c0)
-        for k in range(c1 - c0):
-            r[k] = scale_std_bf16s(np.float64(var[c0 + k]), epsilon)
-        for a in range(A):
-            for p in range(L):
-                for c in range(c0, c1):
-                    k = c - c0
-                    dk = round_to_bfloat16(widen(x[a, p, c]) - np.float64(mean[c]))
-                    gk = widen(g[a, p, c])
-                    dx[a, p, c] = narrow(dx_inference_bf16s(r[k], np.float64(gamma[c]), gk), dx)
-                    sum_gz[k] = round_to_bfloat16(sum_gz[k] + summand_gz_bf16s(dk, r[k], gk))
-                    sum_g[k] = round_to_bfloat16(sum_g[k] + gk)
-        for k in range(c1 - c0):
-            dgamma[c0 + k] = sum_gz[k]
-            dbeta[c0 + k] = sum_g[k]
-
-
-@njit(cache=True, error_model="numpy")
-def jacobian_bf16s_std(x, gamma_i, epsilon, out):
-    """Training mode: the (M, M) block J[k, p] = dy_k / dx_l of one feature."""
-    size = x.size
-    n = round_to_bfloat16(np.float64(size))
-    mh, ml, s = statistics_bf16s(x)
-    r = scale_std_bf16s(s, epsilon)
-    w = weight_std_bf16s(s, epsilon, r) if s > 0.0 else 0.0 * r * r
+    r = scale_bf16s(s, epsilon, std)
+    w = weight_bf16s(s, epsilon, r, std) if s > 0.0 else 0.0 * r * r
     for k in range(size):
         dk = round_to_bfloat16((np.float64(x[k]) - mh) - ml)
         for j in range(size):
