@@ -17,7 +17,7 @@ array), ``*_f16s`` (strict half: every operation rounded to binary16) and ``*_bf
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from kernels._bf16 import round_to_bfloat16
 from kernels._dd import dd_div, two_sum
@@ -28,6 +28,7 @@ from kernels._generated.layernorm import (
     statistics_f64,
     statistics_wide,
 )
+from kernels._grain import share
 from kernels._rownorm import narrow, widen
 
 _F64_0 = np.float64(1.0)  # 1
@@ -474,12 +475,13 @@ def column_statistics_f64(x, c0, c1):
     return mh, ml, (hi + lo) / count
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
-def forward_f64(x, gamma, beta, epsilon, std, block, out):
+@njit(cache=True, nogil=True, error_model="numpy")
+def forward_f64(x, gamma, beta, epsilon, std, block, out, part, parts):
     """Training mode on x (A, L, C): features c (the last axis) normalized over (a, p),
     blocks of features in parallel."""
     A, L, C = x.shape
-    for b in prange((C + block - 1) // block):
+    start, stop = share((C + block - 1) // block, part, parts)
+    for b in range(start, stop):
         c0, c1 = b * block, min(C, (b + 1) * block)
         mh, ml, s = column_statistics_f64(x, c0, c1)
         r = np.empty(c1 - c0)
@@ -495,12 +497,13 @@ def forward_f64(x, gamma, beta, epsilon, std, block, out):
                     ys[k] = narrow(output_f64(dk, r[k], gamma_k, beta_k), out)
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
-def vjp_f64(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta):
+@njit(cache=True, nogil=True, error_model="numpy")
+def vjp_f64(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta, part, parts):
     """Training mode on x (A, L, C): dx, and each feature's dgamma and dbeta."""
     A, L, C = x.shape
     n = np.float64(A * L)
-    for b in prange((C + block - 1) // block):
+    start, stop = share((C + block - 1) // block, part, parts)
+    for b in range(start, stop):
         c0, c1 = b * block, min(C, (b + 1) * block)
         width = c1 - c0
         mh, ml, s = column_statistics_f64(x, c0, c1)
@@ -550,11 +553,12 @@ def vjp_f64(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta):
                     dxs[k] = narrow(dx_f64(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k]), dx)
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
-def forward_inference_f64(x, gamma, beta, mean, var, epsilon, std, block, out):
+@njit(cache=True, nogil=True, error_model="numpy")
+def forward_inference_f64(x, gamma, beta, mean, var, epsilon, std, block, out, part, parts):
     """Inference mode: the affine map with the running statistics."""
     A, L, C = x.shape
-    for b in prange((C + block - 1) // block):
+    start, stop = share((C + block - 1) // block, part, parts)
+    for b in range(start, stop):
         c0, c1 = b * block, min(C, (b + 1) * block)
         r = np.empty(c1 - c0)
         for k in range(c1 - c0):
@@ -567,11 +571,12 @@ def forward_inference_f64(x, gamma, beta, mean, var, epsilon, std, block, out):
                     out[a, p, c] = narrow(output_f64(dk, r[c - c0], gamma_c, beta_c), out)
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
-def vjp_inference_f64(x, g, gamma, mean, var, epsilon, std, block, dx, dgamma, dbeta):
+@njit(cache=True, nogil=True, error_model="numpy")
+def vjp_inference_f64(x, g, gamma, mean, var, epsilon, std, block, dx, dgamma, dbeta, part, parts):
     """Inference mode: dx = gamma r g, dgamma = sum g (x - mean) r, dbeta = sum g."""
     A, L, C = x.shape
-    for b in prange((C + block - 1) // block):
+    start, stop = share((C + block - 1) // block, part, parts)
+    for b in range(start, stop):
         c0, c1 = b * block, min(C, (b + 1) * block)
         r = np.empty(c1 - c0)
         sum_gz, sum_g = np.zeros(c1 - c0), np.zeros(c1 - c0)
@@ -651,12 +656,13 @@ def column_statistics_wide(x, c0, c1):
     return m, correction, moment
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
-def forward_wide(x, gamma, beta, epsilon, std, block, out):
+@njit(cache=True, nogil=True, error_model="numpy")
+def forward_wide(x, gamma, beta, epsilon, std, block, out, part, parts):
     """Training mode on x (A, L, C): features c (the last axis) normalized over (a, p),
     blocks of features in parallel."""
     A, L, C = x.shape
-    for b in prange((C + block - 1) // block):
+    start, stop = share((C + block - 1) // block, part, parts)
+    for b in range(start, stop):
         c0, c1 = b * block, min(C, (b + 1) * block)
         mh, ml, s = column_statistics_wide(x, c0, c1)
         r = np.empty(c1 - c0)
@@ -672,12 +678,13 @@ def forward_wide(x, gamma, beta, epsilon, std, block, out):
                     ys[k] = narrow(output_f64(dk, r[k], gamma_k, beta_k), out)
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
-def vjp_wide(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta):
+@njit(cache=True, nogil=True, error_model="numpy")
+def vjp_wide(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta, part, parts):
     """Training mode on x (A, L, C): dx, and each feature's dgamma and dbeta."""
     A, L, C = x.shape
     n = np.float64(A * L)
-    for b in prange((C + block - 1) // block):
+    start, stop = share((C + block - 1) // block, part, parts)
+    for b in range(start, stop):
         c0, c1 = b * block, min(C, (b + 1) * block)
         width = c1 - c0
         mh, ml, s = column_statistics_wide(x, c0, c1)
@@ -704,11 +711,12 @@ def vjp_wide(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta):
                     dxs[k] = narrow(dx_f64(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k]), dx)
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
-def forward_inference_wide(x, gamma, beta, mean, var, epsilon, std, block, out):
+@njit(cache=True, nogil=True, error_model="numpy")
+def forward_inference_wide(x, gamma, beta, mean, var, epsilon, std, block, out, part, parts):
     """Inference mode: the affine map with the running statistics."""
     A, L, C = x.shape
-    for b in prange((C + block - 1) // block):
+    start, stop = share((C + block - 1) // block, part, parts)
+    for b in range(start, stop):
         c0, c1 = b * block, min(C, (b + 1) * block)
         r = np.empty(c1 - c0)
         for k in range(c1 - c0):
@@ -721,11 +729,12 @@ def forward_inference_wide(x, gamma, beta, mean, var, epsilon, std, block, out):
                     out[a, p, c] = narrow(output_f64(dk, r[c - c0], gamma_c, beta_c), out)
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
-def vjp_inference_wide(x, g, gamma, mean, var, epsilon, std, block, dx, dgamma, dbeta):
+@njit(cache=True, nogil=True, error_model="numpy")
+def vjp_inference_wide(x, g, gamma, mean, var, epsilon, std, block, dx, dgamma, dbeta, part, parts):
     """Inference mode: dx = gamma r g, dgamma = sum g (x - mean) r, dbeta = sum g."""
     A, L, C = x.shape
-    for b in prange((C + block - 1) // block):
+    start, stop = share((C + block - 1) // block, part, parts)
+    for b in range(start, stop):
         c0, c1 = b * block, min(C, (b + 1) * block)
         r = np.empty(c1 - c0)
         sum_gz, sum_g = np.zeros(c1 - c0), np.zeros(c1 - c0)
@@ -787,11 +796,12 @@ def column_statistics_f16s(x, c0, c1):
 
 
 @njit(cache=True, error_model="numpy")
-def forward_f16s(x, gamma, beta, epsilon, std, block, out):
+def forward_f16s(x, gamma, beta, epsilon, std, block, out, part, parts):
     """Training mode on x (A, L, C): features c (the last axis) normalized over (a, p),
     blocks of features in parallel."""
     A, L, C = x.shape
-    for b in range((C + block - 1) // block):
+    start, stop = share((C + block - 1) // block, part, parts)
+    for b in range(start, stop):
         c0, c1 = b * block, min(C, (b + 1) * block)
         mh, ml, s = column_statistics_f16s(x, c0, c1)
         r = np.empty(c1 - c0)
@@ -808,11 +818,12 @@ def forward_f16s(x, gamma, beta, epsilon, std, block, out):
 
 
 @njit(cache=True, error_model="numpy")
-def vjp_f16s(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta):
+def vjp_f16s(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta, part, parts):
     """Training mode on x (A, L, C): dx, and each feature's dgamma and dbeta."""
     A, L, C = x.shape
     n = round_to_half(np.float64(A * L))
-    for b in range((C + block - 1) // block):
+    start, stop = share((C + block - 1) // block, part, parts)
+    for b in range(start, stop):
         c0, c1 = b * block, min(C, (b + 1) * block)
         width = c1 - c0
         mh, ml, s = column_statistics_f16s(x, c0, c1)
@@ -851,10 +862,11 @@ def vjp_f16s(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta):
 
 
 @njit(cache=True, error_model="numpy")
-def forward_inference_f16s(x, gamma, beta, mean, var, epsilon, std, block, out):
+def forward_inference_f16s(x, gamma, beta, mean, var, epsilon, std, block, out, part, parts):
     """Inference mode: the affine map with the running statistics."""
     A, L, C = x.shape
-    for b in range((C + block - 1) // block):
+    start, stop = share((C + block - 1) // block, part, parts)
+    for b in range(start, stop):
         c0, c1 = b * block, min(C, (b + 1) * block)
         r = np.empty(c1 - c0)
         for k in range(c1 - c0):
@@ -868,10 +880,11 @@ def forward_inference_f16s(x, gamma, beta, mean, var, epsilon, std, block, out):
 
 
 @njit(cache=True, error_model="numpy")
-def vjp_inference_f16s(x, g, gamma, mean, var, epsilon, std, block, dx, dgamma, dbeta):
+def vjp_inference_f16s(x, g, gamma, mean, var, epsilon, std, block, dx, dgamma, dbeta, part, parts):
     """Inference mode: dx = gamma r g, dgamma = sum g (x - mean) r, dbeta = sum g."""
     A, L, C = x.shape
-    for b in range((C + block - 1) // block):
+    start, stop = share((C + block - 1) // block, part, parts)
+    for b in range(start, stop):
         c0, c1 = b * block, min(C, (b + 1) * block)
         r = np.empty(c1 - c0)
         sum_gz, sum_g = np.zeros(c1 - c0), np.zeros(c1 - c0)
@@ -933,11 +946,12 @@ def column_statistics_bf16s(x, c0, c1):
 
 
 @njit(cache=True, error_model="numpy")
-def forward_bf16s(x, gamma, beta, epsilon, std, block, out):
+def forward_bf16s(x, gamma, beta, epsilon, std, block, out, part, parts):
     """Training mode on x (A, L, C): features c (the last axis) normalized over (a, p),
     blocks of features in parallel."""
     A, L, C = x.shape
-    for b in range((C + block - 1) // block):
+    start, stop = share((C + block - 1) // block, part, parts)
+    for b in range(start, stop):
         c0, c1 = b * block, min(C, (b + 1) * block)
         mh, ml, s = column_statistics_bf16s(x, c0, c1)
         r = np.empty(c1 - c0)
@@ -954,11 +968,12 @@ def forward_bf16s(x, gamma, beta, epsilon, std, block, out):
 
 
 @njit(cache=True, error_model="numpy")
-def vjp_bf16s(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta):
+def vjp_bf16s(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta, part, parts):
     """Training mode on x (A, L, C): dx, and each feature's dgamma and dbeta."""
     A, L, C = x.shape
     n = round_to_bfloat16(np.float64(A * L))
-    for b in range((C + block - 1) // block):
+    start, stop = share((C + block - 1) // block, part, parts)
+    for b in range(start, stop):
         c0, c1 = b * block, min(C, (b + 1) * block)
         width = c1 - c0
         mh, ml, s = column_statistics_bf16s(x, c0, c1)
@@ -997,10 +1012,11 @@ def vjp_bf16s(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta):
 
 
 @njit(cache=True, error_model="numpy")
-def forward_inference_bf16s(x, gamma, beta, mean, var, epsilon, std, block, out):
+def forward_inference_bf16s(x, gamma, beta, mean, var, epsilon, std, block, out, part, parts):
     """Inference mode: the affine map with the running statistics."""
     A, L, C = x.shape
-    for b in range((C + block - 1) // block):
+    start, stop = share((C + block - 1) // block, part, parts)
+    for b in range(start, stop):
         c0, c1 = b * block, min(C, (b + 1) * block)
         r = np.empty(c1 - c0)
         for k in range(c1 - c0):
@@ -1014,10 +1030,13 @@ def forward_inference_bf16s(x, gamma, beta, mean, var, epsilon, std, block, out)
 
 
 @njit(cache=True, error_model="numpy")
-def vjp_inference_bf16s(x, g, gamma, mean, var, epsilon, std, block, dx, dgamma, dbeta):
+def vjp_inference_bf16s(
+    x, g, gamma, mean, var, epsilon, std, block, dx, dgamma, dbeta, part, parts
+):
     """Inference mode: dx = gamma r g, dgamma = sum g (x - mean) r, dbeta = sum g."""
     A, L, C = x.shape
-    for b in range((C + block - 1) // block):
+    start, stop = share((C + block - 1) // block, part, parts)
+    for b in range(start, stop):
         c0, c1 = b * block, min(C, (b + 1) * block)
         r = np.empty(c1 - c0)
         sum_gz, sum_g = np.zeros(c1 - c0), np.zeros(c1 - c0)

@@ -17,11 +17,12 @@ array), ``*_f16s`` (strict half: every operation rounded to binary16) and ``*_bf
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from kernels._bf16 import round_to_bfloat16
 from kernels._dd import two_sum
 from kernels._f16 import round_to_half
+from kernels._grain import share
 
 #: Rows per block of the parameter-gradient sums (fixed: results do not depend on threads).
 BLOCK_ROWS = 32
@@ -236,20 +237,22 @@ def matmul_nt_bf16s(a, b, out):
             out[i, k] = dot_bf16s(a[i], b[k])
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
-def weights_f64(v, gamma, epsilon, out):
+@njit(cache=True, nogil=True, error_model="numpy")
+def weights_f64(v, gamma, epsilon, out, part, parts):
     """W_i = gamma_i v_i / sqrt(|v_i|^2 + eps), row by row (rows in parallel)."""
-    for i in prange(v.shape[0]):
+    start, stop = share(v.shape[0], part, parts)
+    for i in range(start, stop):
         r = scale_f64(norm2_f64(v[i]), epsilon)
         gamma_i = np.float64(gamma[i])
         for j in range(v.shape[1]):
             out[i, j] = weight_f64(gamma_i, np.float64(v[i, j]), r)
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
-def parameter_gradients_f64(v, gamma, epsilon, dw, dv, dgamma):
+@njit(cache=True, nogil=True, error_model="numpy")
+def parameter_gradients_f64(v, gamma, epsilon, dw, dv, dgamma, part, parts):
     """dv and dgamma from dW = g^T x (float64 or halves), row by row of v."""
-    for i in prange(v.shape[0]):
+    start, stop = share(v.shape[0], part, parts)
+    for i in range(start, stop):
         r = scale_f64(norm2_f64(v[i]), epsilon)
         gamma_i = np.float64(gamma[i])
         p = dot_f64(dw[i], v[i])
@@ -258,20 +261,22 @@ def parameter_gradients_f64(v, gamma, epsilon, dw, dv, dgamma):
             dv[i, j] = dv_f64(gamma_i, r, dw[i, j], np.float64(v[i, j]), p)
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
-def weights_wide(v, gamma, epsilon, out):
+@njit(cache=True, nogil=True, error_model="numpy")
+def weights_wide(v, gamma, epsilon, out, part, parts):
     """W_i = gamma_i v_i / sqrt(|v_i|^2 + eps), row by row (rows in parallel)."""
-    for i in prange(v.shape[0]):
+    start, stop = share(v.shape[0], part, parts)
+    for i in range(start, stop):
         r = scale_f64(norm2_wide(v[i]), epsilon)
         gamma_i = np.float64(gamma[i])
         for j in range(v.shape[1]):
             out[i, j] = weight_f64(gamma_i, np.float64(v[i, j]), r)
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
-def parameter_gradients_wide(v, gamma, epsilon, dw, dv, dgamma):
+@njit(cache=True, nogil=True, error_model="numpy")
+def parameter_gradients_wide(v, gamma, epsilon, dw, dv, dgamma, part, parts):
     """dv and dgamma from dW = g^T x (float64 or halves), row by row of v."""
-    for i in prange(v.shape[0]):
+    start, stop = share(v.shape[0], part, parts)
+    for i in range(start, stop):
         r = scale_f64(norm2_wide(v[i]), epsilon)
         gamma_i = np.float64(gamma[i])
         p = dot_wide(dw[i], v[i])
@@ -281,9 +286,10 @@ def parameter_gradients_wide(v, gamma, epsilon, dw, dv, dgamma):
 
 
 @njit(cache=True, error_model="numpy")
-def weights_f16s(v, gamma, epsilon, out):
+def weights_f16s(v, gamma, epsilon, out, part, parts):
     """W_i = gamma_i v_i / sqrt(|v_i|^2 + eps), row by row (rows in parallel)."""
-    for i in range(v.shape[0]):
+    start, stop = share(v.shape[0], part, parts)
+    for i in range(start, stop):
         r = scale_f16s(norm2_f16s(v[i]), epsilon)
         gamma_i = np.float64(gamma[i])
         for j in range(v.shape[1]):
@@ -291,9 +297,10 @@ def weights_f16s(v, gamma, epsilon, out):
 
 
 @njit(cache=True, error_model="numpy")
-def parameter_gradients_f16s(v, gamma, epsilon, dw, dv, dgamma):
+def parameter_gradients_f16s(v, gamma, epsilon, dw, dv, dgamma, part, parts):
     """dv and dgamma from dW = g^T x (float64 or halves), row by row of v."""
-    for i in range(v.shape[0]):
+    start, stop = share(v.shape[0], part, parts)
+    for i in range(start, stop):
         r = scale_f16s(norm2_f16s(v[i]), epsilon)
         gamma_i = np.float64(gamma[i])
         p = dot_f16s(dw[i], v[i])
@@ -303,9 +310,10 @@ def parameter_gradients_f16s(v, gamma, epsilon, dw, dv, dgamma):
 
 
 @njit(cache=True, error_model="numpy")
-def weights_bf16s(v, gamma, epsilon, out):
+def weights_bf16s(v, gamma, epsilon, out, part, parts):
     """W_i = gamma_i v_i / sqrt(|v_i|^2 + eps), row by row (rows in parallel)."""
-    for i in range(v.shape[0]):
+    start, stop = share(v.shape[0], part, parts)
+    for i in range(start, stop):
         r = scale_bf16s(norm2_bf16s(v[i]), epsilon)
         gamma_i = np.float64(gamma[i])
         for j in range(v.shape[1]):
@@ -313,9 +321,10 @@ def weights_bf16s(v, gamma, epsilon, out):
 
 
 @njit(cache=True, error_model="numpy")
-def parameter_gradients_bf16s(v, gamma, epsilon, dw, dv, dgamma):
+def parameter_gradients_bf16s(v, gamma, epsilon, dw, dv, dgamma, part, parts):
     """dv and dgamma from dW = g^T x (float64 or halves), row by row of v."""
-    for i in range(v.shape[0]):
+    start, stop = share(v.shape[0], part, parts)
+    for i in range(start, stop):
         r = scale_bf16s(norm2_bf16s(v[i]), epsilon)
         gamma_i = np.float64(gamma[i])
         p = dot_bf16s(dw[i], v[i])

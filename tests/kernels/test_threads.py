@@ -124,7 +124,7 @@ def _workload() -> dict:
 def test_concurrent_calls_on_the_workqueue_layer_match_a_serial_run():
     namespace = _workload()
     smallest = min(namespace[name].size for name in ("x", "v"))
-    assert smallest >= GRAIN, "below the grain the norms would run their serial twins"
+    assert smallest >= GRAIN, "below the grain the norms would run as one part"
     code = CONCURRENT.replace("__WORKLOAD__", WORKLOAD)
     code = code.replace("__THREADS__", str(THREADS)).replace("__ROUNDS__", str(ROUNDS))
     env = {**os.environ, "NUMBA_THREADING_LAYER": "workqueue"}
