@@ -1,11 +1,12 @@
-"""The normalizations' loops on several threads, where the work pays for them.
+"""The normalizations' and Softmax's loops on several threads, where the work pays for them.
 
 Every loop of ``kernels/_generated/{layernorm,rmsnorm,centernorm,weightnorm,batchnorm}.py``
-that :func:`loop_for` runs takes two last arguments, ``part`` and ``parts``, and runs the
-share of its rows (or blocks of rows, or blocks of features) that :func:`share` gives part
-``part`` of ``parts``. The float64, float32 and mixed float16 loops are compiled with
-``nogil=True``: :func:`loop_for` runs ``parts`` of them at once, one on the calling thread
-and the others on a thread pool, and the strict loops (``*_f16s``, ``*_bf16s``) as one part.
+that :func:`loop_for` runs, and Softmax's row loops (``kernels/softmax.py``), take two last
+arguments, ``part`` and ``parts``, and run the share of their rows (or blocks of rows, or
+blocks of features) that :func:`share` gives part ``part`` of ``parts``. The loops compiled
+with ``nogil=True`` (all but the norms' strict ``*_f16s`` and ``*_bf16s`` loops) run as
+``parts`` parts at once, one on the calling thread and the others on a thread pool; the
+others as one part.
 
 Why threads of our own rather than ``parallel=True`` and ``prange``: Numba compiles a
 ``parallel=True`` loop about twice as slowly as the same loop without it, and a small input

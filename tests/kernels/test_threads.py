@@ -23,7 +23,7 @@ import pytest
 from numba.core.registry import CPUDispatcher
 
 import kernels
-from kernels import _threads, softmax
+from kernels import _threads, avgpool
 from kernels._grain import GRAIN
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -168,7 +168,7 @@ def test_every_handwritten_parallel_loop_is_wrapped():
             if _parallel(getattr(value, "__wrapped__", None)) and inspect.isfunction(value):
                 wrapped.append(f"{module.__name__}.{attr}")
     assert not bare, f"parallel loops without @thread_safe: {bare}"
-    assert "kernels.softmax._forward_rows" in wrapped  # the check sees the wrapped ones
+    assert "kernels.avgpool._forward2d" in wrapped  # the check sees the wrapped ones
 
 
 # --- the lock itself, with the layer faked ------------------------------------------------
@@ -212,5 +212,5 @@ def test_calls_take_turns_only_where_the_layer_needs_it(monkeypatch, layer, seri
 
 
 def test_a_wrapped_loop_keeps_its_name_and_dispatcher():
-    assert softmax._forward_rows.__name__ == "_forward_rows"
-    assert _parallel(softmax._forward_rows.__wrapped__)
+    assert avgpool._forward2d.__name__ == "_forward2d"
+    assert _parallel(avgpool._forward2d.__wrapped__)
