@@ -143,7 +143,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 from numpy.typing import ArrayLike
 
 from kernels._dd import dd_add, dd_div, dd_exp, dd_mul, dd_sub, two_sum
@@ -154,8 +154,8 @@ from kernels._f16 import (
     round_to_half,
     widen_half_array_to_float32,
 )
-from kernels._grain import loop_for, share
 from kernels._strict import bfloat16_kernel, is_bfloat16, narrow
+from kernels._threads import thread_safe
 from kernels._validate import float_array, strict_mode
 from kernels._vmath import (
     EXP_ABS_ERROR,
@@ -296,11 +296,11 @@ def _vjp_row_strict(g, m, y, dx, bf):
 # --- all rows -------------------------------------------------------------------------------
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def _forward_rows(rows, out, part, parts):
+@thread_safe
+@njit(cache=True, parallel=True, error_model="numpy")
+def _forward_rows(rows, out):
     n, size = rows.shape
-    start, stop = share(n, part, parts)
-    for r in range(start, stop):
+    for r in prange(n):
         m, done = _special_row(rows[r], out[r])
         if not done:
             yh, yl = np.empty(size), np.empty(size)
@@ -308,20 +308,20 @@ def _forward_rows(rows, out, part, parts):
             out[r, :] = yh
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def _forward_rows_strict(rows, out, bf, part, parts):
-    start, stop = share(rows.shape[0], part, parts)
-    for r in range(start, stop):
+@thread_safe
+@njit(cache=True, parallel=True, error_model="numpy")
+def _forward_rows_strict(rows, out, bf):
+    for r in prange(rows.shape[0]):
         m, done = _special_row(rows[r], out[r])
         if not done:
             _weights_strict(rows[r], m, out[r], bf)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def _vjp_rows(rows, grows, out, part, parts):
+@thread_safe
+@njit(cache=True, parallel=True, error_model="numpy")
+def _vjp_rows(rows, grows, out):
     n, size = rows.shape
-    start, stop = share(n, part, parts)
-    for r in range(start, stop):
+    for r in prange(n):
         m, done = _special_row(rows[r], out[r])
         if not done:
             eh, el = np.empty(size), np.empty(size)
@@ -329,11 +329,11 @@ def _vjp_rows(rows, grows, out, part, parts):
             _vjp_row(rows[r], grows[r], m, eh, el, sh, sl, out[r])
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def _vjp_rows_strict(rows, grows, out, bf, part, parts):
+@thread_safe
+@njit(cache=True, parallel=True, error_model="numpy")
+def _vjp_rows_strict(rows, grows, out, bf):
     n, size = rows.shape
-    start, stop = share(n, part, parts)
-    for r in range(start, stop):
+    for r in prange(n):
         m, done = _special_row(rows[r], out[r])
         if not done:
             y = np.empty(size)
@@ -673,21 +673,21 @@ def _exact_vjp_fill(row32, grow32, out, half):
             out[j] = np.float32(round_to_half(dx[j]) if half else dx[j])
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def _forward_rows_fast(rows, out, half, part, parts):
+@thread_safe
+@njit(cache=True, parallel=True, error_model="numpy")
+def _forward_rows_fast(rows, out, half):
     n, size = rows.shape
-    start, stop = share(n, part, parts)
-    for r in range(start, stop):
+    for r in prange(n):
         ev, acc, comp = np.empty(size), np.empty(_LANES), np.empty(_LANES)
         if _fast_forward_row(rows[r], out[r], ev, acc, comp, half):
             _exact_forward_fill(rows[r], out[r], half)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def _vjp_rows_fast(rows, grows, out, half, part, parts):
+@thread_safe
+@njit(cache=True, parallel=True, error_model="numpy")
+def _vjp_rows_fast(rows, grows, out, half):
     n, size = rows.shape
-    start, stop = share(n, part, parts)
-    for r in range(start, stop):
+    for r in prange(n):
         ev, lanes = np.empty(size), np.empty((5, _LANES))
         if _fast_vjp_row(rows[r], grows[r], out[r], ev, lanes, half):
             _exact_vjp_fill(rows[r], grows[r], out[r], half)
@@ -749,11 +749,12 @@ class _Prepared:
 def _forward(p: _Prepared) -> np.ndarray:
     out = np.empty(p.rows.shape, p.rows.dtype)
     if p.fast:
-        loop_for(_forward_rows_fast, p.rows.size)(p.rows, out, p.half)
-    elif p.strict:
-        loop_for(_forward_rows_strict, p.rows.size)(p.rows, out, p.bf)
+        _forward_rows_fast(p.rows, out, p.half)
     else:
-        loop_for(_forward_rows, p.rows.size)(p.rows, out)
+        if p.strict:
+            _forward_rows_strict(p.rows, out, p.bf)
+        else:
+            _forward_rows(p.rows, out)
     return p.finish(out, p.x.shape)
 
 
@@ -761,11 +762,12 @@ def _vjp(p: _Prepared, g: ArrayLike) -> np.ndarray:
     grows = p.gradient(g)
     out = np.empty(p.rows.shape, p.rows.dtype)
     if p.fast:
-        loop_for(_vjp_rows_fast, p.rows.size)(p.rows, grows, out, p.half)
-    elif p.strict:
-        loop_for(_vjp_rows_strict, p.rows.size)(p.rows, grows, out, p.bf)
+        _vjp_rows_fast(p.rows, grows, out, p.half)
     else:
-        loop_for(_vjp_rows, p.rows.size)(p.rows, grows, out)
+        if p.strict:
+            _vjp_rows_strict(p.rows, grows, out, p.bf)
+        else:
+            _vjp_rows(p.rows, grows, out)
     return p.finish(out, p.x.shape)
 
 

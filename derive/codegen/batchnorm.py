@@ -26,13 +26,7 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.codegen.emit import Constants
-from derive.codegen.templates import (
-    PATHS,
-    emit_stages,
-    module_text,
-    signature,
-    strict_variants,
-)
+from derive.codegen.templates import PATHS, emit_stages, module_text, strict_variants
 from derive.definitions import batchnorm as bn
 from derive.definitions import norms
 
@@ -283,12 +277,11 @@ def _column_sums_wide(x, g, c0, c1, gammas, m, correction, r):
 
 COLUMN_LOOPS = '''\
 @njit({jit})
-def forward_{path}(x, gamma, beta, epsilon, std, block, out, part, parts):
+def forward_{path}(x, gamma, beta, epsilon, std, block, out):
     """Training mode on x (A, L, C): features c (the last axis) normalized over (a, p),
     blocks of features in parallel."""
     A, L, C = x.shape
-    start, stop = share((C + block - 1) // block, part, parts)
-    for b in range(start, stop):
+    for b in {range}((C + block - 1) // block):
         c0, c1 = b * block, min(C, (b + 1) * block)
         mh, ml, s = column_statistics_{path}(x, c0, c1)
         r = np.empty(c1 - c0)
@@ -305,12 +298,11 @@ def forward_{path}(x, gamma, beta, epsilon, std, block, out, part, parts):
 
 
 @njit({jit})
-def vjp_{path}(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta, part, parts):
+def vjp_{path}(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta):
     """Training mode on x (A, L, C): dx, and each feature's dgamma and dbeta."""
     A, L, C = x.shape
     n = {count}
-    start, stop = share((C + block - 1) // block, part, parts)
-    for b in range(start, stop):
+    for b in {range}((C + block - 1) // block):
         c0, c1 = b * block, min(C, (b + 1) * block)
         width = c1 - c0
         mh, ml, s = column_statistics_{path}(x, c0, c1)
@@ -338,11 +330,10 @@ def vjp_{path}(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta, part, parts)
 
 
 @njit({jit})
-def forward_inference_{path}(x, gamma, beta, mean, var, epsilon, std, block, out, part, parts):
+def forward_inference_{path}(x, gamma, beta, mean, var, epsilon, std, block, out):
     """Inference mode: the affine map with the running statistics."""
     A, L, C = x.shape
-    start, stop = share((C + block - 1) // block, part, parts)
-    for b in range(start, stop):
+    for b in {range}((C + block - 1) // block):
         c0, c1 = b * block, min(C, (b + 1) * block)
         r = np.empty(c1 - c0)
         for k in range(c1 - c0):
@@ -356,11 +347,10 @@ def forward_inference_{path}(x, gamma, beta, mean, var, epsilon, std, block, out
 
 
 @njit({jit})
-{vjp_inference}
+def vjp_inference_{path}(x, g, gamma, mean, var, epsilon, std, block, dx, dgamma, dbeta):
     """Inference mode: dx = gamma r g, dgamma = sum g (x - mean) r, dbeta = sum g."""
     A, L, C = x.shape
-    start, stop = share((C + block - 1) // block, part, parts)
-    for b in range(start, stop):
+    for b in {range}((C + block - 1) // block):
         c0, c1 = b * block, min(C, (b + 1) * block)
         r = np.empty(c1 - c0)
         sum_gz, sum_g = np.zeros(c1 - c0), np.zeros(c1 - c0)
@@ -448,12 +438,9 @@ def batchnorm_source() -> str:
             COLUMN_LOOPS.format(
                 path=path.name,
                 mode=path.mode,
+                range=path.range,
                 jit=path.jit,
                 count=path.rounded("np.float64(A * L)"),
-                vjp_inference=signature(
-                    f"vjp_inference_{path.name}",
-                    "x, g, gamma, mean, var, epsilon, std, block, dx, dgamma, dbeta, part, parts",
-                ),
                 dev=path.rounded("(widen(xs[k]) - mh[k]) - ml[k]"),
                 dev_infer=path.rounded("widen(x[a, p, c]) - np.float64(mean[c])"),
                 sums=COLUMN_SUMS[path.name],

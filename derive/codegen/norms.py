@@ -26,9 +26,9 @@ by the second moment or by a constant). Three arithmetic paths:
 ``bf16s`` strict bfloat16: the ``f16s`` loops, every step rounded to bfloat16 instead
           (:func:`derive.codegen.templates.strict_variants`).
 
-Rows run in parallel, as parts on threads (``kernels._grain``); the parameter gradients are
-summed per block of :data:`BLOCK_ROWS` rows and the blocks combined in a fixed order, so
-results do not depend on the number of threads.
+Rows run in parallel (``prange``); the parameter gradients are summed per block of
+:data:`BLOCK_ROWS` rows and the blocks combined in a fixed order, so results do not depend
+on the number of threads.
 """
 
 from __future__ import annotations
@@ -140,12 +140,11 @@ CENTER = {
 
 ROW_LOOPS = '''\
 @njit({jit})
-def forward_{path}(x, gamma, beta, epsilon, out, part, parts):
+def forward_{path}(x, gamma, beta, epsilon, out):
     """y = gamma z + beta for every row of x (rows in parallel)."""
     rows, size = x.shape
     n = {size_n}
-    start, stop = share(rows, part, parts)
-    for i in range(start, stop):
+    for i in {range}(rows):
         xi = read_row(x[i], row_buffer(x))
         mh, ml, s = statistics_{path}(xi)
         r = scale_{mode}(s, epsilon, n)
@@ -156,12 +155,11 @@ def forward_{path}(x, gamma, beta, epsilon, out, part, parts):
 
 
 @njit({jit})
-def vjp_{path}(x, g, gamma, epsilon, dx, dgamma_blocks, dbeta_blocks, part, parts):
+def vjp_{path}(x, g, gamma, epsilon, dx, dgamma_blocks, dbeta_blocks):
     """dx for every row; per block of rows, the partial sums of dgamma and dbeta."""
     rows, size = x.shape
     n = {size_n}
-    start, stop = share(dgamma_blocks.shape[0], part, parts)
-    for b in range(start, stop):
+    for b in {range}(dgamma_blocks.shape[0]):
         x_buffer, g_buffer = row_buffer(x), row_buffer(g)
         for i in range(b * BLOCK_ROWS, min(rows, (b + 1) * BLOCK_ROWS)):
             xi, gi = read_row(x[i], x_buffer), read_row(g[i], g_buffer)
@@ -341,6 +339,7 @@ def row_norm_source(module: RowNorm) -> str:
         ROW_LOOPS.format(
             path=path.name,
             mode=path.mode,
+            range=path.range,
             jit=path.jit,
             size_n=path.rounded("np.float64(size)"),
             dev_ij=path.rounded("(widen(xi[j]) - mh) - ml"),
@@ -375,10 +374,9 @@ def row_norm_source(module: RowNorm) -> str:
 
 WEIGHT_LOOPS = '''\
 @njit({jit})
-def weights_{path}(v, gamma, epsilon, out, part, parts):
+def weights_{path}(v, gamma, epsilon, out):
     """W_i = gamma_i v_i / sqrt(|v_i|^2 + eps), row by row (rows in parallel)."""
-    start, stop = share(v.shape[0], part, parts)
-    for i in range(start, stop):
+    for i in {range}(v.shape[0]):
         r = scale_{mode}(norm2_{path}(v[i]), epsilon)
         gamma_i = np.float64(gamma[i])
         for j in range(v.shape[1]):
@@ -386,10 +384,9 @@ def weights_{path}(v, gamma, epsilon, out, part, parts):
 
 
 @njit({jit})
-def parameter_gradients_{path}(v, gamma, epsilon, dw, dv, dgamma, part, parts):
+def parameter_gradients_{path}(v, gamma, epsilon, dw, dv, dgamma):
     """dv and dgamma from dW = g^T x (float64 or halves), row by row of v."""
-    start, stop = share(v.shape[0], part, parts)
-    for i in range(start, stop):
+    for i in {range}(v.shape[0]):
         r = scale_{mode}(norm2_{path}(v[i]), epsilon)
         gamma_i = np.float64(gamma[i])
         p = dot_{path}(dw[i], v[i])
@@ -492,7 +489,10 @@ def weightnorm_source() -> str:
         f"dv_ij = {sp.sstr(module.dv)}, dgamma_i = {sp.sstr(module.dgamma)}, p = sum_j dW_ij "
         "v_ij.\nThe products x W^T, g W and g^T x are the caller's."
     )
-    loops = [WEIGHT_LOOPS.format(path=path.name, mode=path.mode, jit=path.jit) for path in PATHS]
+    loops = [
+        WEIGHT_LOOPS.format(path=path.name, mode=path.mode, range=path.range, jit=path.jit)
+        for path in PATHS
+    ]
     sections = [
         "\n".join(constants.lines),
         *functions,

@@ -5,9 +5,8 @@ arithmetic paths and the emitted per-element stages.
 A generated file is its header (:data:`HEADER`, with the imports its body uses), an optional
 preamble, and the body's sections separated by two blank lines (:func:`module_text`). The
 loops are ``str.format`` templates over named fields; :class:`Path` holds the fields that
-depend on the arithmetic path (the mode of the stage functions, the rounding of a step, the
-``njit`` options). Every loop that ``kernels._grain.loop_for`` runs takes ``part, parts``
-last and runs the share of its rows (or blocks) that ``kernels._grain.share`` gives it.
+depend on the arithmetic path (the mode of the stage functions, ``prange`` or ``range``, the
+rounding of a step, the ``njit`` options).
 """
 
 from __future__ import annotations
@@ -40,9 +39,9 @@ array), ``*_f16s`` (strict half: every operation rounded to binary16) and ``*_bf
 #: Reassociation lets LLVM vectorize a float64 sum; NaN/inf semantics are kept.
 REDUCE = '{"reassoc", "contract"}'
 
-#: ``njit`` options of a loop whose parts run at once on several threads (``kernels._grain``).
-PARALLEL = 'cache=True, nogil=True, error_model="numpy"'
-#: ``njit`` options of a strict-half loop: one part (it exists to show rounding, not to be fast).
+#: ``njit`` options of a loop that runs rows (or blocks of features) in parallel.
+PARALLEL = 'cache=True, parallel=True, error_model="numpy"'
+#: ``njit`` options of a strict-half loop: serial (it exists to show rounding, not to be fast).
 SERIAL = 'cache=True, error_model="numpy"'
 
 
@@ -52,6 +51,7 @@ class Path:
 
     name: str  # the loops' suffix: f64, wide, f16s or bf16s
     mode: str  # the suffix of the stage functions it calls: f64, f16s or bf16s
+    range: str  # the outer loop: prange (parallel) or range (serial)
     rounding: str  # applied to each step of strict half arithmetic, or "" for none
     jit: str  # the loops' njit options
 
@@ -61,10 +61,10 @@ class Path:
 
 
 PATHS = (
-    Path("f64", "f64", "", PARALLEL),
-    Path("wide", "f64", "", PARALLEL),
-    Path("f16s", "f16s", "round_to_half", SERIAL),
-    Path("bf16s", "bf16s", "round_to_bfloat16", SERIAL),
+    Path("f64", "f64", "prange", "", PARALLEL),
+    Path("wide", "f64", "prange", "", PARALLEL),
+    Path("f16s", "f16s", "range", "round_to_half", SERIAL),
+    Path("bf16s", "bf16s", "range", "round_to_bfloat16", SERIAL),
 )
 
 #: The strict paths: the same operations, rounded to binary16 or to bfloat16.
@@ -98,34 +98,19 @@ def emit_stages(title: str, stages: Sequence[tuple], constants: Constants) -> li
     return functions
 
 
-def signature(name: str, parameters: str) -> str:
-    """``def name(parameters):`` as ruff formats it: on one line if it fits in 100 columns,
-    else the parameters on a line of their own.
-
-    >>> signature("f", "x, y")
-    'def f(x, y):'
-    """
-    line = f"def {name}({parameters}):"
-    return line if len(line) <= 100 else f"def {name}(\n    {parameters}\n):"
-
-
 def imports(body: str, extra: Sequence[str] = ()) -> str:
-    """The import lines a generated body uses (``math``, the double-double helpers and
-    ``share`` only if it calls them), with ``extra``, the first-party ones sorted by module."""
+    """The import lines a generated body uses (``math`` and the double-double helpers only
+    if it calls them), then ``extra``."""
     dd = [name for name in ("dd_div", "two_sum") if f"{name}(" in body]
-    first_party = [
-        *(["from kernels._bf16 import round_to_bfloat16"] if "round_to_bfloat16(" in body else []),
-        f"from kernels._dd import {', '.join(dd)}",
-        "from kernels._f16 import round_to_half",
-        *(["from kernels._grain import share"] if "share(" in body else []),
-        *extra,
-    ]
     lines = [
         *(["import math", ""] if "math." in body else []),
         "import numpy as np",
-        "from numba import njit",
+        "from numba import njit, prange",
         "",
-        *sorted(first_party, key=lambda line: line.split()[1]),
+        *(["from kernels._bf16 import round_to_bfloat16"] if "round_to_bfloat16(" in body else []),
+        f"from kernels._dd import {', '.join(dd)}",
+        "from kernels._f16 import round_to_half",
+        *extra,
     ]
     return "\n".join(lines)
 

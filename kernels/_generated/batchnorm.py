@@ -17,7 +17,7 @@ array), ``*_f16s`` (strict half: every operation rounded to binary16) and ``*_bf
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from kernels._bf16 import round_to_bfloat16
 from kernels._dd import dd_div, two_sum
@@ -28,7 +28,6 @@ from kernels._generated.layernorm import (
     statistics_f64,
     statistics_wide,
 )
-from kernels._grain import share
 from kernels._rownorm import narrow, widen
 
 _F64_0 = np.float64(1.0)  # 1
@@ -475,13 +474,12 @@ def column_statistics_f64(x, c0, c1):
     return mh, ml, (hi + lo) / count
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def forward_f64(x, gamma, beta, epsilon, std, block, out, part, parts):
+@njit(cache=True, parallel=True, error_model="numpy")
+def forward_f64(x, gamma, beta, epsilon, std, block, out):
     """Training mode on x (A, L, C): features c (the last axis) normalized over (a, p),
     blocks of features in parallel."""
     A, L, C = x.shape
-    start, stop = share((C + block - 1) // block, part, parts)
-    for b in range(start, stop):
+    for b in prange((C + block - 1) // block):
         c0, c1 = b * block, min(C, (b + 1) * block)
         mh, ml, s = column_statistics_f64(x, c0, c1)
         r = np.empty(c1 - c0)
@@ -497,13 +495,12 @@ def forward_f64(x, gamma, beta, epsilon, std, block, out, part, parts):
                     ys[k] = narrow(output_f64(dk, r[k], gamma_k, beta_k), out)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def vjp_f64(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta, part, parts):
+@njit(cache=True, parallel=True, error_model="numpy")
+def vjp_f64(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta):
     """Training mode on x (A, L, C): dx, and each feature's dgamma and dbeta."""
     A, L, C = x.shape
     n = np.float64(A * L)
-    start, stop = share((C + block - 1) // block, part, parts)
-    for b in range(start, stop):
+    for b in prange((C + block - 1) // block):
         c0, c1 = b * block, min(C, (b + 1) * block)
         width = c1 - c0
         mh, ml, s = column_statistics_f64(x, c0, c1)
@@ -553,12 +550,11 @@ def vjp_f64(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta, part, parts):
                     dxs[k] = narrow(dx_f64(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k]), dx)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def forward_inference_f64(x, gamma, beta, mean, var, epsilon, std, block, out, part, parts):
+@njit(cache=True, parallel=True, error_model="numpy")
+def forward_inference_f64(x, gamma, beta, mean, var, epsilon, std, block, out):
     """Inference mode: the affine map with the running statistics."""
     A, L, C = x.shape
-    start, stop = share((C + block - 1) // block, part, parts)
-    for b in range(start, stop):
+    for b in prange((C + block - 1) // block):
         c0, c1 = b * block, min(C, (b + 1) * block)
         r = np.empty(c1 - c0)
         for k in range(c1 - c0):
@@ -571,12 +567,11 @@ def forward_inference_f64(x, gamma, beta, mean, var, epsilon, std, block, out, p
                     out[a, p, c] = narrow(output_f64(dk, r[c - c0], gamma_c, beta_c), out)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def vjp_inference_f64(x, g, gamma, mean, var, epsilon, std, block, dx, dgamma, dbeta, part, parts):
+@njit(cache=True, parallel=True, error_model="numpy")
+def vjp_inference_f64(x, g, gamma, mean, var, epsilon, std, block, dx, dgamma, dbeta):
     """Inference mode: dx = gamma r g, dgamma = sum g (x - mean) r, dbeta = sum g."""
     A, L, C = x.shape
-    start, stop = share((C + block - 1) // block, part, parts)
-    for b in range(start, stop):
+    for b in prange((C + block - 1) // block):
         c0, c1 = b * block, min(C, (b + 1) * block)
         r = np.empty(c1 - c0)
         sum_gz, sum_g = np.zeros(c1 - c0), np.zeros(c1 - c0)
@@ -656,13 +651,12 @@ def column_statistics_wide(x, c0, c1):
     return m, correction, moment
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def forward_wide(x, gamma, beta, epsilon, std, block, out, part, parts):
+@njit(cache=True, parallel=True, error_model="numpy")
+def forward_wide(x, gamma, beta, epsilon, std, block, out):
     """Training mode on x (A, L, C): features c (the last axis) normalized over (a, p),
     blocks of features in parallel."""
     A, L, C = x.shape
-    start, stop = share((C + block - 1) // block, part, parts)
-    for b in range(start, stop):
+    for b in prange((C + block - 1) // block):
         c0, c1 = b * block, min(C, (b + 1) * block)
         mh, ml, s = column_statistics_wide(x, c0, c1)
         r = np.empty(c1 - c0)
@@ -678,13 +672,12 @@ def forward_wide(x, gamma, beta, epsilon, std, block, out, part, parts):
                     ys[k] = narrow(output_f64(dk, r[k], gamma_k, beta_k), out)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def vjp_wide(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta, part, parts):
+@njit(cache=True, parallel=True, error_model="numpy")
+def vjp_wide(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta):
     """Training mode on x (A, L, C): dx, and each feature's dgamma and dbeta."""
     A, L, C = x.shape
     n = np.float64(A * L)
-    start, stop = share((C + block - 1) // block, part, parts)
-    for b in range(start, stop):
+    for b in prange((C + block - 1) // block):
         c0, c1 = b * block, min(C, (b + 1) * block)
         width = c1 - c0
         mh, ml, s = column_statistics_wide(x, c0, c1)
@@ -711,12 +704,11 @@ def vjp_wide(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta, part, parts):
                     dxs[k] = narrow(dx_f64(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k]), dx)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def forward_inference_wide(x, gamma, beta, mean, var, epsilon, std, block, out, part, parts):
+@njit(cache=True, parallel=True, error_model="numpy")
+def forward_inference_wide(x, gamma, beta, mean, var, epsilon, std, block, out):
     """Inference mode: the affine map with the running statistics."""
     A, L, C = x.shape
-    start, stop = share((C + block - 1) // block, part, parts)
-    for b in range(start, stop):
+    for b in prange((C + block - 1) // block):
         c0, c1 = b * block, min(C, (b + 1) * block)
         r = np.empty(c1 - c0)
         for k in range(c1 - c0):
@@ -729,12 +721,11 @@ def forward_inference_wide(x, gamma, beta, mean, var, epsilon, std, block, out, 
                     out[a, p, c] = narrow(output_f64(dk, r[c - c0], gamma_c, beta_c), out)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def vjp_inference_wide(x, g, gamma, mean, var, epsilon, std, block, dx, dgamma, dbeta, part, parts):
+@njit(cache=True, parallel=True, error_model="numpy")
+def vjp_inference_wide(x, g, gamma, mean, var, epsilon, std, block, dx, dgamma, dbeta):
     """Inference mode: dx = gamma r g, dgamma = sum g (x - mean) r, dbeta = sum g."""
     A, L, C = x.shape
-    start, stop = share((C + block - 1) // block, part, parts)
-    for b in range(start, stop):
+    for b in prange((C + block - 1) // block):
         c0, c1 = b * block, min(C, (b + 1) * block)
         r = np.empty(c1 - c0)
         sum_gz, sum_g = np.zeros(c1 - c0), np.zeros(c1 - c0)
@@ -796,12 +787,11 @@ def column_statistics_f16s(x, c0, c1):
 
 
 @njit(cache=True, error_model="numpy")
-def forward_f16s(x, gamma, beta, epsilon, std, block, out, part, parts):
+def forward_f16s(x, gamma, beta, epsilon, std, block, out):
     """Training mode on x (A, L, C): features c (the last axis) normalized over (a, p),
     blocks of features in parallel."""
     A, L, C = x.shape
-    start, stop = share((C + block - 1) // block, part, parts)
-    for b in range(start, stop):
+    for b in range((C + block - 1) // block):
         c0, c1 = b * block, min(C, (b + 1) * block)
         mh, ml, s = column_statistics_f16s(x, c0, c1)
         r = np.empty(c1 - c0)
@@ -818,12 +808,11 @@ def forward_f16s(x, gamma, beta, epsilon, std, block, out, part, parts):
 
 
 @njit(cache=True, error_model="numpy")
-def vjp_f16s(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta, part, parts):
+def vjp_f16s(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta):
     """Training mode on x (A, L, C): dx, and each feature's dgamma and dbeta."""
     A, L, C = x.shape
     n = round_to_half(np.float64(A * L))
-    start, stop = share((C + block - 1) // block, part, parts)
-    for b in range(start, stop):
+    for b in range((C + block - 1) // block):
         c0, c1 = b * block, min(C, (b + 1) * block)
         width = c1 - c0
         mh, ml, s = column_statistics_f16s(x, c0, c1)
@@ -862,11 +851,10 @@ def vjp_f16s(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta, part, parts):
 
 
 @njit(cache=True, error_model="numpy")
-def forward_inference_f16s(x, gamma, beta, mean, var, epsilon, std, block, out, part, parts):
+def forward_inference_f16s(x, gamma, beta, mean, var, epsilon, std, block, out):
     """Inference mode: the affine map with the running statistics."""
     A, L, C = x.shape
-    start, stop = share((C + block - 1) // block, part, parts)
-    for b in range(start, stop):
+    for b in range((C + block - 1) // block):
         c0, c1 = b * block, min(C, (b + 1) * block)
         r = np.empty(c1 - c0)
         for k in range(c1 - c0):
@@ -880,11 +868,10 @@ def forward_inference_f16s(x, gamma, beta, mean, var, epsilon, std, block, out, 
 
 
 @njit(cache=True, error_model="numpy")
-def vjp_inference_f16s(x, g, gamma, mean, var, epsilon, std, block, dx, dgamma, dbeta, part, parts):
+def vjp_inference_f16s(x, g, gamma, mean, var, epsilon, std, block, dx, dgamma, dbeta):
     """Inference mode: dx = gamma r g, dgamma = sum g (x - mean) r, dbeta = sum g."""
     A, L, C = x.shape
-    start, stop = share((C + block - 1) // block, part, parts)
-    for b in range(start, stop):
+    for b in range((C + block - 1) // block):
         c0, c1 = b * block, min(C, (b + 1) * block)
         r = np.empty(c1 - c0)
         sum_gz, sum_g = np.zeros(c1 - c0), np.zeros(c1 - c0)
@@ -946,12 +933,11 @@ def column_statistics_bf16s(x, c0, c1):
 
 
 @njit(cache=True, error_model="numpy")
-def forward_bf16s(x, gamma, beta, epsilon, std, block, out, part, parts):
+def forward_bf16s(x, gamma, beta, epsilon, std, block, out):
     """Training mode on x (A, L, C): features c (the last axis) normalized over (a, p),
     blocks of features in parallel."""
     A, L, C = x.shape
-    start, stop = share((C + block - 1) // block, part, parts)
-    for b in range(start, stop):
+    for b in range((C + block - 1) // block):
         c0, c1 = b * block, min(C, (b + 1) * block)
         mh, ml, s = column_statistics_bf16s(x, c0, c1)
         r = np.empty(c1 - c0)
@@ -968,12 +954,11 @@ def forward_bf16s(x, gamma, beta, epsilon, std, block, out, part, parts):
 
 
 @njit(cache=True, error_model="numpy")
-def vjp_bf16s(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta, part, parts):
+def vjp_bf16s(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta):
     """Training mode on x (A, L, C): dx, and each feature's dgamma and dbeta."""
     A, L, C = x.shape
     n = round_to_bfloat16(np.float64(A * L))
-    start, stop = share((C + block - 1) // block, part, parts)
-    for b in range(start, stop):
+    for b in range((C + block - 1) // block):
         c0, c1 = b * block, min(C, (b + 1) * block)
         width = c1 - c0
         mh, ml, s = column_statistics_bf16s(x, c0, c1)
@@ -1012,11 +997,10 @@ def vjp_bf16s(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta, part, parts):
 
 
 @njit(cache=True, error_model="numpy")
-def forward_inference_bf16s(x, gamma, beta, mean, var, epsilon, std, block, out, part, parts):
+def forward_inference_bf16s(x, gamma, beta, mean, var, epsilon, std, block, out):
     """Inference mode: the affine map with the running statistics."""
     A, L, C = x.shape
-    start, stop = share((C + block - 1) // block, part, parts)
-    for b in range(start, stop):
+    for b in range((C + block - 1) // block):
         c0, c1 = b * block, min(C, (b + 1) * block)
         r = np.empty(c1 - c0)
         for k in range(c1 - c0):
@@ -1030,13 +1014,10 @@ def forward_inference_bf16s(x, gamma, beta, mean, var, epsilon, std, block, out,
 
 
 @njit(cache=True, error_model="numpy")
-def vjp_inference_bf16s(
-    x, g, gamma, mean, var, epsilon, std, block, dx, dgamma, dbeta, part, parts
-):
+def vjp_inference_bf16s(x, g, gamma, mean, var, epsilon, std, block, dx, dgamma, dbeta):
     """Inference mode: dx = gamma r g, dgamma = sum g (x - mean) r, dbeta = sum g."""
     A, L, C = x.shape
-    start, stop = share((C + block - 1) // block, part, parts)
-    for b in range(start, stop):
+    for b in range((C + block - 1) // block):
         c0, c1 = b * block, min(C, (b + 1) * block)
         r = np.empty(c1 - c0)
         sum_gz, sum_g = np.zeros(c1 - c0), np.zeros(c1 - c0)

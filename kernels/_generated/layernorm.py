@@ -16,12 +16,11 @@ array), ``*_f16s`` (strict half: every operation rounded to binary16) and ``*_bf
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from kernels._bf16 import round_to_bfloat16
 from kernels._dd import dd_div, two_sum
 from kernels._f16 import round_to_half
-from kernels._grain import share
 from kernels._rownorm import narrow, read_row, row_buffer, widen
 
 #: Rows per block of the parameter-gradient sums (fixed: results do not depend on threads).
@@ -349,13 +348,12 @@ def _vjp_sums_wide(row, grow, gamma, m, correction, r):
     return sum_a, sum_az
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def forward_f64(x, gamma, beta, epsilon, out, part, parts):
+@njit(cache=True, parallel=True, error_model="numpy")
+def forward_f64(x, gamma, beta, epsilon, out):
     """y = gamma z + beta for every row of x (rows in parallel)."""
     rows, size = x.shape
     n = np.float64(size)
-    start, stop = share(rows, part, parts)
-    for i in range(start, stop):
+    for i in prange(rows):
         xi = read_row(x[i], row_buffer(x))
         mh, ml, s = statistics_f64(xi)
         r = scale_f64(s, epsilon, n)
@@ -365,13 +363,12 @@ def forward_f64(x, gamma, beta, epsilon, out, part, parts):
             out[i, j] = narrow(y, out)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def vjp_f64(x, g, gamma, epsilon, dx, dgamma_blocks, dbeta_blocks, part, parts):
+@njit(cache=True, parallel=True, error_model="numpy")
+def vjp_f64(x, g, gamma, epsilon, dx, dgamma_blocks, dbeta_blocks):
     """dx for every row; per block of rows, the partial sums of dgamma and dbeta."""
     rows, size = x.shape
     n = np.float64(size)
-    start, stop = share(dgamma_blocks.shape[0], part, parts)
-    for b in range(start, stop):
+    for b in prange(dgamma_blocks.shape[0]):
         x_buffer, g_buffer = row_buffer(x), row_buffer(g)
         for i in range(b * BLOCK_ROWS, min(rows, (b + 1) * BLOCK_ROWS)):
             xi, gi = read_row(x[i], x_buffer), read_row(g[i], g_buffer)
@@ -413,13 +410,12 @@ def jacobian_f64(x, gamma, epsilon, out):
             out[i, j] = entry_f64(di, dj, r, np.float64(gamma[i]), n, kronecker)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def forward_wide(x, gamma, beta, epsilon, out, part, parts):
+@njit(cache=True, parallel=True, error_model="numpy")
+def forward_wide(x, gamma, beta, epsilon, out):
     """y = gamma z + beta for every row of x (rows in parallel)."""
     rows, size = x.shape
     n = np.float64(size)
-    start, stop = share(rows, part, parts)
-    for i in range(start, stop):
+    for i in prange(rows):
         xi = read_row(x[i], row_buffer(x))
         mh, ml, s = statistics_wide(xi)
         r = scale_f64(s, epsilon, n)
@@ -429,13 +425,12 @@ def forward_wide(x, gamma, beta, epsilon, out, part, parts):
             out[i, j] = narrow(y, out)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def vjp_wide(x, g, gamma, epsilon, dx, dgamma_blocks, dbeta_blocks, part, parts):
+@njit(cache=True, parallel=True, error_model="numpy")
+def vjp_wide(x, g, gamma, epsilon, dx, dgamma_blocks, dbeta_blocks):
     """dx for every row; per block of rows, the partial sums of dgamma and dbeta."""
     rows, size = x.shape
     n = np.float64(size)
-    start, stop = share(dgamma_blocks.shape[0], part, parts)
-    for b in range(start, stop):
+    for b in prange(dgamma_blocks.shape[0]):
         x_buffer, g_buffer = row_buffer(x), row_buffer(g)
         for i in range(b * BLOCK_ROWS, min(rows, (b + 1) * BLOCK_ROWS)):
             xi, gi = read_row(x[i], x_buffer), read_row(g[i], g_buffer)
@@ -468,12 +463,11 @@ def jacobian_wide(x, gamma, epsilon, out):
 
 
 @njit(cache=True, error_model="numpy")
-def forward_f16s(x, gamma, beta, epsilon, out, part, parts):
+def forward_f16s(x, gamma, beta, epsilon, out):
     """y = gamma z + beta for every row of x (rows in parallel)."""
     rows, size = x.shape
     n = round_to_half(np.float64(size))
-    start, stop = share(rows, part, parts)
-    for i in range(start, stop):
+    for i in range(rows):
         xi = read_row(x[i], row_buffer(x))
         mh, ml, s = statistics_f16s(xi)
         r = scale_f16s(s, epsilon, n)
@@ -484,12 +478,11 @@ def forward_f16s(x, gamma, beta, epsilon, out, part, parts):
 
 
 @njit(cache=True, error_model="numpy")
-def vjp_f16s(x, g, gamma, epsilon, dx, dgamma_blocks, dbeta_blocks, part, parts):
+def vjp_f16s(x, g, gamma, epsilon, dx, dgamma_blocks, dbeta_blocks):
     """dx for every row; per block of rows, the partial sums of dgamma and dbeta."""
     rows, size = x.shape
     n = round_to_half(np.float64(size))
-    start, stop = share(dgamma_blocks.shape[0], part, parts)
-    for b in range(start, stop):
+    for b in range(dgamma_blocks.shape[0]):
         x_buffer, g_buffer = row_buffer(x), row_buffer(g)
         for i in range(b * BLOCK_ROWS, min(rows, (b + 1) * BLOCK_ROWS)):
             xi, gi = read_row(x[i], x_buffer), read_row(g[i], g_buffer)
@@ -528,12 +521,11 @@ def jacobian_f16s(x, gamma, epsilon, out):
 
 
 @njit(cache=True, error_model="numpy")
-def forward_bf16s(x, gamma, beta, epsilon, out, part, parts):
+def forward_bf16s(x, gamma, beta, epsilon, out):
     """y = gamma z + beta for every row of x (rows in parallel)."""
     rows, size = x.shape
     n = round_to_bfloat16(np.float64(size))
-    start, stop = share(rows, part, parts)
-    for i in range(start, stop):
+    for i in range(rows):
         xi = read_row(x[i], row_buffer(x))
         mh, ml, s = statistics_bf16s(xi)
         r = scale_bf16s(s, epsilon, n)
@@ -544,12 +536,11 @@ def forward_bf16s(x, gamma, beta, epsilon, out, part, parts):
 
 
 @njit(cache=True, error_model="numpy")
-def vjp_bf16s(x, g, gamma, epsilon, dx, dgamma_blocks, dbeta_blocks, part, parts):
+def vjp_bf16s(x, g, gamma, epsilon, dx, dgamma_blocks, dbeta_blocks):
     """dx for every row; per block of rows, the partial sums of dgamma and dbeta."""
     rows, size = x.shape
     n = round_to_bfloat16(np.float64(size))
-    start, stop = share(dgamma_blocks.shape[0], part, parts)
-    for b in range(start, stop):
+    for b in range(dgamma_blocks.shape[0]):
         x_buffer, g_buffer = row_buffer(x), row_buffer(g)
         for i in range(b * BLOCK_ROWS, min(rows, (b + 1) * BLOCK_ROWS)):
             xi, gi = read_row(x[i], x_buffer), read_row(g[i], g_buffer)

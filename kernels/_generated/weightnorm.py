@@ -17,12 +17,11 @@ array), ``*_f16s`` (strict half: every operation rounded to binary16) and ``*_bf
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from kernels._bf16 import round_to_bfloat16
 from kernels._dd import two_sum
 from kernels._f16 import round_to_half
-from kernels._grain import share
 
 #: Rows per block of the parameter-gradient sums (fixed: results do not depend on threads).
 BLOCK_ROWS = 32
@@ -237,22 +236,20 @@ def matmul_nt_bf16s(a, b, out):
             out[i, k] = dot_bf16s(a[i], b[k])
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def weights_f64(v, gamma, epsilon, out, part, parts):
+@njit(cache=True, parallel=True, error_model="numpy")
+def weights_f64(v, gamma, epsilon, out):
     """W_i = gamma_i v_i / sqrt(|v_i|^2 + eps), row by row (rows in parallel)."""
-    start, stop = share(v.shape[0], part, parts)
-    for i in range(start, stop):
+    for i in prange(v.shape[0]):
         r = scale_f64(norm2_f64(v[i]), epsilon)
         gamma_i = np.float64(gamma[i])
         for j in range(v.shape[1]):
             out[i, j] = weight_f64(gamma_i, np.float64(v[i, j]), r)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def parameter_gradients_f64(v, gamma, epsilon, dw, dv, dgamma, part, parts):
+@njit(cache=True, parallel=True, error_model="numpy")
+def parameter_gradients_f64(v, gamma, epsilon, dw, dv, dgamma):
     """dv and dgamma from dW = g^T x (float64 or halves), row by row of v."""
-    start, stop = share(v.shape[0], part, parts)
-    for i in range(start, stop):
+    for i in prange(v.shape[0]):
         r = scale_f64(norm2_f64(v[i]), epsilon)
         gamma_i = np.float64(gamma[i])
         p = dot_f64(dw[i], v[i])
@@ -261,22 +258,20 @@ def parameter_gradients_f64(v, gamma, epsilon, dw, dv, dgamma, part, parts):
             dv[i, j] = dv_f64(gamma_i, r, dw[i, j], np.float64(v[i, j]), p)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def weights_wide(v, gamma, epsilon, out, part, parts):
+@njit(cache=True, parallel=True, error_model="numpy")
+def weights_wide(v, gamma, epsilon, out):
     """W_i = gamma_i v_i / sqrt(|v_i|^2 + eps), row by row (rows in parallel)."""
-    start, stop = share(v.shape[0], part, parts)
-    for i in range(start, stop):
+    for i in prange(v.shape[0]):
         r = scale_f64(norm2_wide(v[i]), epsilon)
         gamma_i = np.float64(gamma[i])
         for j in range(v.shape[1]):
             out[i, j] = weight_f64(gamma_i, np.float64(v[i, j]), r)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def parameter_gradients_wide(v, gamma, epsilon, dw, dv, dgamma, part, parts):
+@njit(cache=True, parallel=True, error_model="numpy")
+def parameter_gradients_wide(v, gamma, epsilon, dw, dv, dgamma):
     """dv and dgamma from dW = g^T x (float64 or halves), row by row of v."""
-    start, stop = share(v.shape[0], part, parts)
-    for i in range(start, stop):
+    for i in prange(v.shape[0]):
         r = scale_f64(norm2_wide(v[i]), epsilon)
         gamma_i = np.float64(gamma[i])
         p = dot_wide(dw[i], v[i])
@@ -286,10 +281,9 @@ def parameter_gradients_wide(v, gamma, epsilon, dw, dv, dgamma, part, parts):
 
 
 @njit(cache=True, error_model="numpy")
-def weights_f16s(v, gamma, epsilon, out, part, parts):
+def weights_f16s(v, gamma, epsilon, out):
     """W_i = gamma_i v_i / sqrt(|v_i|^2 + eps), row by row (rows in parallel)."""
-    start, stop = share(v.shape[0], part, parts)
-    for i in range(start, stop):
+    for i in range(v.shape[0]):
         r = scale_f16s(norm2_f16s(v[i]), epsilon)
         gamma_i = np.float64(gamma[i])
         for j in range(v.shape[1]):
@@ -297,10 +291,9 @@ def weights_f16s(v, gamma, epsilon, out, part, parts):
 
 
 @njit(cache=True, error_model="numpy")
-def parameter_gradients_f16s(v, gamma, epsilon, dw, dv, dgamma, part, parts):
+def parameter_gradients_f16s(v, gamma, epsilon, dw, dv, dgamma):
     """dv and dgamma from dW = g^T x (float64 or halves), row by row of v."""
-    start, stop = share(v.shape[0], part, parts)
-    for i in range(start, stop):
+    for i in range(v.shape[0]):
         r = scale_f16s(norm2_f16s(v[i]), epsilon)
         gamma_i = np.float64(gamma[i])
         p = dot_f16s(dw[i], v[i])
@@ -310,10 +303,9 @@ def parameter_gradients_f16s(v, gamma, epsilon, dw, dv, dgamma, part, parts):
 
 
 @njit(cache=True, error_model="numpy")
-def weights_bf16s(v, gamma, epsilon, out, part, parts):
+def weights_bf16s(v, gamma, epsilon, out):
     """W_i = gamma_i v_i / sqrt(|v_i|^2 + eps), row by row (rows in parallel)."""
-    start, stop = share(v.shape[0], part, parts)
-    for i in range(start, stop):
+    for i in range(v.shape[0]):
         r = scale_bf16s(norm2_bf16s(v[i]), epsilon)
         gamma_i = np.float64(gamma[i])
         for j in range(v.shape[1]):
@@ -321,10 +313,9 @@ def weights_bf16s(v, gamma, epsilon, out, part, parts):
 
 
 @njit(cache=True, error_model="numpy")
-def parameter_gradients_bf16s(v, gamma, epsilon, dw, dv, dgamma, part, parts):
+def parameter_gradients_bf16s(v, gamma, epsilon, dw, dv, dgamma):
     """dv and dgamma from dW = g^T x (float64 or halves), row by row of v."""
-    start, stop = share(v.shape[0], part, parts)
-    for i in range(start, stop):
+    for i in range(v.shape[0]):
         r = scale_bf16s(norm2_bf16s(v[i]), epsilon)
         gamma_i = np.float64(gamma[i])
         p = dot_bf16s(dw[i], v[i])

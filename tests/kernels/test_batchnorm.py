@@ -1398,8 +1398,8 @@ def test_image_batch_equals_the_flattened_batch(c, dtype, strict):
 @pytest.mark.parametrize("denom", DENOMS)
 @pytest.mark.parametrize("c", MODE_CALLS[:2] + MODE_CALLS[3:5], ids=lambda c: c.name)
 def test_results_do_not_depend_on_the_thread_count(c, denom, dtype):
-    """One thread runs each loop as one part, two as two parts at once (the batch is above
-    the grain): the same bits, for every loop and path."""
+    """One thread runs the loops' serial twins, two the parallel loops (the batch is above
+    the grain): the same bits, for every parallel loop and path."""
     if numba.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("Numba has a single thread here")
     rng = np.random.default_rng(7)

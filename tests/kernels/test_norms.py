@@ -1336,7 +1336,7 @@ def test_no_rows_give_empty_outputs_and_zero_parameter_gradients(c, dtype):
     "c", [c for c in ALL_CALLS if c.name.endswith(("forward", "vjp"))], ids=lambda c: c.name
 )
 def test_results_do_not_depend_on_the_thread_count(c, dtype):
-    """One thread runs each loop as one part, two as two parts at once (the rows, and
+    """One thread runs the loops' serial twins, two the parallel loops (the rows, and
     WeightNorm's v, are above the grain): the same bits, parameter gradients included."""
     if numba.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("Numba has a single thread here")
@@ -1461,11 +1461,11 @@ def _mixed_half_by_widening(norm: RowNorm, x, g, gamma, beta, eps):
     grows = g.reshape(rows.shape).astype(np.float32)
     gamma32, beta32 = gamma.astype(np.float32), beta.astype(np.float32)
     y = np.empty(rows.shape)
-    generated.forward_wide(rows, gamma32, beta32, eps, y, 0, 1)  # as one part
+    generated.forward_wide(rows, gamma32, beta32, eps, y)
     blocks = -(-rows.shape[0] // generated.BLOCK_ROWS)
     dgamma_blocks, dbeta_blocks = np.zeros((2, blocks, 1, rows.shape[1]))
     dx = np.empty(rows.shape)
-    generated.vjp_wide(rows, grows, gamma32, eps, dx, dgamma_blocks, dbeta_blocks, 0, 1)
+    generated.vjp_wide(rows, grows, gamma32, eps, dx, dgamma_blocks, dbeta_blocks)
     with np.errstate(over="ignore"):
         return [
             value.astype(np.float16)

@@ -23,7 +23,7 @@ import pytest
 from numba.core.registry import CPUDispatcher
 
 import kernels
-from kernels import _threads, avgpool
+from kernels import _threads, softmax
 from kernels._grain import GRAIN
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -124,7 +124,7 @@ def _workload() -> dict:
 def test_concurrent_calls_on_the_workqueue_layer_match_a_serial_run():
     namespace = _workload()
     smallest = min(namespace[name].size for name in ("x", "v"))
-    assert smallest >= GRAIN, "below the grain the norms would run as one part"
+    assert smallest >= GRAIN, "below the grain the norms would run their serial twins"
     code = CONCURRENT.replace("__WORKLOAD__", WORKLOAD)
     code = code.replace("__THREADS__", str(THREADS)).replace("__ROUNDS__", str(ROUNDS))
     env = {**os.environ, "NUMBA_THREADING_LAYER": "workqueue"}
@@ -168,7 +168,7 @@ def test_every_handwritten_parallel_loop_is_wrapped():
             if _parallel(getattr(value, "__wrapped__", None)) and inspect.isfunction(value):
                 wrapped.append(f"{module.__name__}.{attr}")
     assert not bare, f"parallel loops without @thread_safe: {bare}"
-    assert "kernels.avgpool._forward2d" in wrapped  # the check sees the wrapped ones
+    assert "kernels.softmax._forward_rows" in wrapped  # the check sees the wrapped ones
 
 
 # --- the lock itself, with the layer faked ------------------------------------------------
@@ -212,5 +212,5 @@ def test_calls_take_turns_only_where_the_layer_needs_it(monkeypatch, layer, seri
 
 
 def test_a_wrapped_loop_keeps_its_name_and_dispatcher():
-    assert avgpool._forward2d.__name__ == "_forward2d"
-    assert _parallel(avgpool._forward2d.__wrapped__)
+    assert softmax._forward_rows.__name__ == "_forward_rows"
+    assert _parallel(softmax._forward_rows.__wrapped__)
