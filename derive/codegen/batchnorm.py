@@ -35,7 +35,7 @@ from derive.definitions import norms
 #: (a product and its sum as one FMA) is allowed, as it always was.
 CONTRACT = '{"contract"}'
 
-#: denom -> the suffix of its stage functions and loops.
+#: denom -> the suffix of its scale and weight stages (one loop serves both: DENOMINATOR).
 SUFFIX = {"sqrt_var_eps": "sqrt", "std_plus_eps": "std"}
 
 STATISTICS_IMPORT = (
