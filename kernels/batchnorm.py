@@ -51,8 +51,8 @@ from kernels._strict import bfloat16_kernel, is_bfloat16, narrow
 from kernels._validate import choice, eps_value, flag, float_array, real, strict_mode
 from kernels.cast import cast
 
-#: denom -> suffix of its generated scale and weight stages (the loops take both, by a flag).
-DENOMS = {"sqrt_var_eps": "sqrt", "std_plus_eps": "std"}
+#: The denominators: the generated loops and stages take ``std`` (True for std_plus_eps).
+DENOMS = ("sqrt_var_eps", "std_plus_eps")
 
 #: PyTorch's default momentum; forward, vjp and jacobian accept no other value in training
 #: mode (see :func:`_refuse_unused_statistics`).
@@ -75,7 +75,7 @@ class _Prepared:
         x = float_array(x, "x", bfloat16=True)
         if x.ndim not in (2, 4):
             raise ValueError(f"x: expected shape (N, D) or (N, C, H, W), got {x.shape}")
-        self.denom = choice(denom, "denom", tuple(DENOMS))
+        self.denom = choice(denom, "denom", DENOMS)
         #: the loops' denominator argument: std_plus_eps if True, else sqrt_var_eps
         self.std = self.denom == "std_plus_eps"
         self.strict = strict_mode(strict, x.dtype)
@@ -369,9 +369,8 @@ def jacobian(
 
 def _inference_scale(p: _Prepared, j: int) -> float:
     """gamma_j r_j in inference mode, by the generated stages of the mode's arithmetic."""
-    suffix = DENOMS[p.denom]
     mode = p.path if p.strict else "f64"
-    r = getattr(_generated, f"scale_{suffix}_{mode}")(float(p.var[j]), p.loop_eps())
+    r = getattr(_generated, f"scale_{mode}")(float(p.var[j]), p.loop_eps(), p.std)
     return getattr(_generated, f"dx_inference_{mode}")(r, float(p.gamma[j]), 1.0)
 
 
