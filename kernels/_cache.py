@@ -9,6 +9,9 @@ when the digest differs from the one stamped at the last check, deletes the pack
 cache files (``__pycache__/*.nbi`` and ``*.nbc``); they are rebuilt on first use. A fresh
 install has no cache and only writes the stamp. Concurrent processes agree: deleting a
 file already gone is not an error and the stamp is replaced atomically.
+
+Being the first module ``kernels/__init__.py`` imports, it also settles, before Numba builds
+any code, the vector width the kernels are compiled for (``kernels/_target.py``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,10 @@ import hashlib
 import os
 import tempfile
 from pathlib import Path
+
+from kernels import _target
+
+_target.prefer_wide_vectors()
 
 __all__ = ["PACKAGE", "STAMP", "invalidate_if_stale", "sources_digest"]
 
