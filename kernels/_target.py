@@ -1,13 +1,14 @@
 """512-bit vectors for the kernels on processors with AVX-512.
 
-On Intel's AVX-512 processors (Skylake-SP, Cascade Lake, Ice Lake, ...) LLVM vectorizes for
-256-bit registers all the same: its tuning flag ``prefer-256-bit`` is set for them, because
-512-bit instructions lower the clock of the early ones. The kernels' loops are dominated by
+On Intel's AVX-512 processors LLVM vectorizes for 256-bit registers all the same: its
+tuning flag ``prefer-256-bit`` is set for them, because 512-bit instructions lower the clock
+of the early ones. The kernels' loops are dominated by
 float64 arithmetic (the bounded exponentials and polynomials of ``kernels/_vmath.py``, the
-compensated sums of the norms and Softmax), which runs up to twice as many lanes per
+row sums of the norms and Softmax), which runs up to twice as many lanes per
 instruction in 512-bit registers: on this project's Cascade Lake machine, forward + VJP of
-float32 Sigmoid at (256, 4096) took 4.9 ms against 7.7, GeLU (exact) 35 against 63,
-LayerNorm 2.4 against 3.9 (one ``liptable bench`` run each way; see README, "Speed").
+float32 Sigmoid at (4096, 1024) took 15.4-17.3 ms against 22.6-23.0 with 256-bit vectors,
+Softmax 22.5-24.8 against 33.6, GeLU (exact) 118-129 against 191-195 (two ``liptable bench``
+runs each way, taking turns; README, "Speed").
 
 :func:`prefer_wide_vectors` therefore gives Numba, before it builds its code generator, the
 host's own features (Numba's default) with ``-prefer-256-bit`` added. It runs when
