@@ -20,27 +20,28 @@ and does nothing if
   ``NUMBA_CPU_FEATURES`` to the host's features, printed by
   ``python -c "from numba.core.codegen import get_host_cpu_features as f; print(f())"``,
   keeps LLVM's 256-bit default);
-* Numba has already built its CPU code generator in this process (some other Numba
-  function compiled first): the kernels then get Numba's default code.
+* Numba has already built its CPU target in this process (another library's Numba code
+  came first): the kernels then get Numba's default code.
 
 The choice is Numba's, per process: other Numba functions compiled in the same process get
 512-bit vectors too. Numba's cache keys a compiled function by the target's features, so
 code for the two widths is cached side by side.
 
-What the width changes. Every operation outside a ``fastmath={"reassoc", ...}`` loop is
-rounded per lane as IEEE 754 prescribes, whatever the vector holds: the activations, Softmax
-and the poolings give the same bits at either width, and so does every kernel a certificate
-covers (``tests/kernels/test_target.py`` compares the two widths in separate processes).
-The reassociated sums (the norms' float32 and float16 row sums, the attentions') are added
-in an order the vectorizer picks, which depends on the width: their float64 results differ
-in the last bits (91 of 240 sums of wide-range float32 rows, measured), and a rounded
-output may then, rarely, differ too. Their error bounds hold for any order, and within one
-process the results do not depend on the thread count.
+What the width changes. Every operation outside the ``fastmath`` loops (the reassociated or
+contracted sums) is rounded per lane as IEEE 754 prescribes, whatever the vector holds: the
+activations, Softmax and the poolings give the same bits at either width, and so does every
+kernel a certificate covers (``tests/kernels/test_target.py`` compares the two widths in
+separate processes). The reassociated sums (the norms' float32 and float16 row sums, the
+attentions') are added in an order the vectorizer picks, which depends on the width: their
+float64 results differ in the last bits (91 of 240 sums of wide-range float32 rows,
+measured), and a rounded output may then, rarely, differ too. Their error bounds hold for
+any order, and within one process the results do not depend on the thread count.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 __all__ = ["NARROW", "prefer_wide_vectors", "wide_vectors_apply"]
 
@@ -48,7 +49,7 @@ __all__ = ["NARROW", "prefer_wide_vectors", "wide_vectors_apply"]
 NARROW = "prefer-256-bit"
 
 
-def wide_vectors_apply(features: str, environ: os._Environ | dict[str, str]) -> bool:
+def wide_vectors_apply(features: str, environ: Mapping[str, str]) -> bool:
     """Whether :func:`prefer_wide_vectors` changes anything for a host with the LLVM feature
     string ``features`` and the environment ``environ``.
 
