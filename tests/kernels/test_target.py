@@ -10,6 +10,7 @@ activations, the poolings, the other dtypes and bfloat16, and strict mode run wi
 
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
@@ -21,22 +22,13 @@ import pytest
 from numba.core.codegen import get_host_cpu_features
 from numba.core.registry import cpu_target
 
-from kernels import _target, avgpool, gelu, maxpool, relu, sigmoid, softmax, swish
+from derive.definitions.activations import ELEMENTWISE
+from kernels import _target, avgpool, maxpool, softmax
 from tests.helpers.assertions import assert_same_bits
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST = get_host_cpu_features()
 WIDE = _target.wide_vectors_apply(HOST, os.environ)
-
-#: name -> (module, keyword arguments) of the elementwise activations.
-ACTIVATIONS = {
-    "sigmoid": (sigmoid, {}),
-    "swish": (swish, {}),
-    "relu": (relu, {}),
-    "gelu_none": (gelu, {}),
-    "gelu_tanh": (gelu, {"approximate": "tanh"}),
-    "gelu_sigmoid": (gelu, {"approximate": "sigmoid"}),
-}
 
 #: Compared by default (compiling each activation for 256 bits too costs 9-15 s of CPU): GeLU,
 #: with the erfc table's gathers and the bounded exponential that Softmax shares.
@@ -73,15 +65,18 @@ def outputs(full: bool) -> dict[str, np.ndarray]:
         for kind, x in _inputs(full).items():
             g = rng.standard_normal(x.size).astype(x.dtype)
             modes = (False, True) if full and x.dtype.itemsize == 2 else (False,)
-            for name, (module, options) in ACTIVATIONS.items():
-                if not (full or name in DEFAULT_ACTIVATIONS):
+            for module in ELEMENTWISE:
+                if not (full or module.key in DEFAULT_ACTIVATIONS):
                     continue
+                kernel = importlib.import_module(f"kernels.{module.name}")
+                variant = (module.variant,) if module.variant else ()
                 for strict in modes:
-                    key = f"{name} {kind}{' strict' if strict else ''}"
-                    keywords = {**options, "strict_fp16": strict}
-                    results[f"{key} forward"] = module.forward(x, **keywords)
-                    results[f"{key} derivative"] = module.derivative(x, **keywords)
-                    results[f"{key} vjp"] = module.vjp(x, g, **keywords)
+                    key = f"{module.key} {kind}{' strict' if strict else ''}"
+                    results[f"{key} forward"] = kernel.forward(x, *variant, strict_fp16=strict)
+                    results[f"{key} derivative"] = kernel.derivative(
+                        x, *variant, strict_fp16=strict
+                    )
+                    results[f"{key} vjp"] = kernel.vjp(x, g, *variant, strict_fp16=strict)
         dtypes = (np.float16, np.float32, np.float64) if full else (np.float32,)
         for dtype in dtypes:
             kind = np.dtype(dtype).name
