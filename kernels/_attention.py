@@ -56,7 +56,7 @@ from kernels._bf16 import to_bfloat16
 from kernels._strict import is_bfloat16, narrow
 from kernels._validate import float_array, strict_mode
 from kernels._vmath import exp_bounded
-from kernels.cast import cast
+from kernels.cast import cast, widen
 
 #: Whether the row loops run in parallel (``prange``). Off: on the 2-core target, forward +
 #: vjp at N = 512 ran about 3x slower with it, because the loops alternate with multithreaded
@@ -346,7 +346,7 @@ class Arith:
     @staticmethod
     def wide(a: np.ndarray) -> np.ndarray:
         """``a`` widened exactly to a C-contiguous float64 array (not copied if it is one)."""
-        return np.ascontiguousarray(a, dtype=np.float64)
+        return widen(a)
 
     def round(self, a: np.ndarray) -> np.ndarray:
         """The result of one elementwise operation: rounded to half (bfloat16) in strict

@@ -16,7 +16,7 @@ from numpy.typing import ArrayLike
 from kernels._bf16 import to_bfloat16
 from kernels._strict import is_bfloat16
 from kernels._validate import BFLOAT16, float_array, pair, strict_mode
-from kernels.cast import cast
+from kernels.cast import cast, widen
 
 #: An int or a pair of ints (height, width).
 IntPair = int | tuple[int, int]
@@ -111,7 +111,7 @@ def window_planes(x: ArrayLike, kernel_size, stride, padding, strict_fp16):
     """Checked ``x`` of shape (..., H, W), its geometry, its planes as float64 (P, H, W) and
     the checked ``strict_fp16``."""
     x, geometry, strict = window_input(x, kernel_size, stride, padding, strict_fp16)
-    planes = np.ascontiguousarray(x, dtype=np.float64).reshape(-1, *x.shape[-2:])
+    planes = widen(x).reshape(-1, *x.shape[-2:])
     return x, geometry, planes, strict
 
 
@@ -119,7 +119,7 @@ def native_planes(array: np.ndarray) -> np.ndarray:
     """``array`` (..., H, W) as C-contiguous planes (P, H, W) in its own dtype, float16 and
     bfloat16 widened to float32 (exact): a view when it already is one."""
     dtype = np.float32 if array.dtype == np.float16 or is_bfloat16(array) else array.dtype
-    return np.ascontiguousarray(array, dtype=dtype).reshape(-1, *array.shape[-2:])
+    return widen(array, dtype).reshape(-1, *array.shape[-2:])
 
 
 def sample_window_planes(x: ArrayLike, kernel_size, stride, padding, strict_fp16):
@@ -144,7 +144,7 @@ def checked_window_gradient(g: ArrayLike, x: np.ndarray, geometry: WindowGeometr
 def window_gradient(g: ArrayLike, x: np.ndarray, geometry: WindowGeometry) -> np.ndarray:
     """Checked upstream gradient of shape (..., Ho, Wo) as float64 planes."""
     g = checked_window_gradient(g, x, geometry)
-    return np.ascontiguousarray(g, dtype=np.float64).reshape(-1, *g.shape[-2:])
+    return widen(g).reshape(-1, *g.shape[-2:])
 
 
 @njit(cache=True)
@@ -165,7 +165,7 @@ def global_rows(x: ArrayLike, strict_fp16: object) -> tuple[np.ndarray, np.ndarr
     if x.shape[-1] == 0:
         raise ValueError("x: pooling needs D >= 1 on the last axis, got D = 0")
     strict = _strict_for(x, strict_fp16)
-    return x, np.ascontiguousarray(x, dtype=np.float64).reshape(-1, x.shape[-1]), strict
+    return x, widen(x).reshape(-1, x.shape[-1]), strict
 
 
 def global_gradient(g: ArrayLike, x: np.ndarray) -> np.ndarray:
@@ -175,7 +175,7 @@ def global_gradient(g: ArrayLike, x: np.ndarray) -> np.ndarray:
         raise ValueError(f"g: expected shape {x.shape[:-1]} (the shape of y), got {g.shape}")
     if g.dtype != x.dtype:
         raise TypeError(f"g: expected dtype {x.dtype} (the dtype of x), got {g.dtype}")
-    return np.ascontiguousarray(g, dtype=np.float64).reshape(-1)
+    return widen(g).reshape(-1)
 
 
 def finish(values: np.ndarray, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:

@@ -39,6 +39,7 @@ from kernels._grain import loop_for
 from kernels._strict import is_bfloat16
 from kernels._strict import narrow as narrow_strict
 from kernels._validate import eps_value, float_array, strict_mode
+from kernels.cast import widen as widen_array
 
 
 def widen(value):
@@ -186,7 +187,7 @@ class Prepared:
         return narrow_strict(self.eps, self.bf) if self.strict else self.eps
 
     def widen(self, array: np.ndarray) -> np.ndarray:
-        return np.ascontiguousarray(array, dtype=self.compute_dtype())
+        return widen_array(array, self.compute_dtype())
 
     def result_buffer(self, shape: tuple[int, ...]) -> np.ndarray:
         """16-bit results are computed into float64 and rounded once afterwards (exactly, in

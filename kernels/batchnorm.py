@@ -49,7 +49,7 @@ from kernels._generated import batchnorm as _generated
 from kernels._grain import loop_for
 from kernels._strict import bfloat16_kernel, is_bfloat16, narrow
 from kernels._validate import choice, eps_value, flag, float_array, real, strict_mode
-from kernels.cast import cast
+from kernels.cast import cast, widen
 
 #: The denominators: the generated loops and stages take ``std`` (True for std_plus_eps).
 DENOMS = ("sqrt_var_eps", "std_plus_eps")
@@ -221,9 +221,9 @@ def _features_last(array: np.ndarray, dtype) -> np.ndarray:
     """(N, D) -> (N, 1, D) (a view when already contiguous in ``dtype``);
     (N, C, H, W) -> (N, H*W, C)."""
     if array.ndim == 2:
-        return np.ascontiguousarray(array, dtype=dtype).reshape(array.shape[0], 1, array.shape[1])
+        return widen(array, dtype).reshape(array.shape[0], 1, array.shape[1])
     n, c, h, w = array.shape
-    return np.ascontiguousarray(np.moveaxis(array, 1, -1), dtype=dtype).reshape(n, h * w, c)
+    return widen(np.moveaxis(array, 1, -1), dtype).reshape(n, h * w, c)
 
 
 def _running_statistics(

@@ -86,7 +86,7 @@ from kernels._dd import dd_add, two_prod, two_sum
 from kernels._generated.weightnorm import matmul_nt_bf16s, matmul_nt_f16s
 from kernels._strict import is_bfloat16, narrow
 from kernels._validate import eps_value, float_array, strict_mode
-from kernels.cast import cast
+from kernels.cast import cast, widen
 
 __all__ = [
     "ELEMENTWISE",
@@ -509,7 +509,7 @@ def finish(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 
 def _rows(array: np.ndarray, width: int) -> np.ndarray:
-    return np.ascontiguousarray(array, dtype=np.float64).reshape(-1, width)
+    return widen(array).reshape(-1, width)
 
 
 def _matmul(a: np.ndarray, b: np.ndarray, strict_fp16: bool, dtype: np.dtype) -> np.ndarray:

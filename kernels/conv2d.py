@@ -87,7 +87,7 @@ from kernels._bf16 import to_bfloat16
 from kernels._strict import bfloat16_kernel, is_bfloat16, narrow
 from kernels._threads import thread_safe
 from kernels._validate import MAX_EXTENT, choice, float_array, pair, strict_mode
-from kernels.cast import cast
+from kernels.cast import cast, widen
 
 __all__ = ["Conv2dOperator", "forward", "jacobian", "linear_operator", "vjp"]
 
@@ -459,7 +459,7 @@ def _wide(array: np.ndarray) -> np.ndarray:
     """float32 and float64 arrays as they are (the Numba gather widens them); float16 and
     bfloat16 widened exactly to float64. C-contiguous."""
     if array.dtype == np.float16 or is_bfloat16(array):
-        return np.ascontiguousarray(array, dtype=np.float64)
+        return widen(array)
     return np.ascontiguousarray(array)
 
 

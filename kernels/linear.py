@@ -72,7 +72,7 @@ from numpy.typing import ArrayLike
 from kernels._generated.weightnorm import matmul_nt_bf16s, matmul_nt_f16s
 from kernels._strict import bfloat16_kernel, is_bfloat16, narrow
 from kernels._validate import float_array, strict_mode
-from kernels.cast import cast
+from kernels.cast import cast, widen
 
 __all__ = ["forward", "jacobian", "vjp"]
 
@@ -119,8 +119,8 @@ class _Prepared:
         #: empty array cannot infer it).
         self.count = int(np.prod(x.shape[:-1], dtype=np.int64))
         # Widening is exact for every dtype; float64 input is not copied when contiguous.
-        self.rows = np.ascontiguousarray(x, dtype=np.float64).reshape(self.count, x.shape[-1])
-        self.W = np.ascontiguousarray(W, dtype=np.float64)
+        self.rows = widen(x).reshape(self.count, x.shape[-1])
+        self.W = widen(W)
         self.b = None if b is None else np.ascontiguousarray(b, dtype=np.float64)
 
     def product_nt(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -184,7 +184,7 @@ def vjp(
         raise ValueError(f"g: expected shape {expected} (the shape of y), got {g.shape}")
     if g.dtype != p.x.dtype:
         raise TypeError(f"g: expected dtype {p.x.dtype} (the dtype of x), got {g.dtype}")
-    grows = np.ascontiguousarray(g, dtype=np.float64).reshape(p.count, p.outputs)
+    grows = widen(g).reshape(p.count, p.outputs)
     dx = p.product_nt(grows, p.W.T)
     dW = p.product_nt(grows.T, p.rows.T)
     db = None

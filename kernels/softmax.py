@@ -152,7 +152,6 @@ from kernels._f16 import (
     half_bits_to_float64,
     reinterpret,
     round_to_half,
-    widen_half_array_to_float32,
 )
 from kernels._strict import bfloat16_kernel, is_bfloat16, narrow
 from kernels._threads import thread_safe
@@ -166,7 +165,7 @@ from kernels._vmath import (
     decided_float32,
     exp_bounded,
 )
-from kernels.cast import cast
+from kernels.cast import cast, widen
 
 __all__ = ["forward", "jacobian", "vjp"]
 
@@ -721,12 +720,8 @@ class _Prepared:
 
     def _rows(self, a: np.ndarray) -> np.ndarray:
         """``a`` (x or g) as contiguous rows: float32 for the fast path (float16 widened
-        exactly, by the vectorized conversion of ``kernels/_f16.py``), else float64."""
-        if self.half:
-            bits = np.ascontiguousarray(a).reshape(-1).view(np.uint16)
-            return widen_half_array_to_float32(bits).reshape(-1, a.shape[-1])
-        dtype = np.float32 if self.fast else np.float64
-        return np.ascontiguousarray(a, dtype=dtype).reshape(-1, a.shape[-1])
+        exactly, by ``kernels.cast.widen``), else float64."""
+        return widen(a, np.float32 if self.fast else np.float64).reshape(-1, a.shape[-1])
 
     def gradient(self, g: ArrayLike) -> np.ndarray:
         """Checked ``g`` as rows of the same kind."""

@@ -34,7 +34,7 @@ from kernels._generated import weightnorm as _generated
 from kernels._grain import loop_for
 from kernels._strict import bfloat16_kernel, is_bfloat16, narrow
 from kernels._validate import eps_value, float_array, strict_mode
-from kernels.cast import cast
+from kernels.cast import cast, widen
 
 
 class _Prepared:
@@ -65,7 +65,7 @@ class _Prepared:
         self.eps = eps_value(eps)
         #: Rows of the flattened batch axes, explicit (an empty array cannot infer it).
         self.count = int(np.prod(x.shape[:-1], dtype=np.int64))
-        self.rows = np.ascontiguousarray(x, dtype=self._compute).reshape(self.count, x.shape[-1])
+        self.rows = widen(x, self._compute).reshape(self.count, x.shape[-1])
         self.v = np.ascontiguousarray(v, dtype=self._compute)
         self.gamma = np.ascontiguousarray(gamma, dtype=self._compute)
         if x.dtype == np.float64:

@@ -14,7 +14,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from kernels.cast import FORMATS, add, cast
+import kernels.cast as cast_module
+from kernels._f16 import narrow_float32_to_half_array, narrow_to_half_array
+from kernels._grain import GRAIN
+from kernels.cast import FORMATS, add, cast, widen
 
 NAMES = tuple(FORMATS)
 
@@ -200,3 +203,68 @@ def test_from_float32_it_agrees_with_ml_dtypes(fmt):
     same = ours.view(f"u{dtype.itemsize}") == theirs.view(f"u{dtype.itemsize}")
     bad = np.flatnonzero(~(same | nan))
     assert bad.size == 0, [(float(x[i]), ours[i], theirs[i]) for i in bad[:5]]
+
+
+# --- widen, and the parallel loops behind widen and cast ------------------------------------
+
+
+def _every_half_pattern(copies: int = 4) -> np.ndarray:
+    """Every float16 bit pattern (signaling NaNs included), ``copies`` times: above
+    ``kernels._grain.GRAIN``, so large enough for the parallel loops."""
+    bits = np.tile(np.arange(1 << 16, dtype=np.uint16), copies)
+    assert bits.size >= GRAIN
+    return bits.view(np.float16)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_widen_gives_numpys_values_bit_for_bit(dtype):
+    """Every half pattern, as a large array (the parallel loop), a strided view, a shaped
+    one and a small one (NumPy's cast), widened exactly: the bits of NumPy's own cast,
+    NaN payloads and signaling NaNs included."""
+    halves = _every_half_pattern()
+    ints = np.int32 if dtype == np.float32 else np.int64
+    for x in (halves, halves[::3], halves.reshape(64, -1).T, halves[:1000], halves[5]):
+        got = widen(x, dtype)
+        with np.errstate(invalid="ignore"):
+            want = np.ascontiguousarray(x, dtype=dtype)
+        assert got.dtype == dtype and got.shape == want.shape and got.flags.c_contiguous
+        assert np.array_equal(got.view(ints), want.view(ints))
+    loop = cast_module._widen_halves_to_float64
+    if dtype == np.float32:
+        loop = cast_module._widen_halves_to_float32
+    out = np.empty(halves.size, dtype)
+    loop(halves.view(np.uint16), out)
+    with np.errstate(invalid="ignore"):
+        assert np.array_equal(out.view(ints), halves.astype(dtype).view(ints))
+
+
+def test_widen_leaves_other_dtypes_to_numpy():
+    """float32 and float64 input is returned as it is when it already has the dtype (no
+    copy), converted by NumPy otherwise."""
+    x = np.linspace(-3, 3, 50_000)
+    assert widen(x) is x
+    assert np.array_equal(widen(x, np.float32), x.astype(np.float32))
+    assert widen(x.astype(np.float32), np.float64).dtype == np.float64
+
+
+def test_parallel_narrowing_gives_the_serial_bits():
+    """The parallel float64 and float32 loops of ``cast(x, "float16")`` give the bits of
+    the serial ones: every half midpoint and its neighbours, and random bit patterns of
+    float64 and float32 (NaN payloads, signaling NaNs, subnormals, overflow)."""
+    rng = np.random.default_rng(23)
+    points = _midpoints("float16")
+    wide = np.concatenate([points, rng.integers(0, 1 << 63, 200_000).view(np.float64)])
+    single = np.concatenate(
+        [
+            points.astype(np.float32),
+            rng.integers(0, 1 << 32, 200_000).astype(np.uint32).view(np.float32),
+        ]
+    )
+    for values, serial, parallel in (
+        (wide, narrow_to_half_array, cast_module._narrow_float64_to_halves),
+        (single, narrow_float32_to_half_array, cast_module._narrow_float32_to_halves),
+    ):
+        out = np.empty(values.size, np.uint16)
+        parallel(values, out)
+        assert np.array_equal(out, serial(values))
+        assert np.array_equal(cast(values, "float16").view(np.uint16), out)
