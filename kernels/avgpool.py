@@ -22,9 +22,12 @@ Arithmetic. Sums are double-double (compensated: float64 input loses nothing nee
 divided once and rounded once to x's dtype; a sum of float64 values beyond 2^960 is formed
 scaled by 2^-64 (exact, except that entries below 2^-958 then err by up to 2^-1011), so
 ``mean(1.7e308, 1.7e308)`` is 1.7e308, not inf. float32 and float16 ("mixed", the default)
-inputs are computed the same way in float64 and rounded once (for ``kh kw`` a power of two,
-a window whose plain float64 sum is exact -- TwoSum error 0 at every step, the usual case --
-is summed and divided directly: the same value, vectorized). ``strict_fp16=True`` (float16
+inputs are computed the same way in float64 and rounded once. For ``kh kw`` a power of two
+the windows of a row are summed side by side, vectorized, to the same values: a float32
+window whose plain float64 sum is exact (TwoSum error 0 at every step, the usual case) is
+divided directly, and a float64 window is summed in double-double by the operations of
+``dd_add`` without its branches, whose quotient by ``kh kw`` then is the high part times
+``1 / (kh kw)``; every other window takes the general loop. ``strict_fp16=True`` (float16
 or bfloat16 input) sums left to right from +0 (row-major within a window) with every
 partial sum rounded to the input's format (``kernels/_strict.narrow``), and divides by
 ``D`` (or ``kh kw``) rounded to it, rounding the quotient: ``h(h(...h(0 + x_1)...) / h(D))``.
@@ -195,6 +198,87 @@ def _forward2d_wide(planes, kh, kw, sh, sw, ph, pw, out):
                     out[p, oh, ow] = _window_mean(planes[p], h0, w0, kh, kw, False, 1.0, False)
 
 
+@njit(cache=True, inline="always", error_model="numpy")
+def _two_sum_tail(a, b, s):
+    """The error of ``s = fl(a + b)``, by ``kernels._dd.two_sum``'s operations."""
+    bb = s - a
+    return (a - (s - bb)) + (b - bb)
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _dd_accumulate(hi, lo, v):
+    """``(hi', lo', check)``: ``kernels._dd.dd_add(hi, lo, v, 0.0)`` by the same operations
+    in the same order, without its branches; they are taken only where a partial sum is
+    not finite, and then ``check`` is NaN (otherwise 0)."""
+    s = hi + v
+    e = _two_sum_tail(hi, v, s)
+    t = lo + 0.0
+    f = _two_sum_tail(lo, 0.0, t)
+    e += t
+    s2 = s + e  # quick_two_sum(s, e)
+    e2 = e - (s2 - s)
+    e2 += f
+    s3 = s2 + e2  # quick_two_sum(s2, e2)
+    return s3, e2 - (s3 - s2), (s - s) + (s2 - s2) + (s3 - s3)
+
+
+@njit(cache=True, error_model="numpy")
+def _add_columns_dd(line, kw, sw, hi, lo, check):
+    """:func:`_add_columns` for float64 planes: row ``line`` of each window added to its
+    double-double sum ``(hi, lo)`` by :func:`_dd_accumulate`, left to right; ``check``
+    collects the NaN flags of partial sums that are not finite."""
+    if kw == 2 and sw == 2:
+        for k in range(hi.size):
+            high, low, c = _dd_accumulate(hi[k], lo[k], line[2 * k])
+            hi[k], lo[k], d = _dd_accumulate(high, low, line[2 * k + 1])
+            check[k] += c + d
+    else:
+        for j in range(kw):
+            for k in range(hi.size):
+                hi[k], lo[k], c = _dd_accumulate(hi[k], lo[k], line[k * sw + j])
+                check[k] += c
+
+
+#: From this magnitude on, the high part of ``dd_div(hi, lo, 2^k, 0)`` is ``hi / 2^k``
+#: (both quotients exact and normal, the low one far below half a unit of the high one).
+_QUOTIENT_EXACT = 2.0**-900
+
+
+@thread_safe
+@njit(cache=True, parallel=True, error_model="numpy")
+def _forward2d_dd(planes, kh, kw, sh, sw, ph, pw, out):
+    """:func:`_forward2d` of float64 planes with ``kh kw`` a power of two, vectorized over a
+    row of windows: each window's double-double sum by the operations of ``dd_add``, in
+    the same order. Where every partial sum is finite, and the sum is 0 or at least
+    :data:`_QUOTIENT_EXACT`, the high part of its double-double quotient by ``kh kw`` is
+    the sum's high part times ``1 / (kh kw)`` (exact): the value :func:`_window_mean`
+    gives, which handles every other window (a border window, a plane that needs the
+    scale, a sum that is not finite or is tiny)."""
+    n, height, width = planes.shape
+    out_h, out_w = out.shape[1], out.shape[2]
+    inverse = 1.0 / (kh * kw)
+    lo, hi = inner_columns(width, kw, sw, pw, out_w)
+    for p in prange(n):
+        scale = _scale(planes[p])
+        high, low, check = np.empty(hi - lo), np.empty(hi - lo), np.empty(hi - lo)
+        for oh in range(out_h):
+            h0 = oh * sh - ph
+            high[:] = 0.0
+            low[:] = 0.0
+            check[:] = 0.0
+            if scale == 1.0:
+                for i in range(max(h0, 0), min(h0 + kh, height)):
+                    _add_columns_dd(planes[p, i, lo * sw - pw :], kw, sw, high, low, check)
+            for ow in range(out_w):
+                k = ow - lo
+                fast = scale == 1.0 and lo <= ow < hi and check[k] == 0.0
+                if fast and (high[k] == 0.0 or abs(high[k]) >= _QUOTIENT_EXACT):
+                    out[p, oh, ow] = high[k] * inverse
+                else:
+                    w0 = ow * sw - pw
+                    out[p, oh, ow] = _window_mean(planes[p], h0, w0, kh, kw, False, scale, False)
+
+
 @thread_safe
 @njit(cache=True, parallel=True, error_model="numpy")
 def _vjp2d(g, kh, kw, sh, sw, ph, pw, strict, dx, bf=False):
@@ -244,22 +328,26 @@ def _spread_columns(shares, kw, sw, line):
 @thread_safe
 @njit(cache=True, parallel=True, error_model="numpy")
 def _vjp2d_disjoint(g, kh, kw, sh, sw, ph, pw, covers, dx):
-    """:func:`_vjp2d` of float32 ``g`` for windows that share no pixel, ``kh kw`` a power of
-    two: a pixel's double-double sum is its one window's ``0 + g`` (low part 0), and its
-    division by ``kh kw`` the exact product with ``1 / (kh kw)``; a pixel of no window
-    (``covers`` False) gets 0, as there."""
+    """:func:`_vjp2d` (float32 or float64 ``g``) for windows that share no pixel, ``kh kw``
+    a power of two: a pixel's double-double sum is its one window's ``0 + g s`` (low part
+    0; ``s`` the plane's scale, 1 for float32), and the high part of its double-double
+    quotient by ``kh kw`` is the correctly rounded quotient (its remainder term rounds to
+    0 even where the quotient is subnormal), which the product with ``1 / (kh kw)`` also
+    is; divided by ``s`` as there. A pixel of no window (``covers`` False) gets 0, as
+    there."""
     n, height, width = dx.shape
     out_h, out_w = g.shape[1], g.shape[2]
     inverse = 1.0 / (kh * kw)
     lo, hi = inner_columns(width, kw, sw, pw, out_w)
     for p in prange(n):
         shares = np.empty(out_w)
+        scale = _scale(g[p])
         if not covers:
             dx[p] = 0.0
         for oh in range(out_h):
             h0 = oh * sh - ph
             for ow in range(out_w):
-                shares[ow] = (0.0 + np.float64(g[p, oh, ow])) * inverse
+                shares[ow] = ((0.0 + np.float64(g[p, oh, ow]) * scale) * inverse) / scale
             for i in range(max(h0, 0), min(h0 + kh, height)):
                 _spread_columns(shares[lo:hi], kw, sw, dx[p, i, lo * sw - pw :])
                 for ow in range(out_w):
@@ -282,11 +370,11 @@ def _jacobian2d(height, width, kh, kw, sh, sw, ph, pw, channels, out_h, out_w, w
                         out[row, (c * height + i) * width + j] = weight
 
 
-def _wide(x: np.ndarray, geometry, strict: bool) -> bool:
-    """Whether the vectorized float32 loops apply: float32 or mixed float16 input (widened
-    exactly to float32) and ``kh kw`` a power of two (dividing by it is exact)."""
+def _vectorized(geometry, strict: bool) -> bool:
+    """Whether the vectorized loops apply: mixed mode (float16 input is widened exactly to
+    float32) and ``kh kw`` a power of two (dividing by it is exact)."""
     count = geometry.kh * geometry.kw
-    return x.dtype != np.float64 and not strict and count & (count - 1) == 0
+    return not strict and count & (count - 1) == 0
 
 
 def _output(dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
@@ -345,10 +433,11 @@ def forward2d(
     """Window means (zero padding counted) of each (H, W) plane: shape (..., Ho, Wo)."""
     x, geometry, strict = window_input(x, kernel_size, stride, padding, strict_fp16)
     shape = (*x.shape[:-2], geometry.out_height, geometry.out_width)
-    if _wide(x, geometry, strict):
+    if _vectorized(geometry, strict):
         planes = native_planes(x)
         out = _output(x.dtype, (planes.shape[0], *shape[-2:]))
-        _forward2d_wide(planes, *geometry.loop_args, out)
+        loop = _forward2d_dd if planes.dtype == np.float64 else _forward2d_wide
+        loop(planes, *geometry.loop_args, out)
         return finish(out, x.dtype, shape)
     x, geometry, planes, strict = window_planes(x, kernel_size, stride, padding, strict_fp16)
     out = np.empty((planes.shape[0], geometry.out_height, geometry.out_width))
@@ -368,7 +457,7 @@ def vjp2d(
 ) -> np.ndarray:
     """The input gradient for ``g`` of shape (..., Ho, Wo) (x's values are not read)."""
     x, geometry, strict = window_input(x, kernel_size, stride, padding, strict_fp16)
-    if _wide(x, geometry, strict) and geometry.disjoint:
+    if _vectorized(geometry, strict) and geometry.disjoint:
         gplanes = native_planes(checked_window_gradient(g, x, geometry))
         dx = _output(x.dtype, (gplanes.shape[0], *x.shape[-2:]))
         _vjp2d_disjoint(gplanes, *geometry.loop_args, geometry.covers, dx)

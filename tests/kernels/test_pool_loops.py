@@ -1,9 +1,10 @@
 """The vectorized windowed-pooling loops give the bits of the general loops.
 
 ``maxpool.forward2d`` scans rows of windows side by side, ``maxpool.vjp2d`` and
-``avgpool.vjp2d`` have a loop for windows that share no pixel, and ``avgpool.forward2d`` of
-float32 (and mixed float16) input sums rows of windows side by side in float64 with an exact
-check, for ``kh kw`` a power of two. Each must return exactly what the general loops return
+``avgpool.vjp2d`` have a loop for windows that share no pixel, and ``avgpool.forward2d`` sums
+rows of windows side by side, for ``kh kw`` a power of two: float32 (and mixed float16)
+input in float64 with an exact check, float64 input in double-double by the operations of
+``kernels._dd.dd_add``. Each must return exactly what the general loops return
 (the per-window scan :func:`kernels.maxpool._argmax`, the double-double scatter
 ``maxpool._vjp2d`` and ``avgpool._forward2d`` / ``avgpool._vjp2d`` on float64 planes, the
 loops every other case still runs): same bits, NaN payloads and signed zeros included, for
@@ -23,7 +24,7 @@ import kernels.maxpool as maxpool
 from kernels._pool import WindowGeometry, finish
 
 DTYPES = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.float64))
-KINDS = ("spread", "ties", "non-finite", "zeros", "cancelling")
+KINDS = ("spread", "ties", "non-finite", "zeros", "cancelling", "extreme")
 
 #: (kernel, stride, padding) per axis pair; 2x2 stride 2 is the vectorized special case.
 GEOMETRIES = [
@@ -44,8 +45,9 @@ PLANES = [(1, 1), (2, 2), (3, 5), (7, 4), (8, 8), (9, 13), (16, 33)]
 
 def _values(rng: np.random.Generator, shape: tuple[int, ...], kind: str, dtype) -> np.ndarray:
     """Values of one of KINDS in ``dtype``: magnitudes over many binades (inexact float64
-    sums of float32), integers (ties), NaN and infinities, signed zeros, or pairs that
-    cancel."""
+    sums of float32), integers (ties), NaN and infinities, signed zeros, pairs that
+    cancel, or float64 magnitudes from the subnormals to 2^1024 (sums that overflow, planes
+    the sums must scale, tiny sums; in float32 and float16 these become 0 and inf)."""
     magnitude = 10.0 ** rng.integers(-30, 30, size=shape)
     values = rng.standard_normal(shape) * magnitude
     if kind == "ties":
@@ -56,6 +58,10 @@ def _values(rng: np.random.Generator, shape: tuple[int, ...], kind: str, dtype) 
         values = np.where(rng.random(shape) < 0.5, 0.0, -0.0)
     elif kind == "cancelling":
         values = np.round(rng.standard_normal(shape) * 4) * 2.0**20 + rng.random(shape)
+    elif kind == "extreme":
+        exponents = rng.choice([-1074, -1060, -1022, -960, -900, -500, 0, 500, 960, 1023], shape)
+        values = rng.uniform(1, 2, shape) * 2.0 ** exponents.astype(float)
+        values *= rng.choice((-1.0, 1.0), shape)
     with np.errstate(over="ignore"):
         return values.astype(dtype)
 
@@ -132,3 +138,19 @@ def test_float32_window_sums_that_round_in_float64_take_the_double_double_loop()
         _same_bits(y, _general(avgpool, "forward", x, None, geo))
         if padding == 0:
             assert np.all(y == expected)
+
+
+def test_float64_sums_whose_quotient_is_a_subnormal_tie_take_the_double_double_loop():
+    """A 2 x 4 window holding ``a = 1.5 2^-1020 + 2^-1072`` and ``2^-1074``: the sum's high
+    part is ``a`` (the low part is 2^-1074), and ``a / 8`` lies exactly halfway between two
+    subnormals, a tie that goes to even; the low part lifts the exact mean above the tie,
+    so the double-double quotient rounds up. The vectorized loop must not take ``a / 8``
+    there (``avgpool._QUOTIENT_EXACT``)."""
+    a = 1.5 * 2.0**-1020 + 2.0**-1072
+    window = np.zeros((2, 4))
+    window[0, :2] = a, 2.0**-1074
+    x = np.tile(window, (1, 3))[None]
+    geo = WindowGeometry.of(x.shape[-2:], (2, 4), (2, 4), (0, 0))
+    y = avgpool.forward2d(x, (2, 4))
+    _same_bits(y, _general(avgpool, "forward", x, None, geo))
+    assert np.all(y == a / 8 + 2.0**-1074) and a / 8 != y[0, 0, 0]
