@@ -4,7 +4,8 @@ Checks the arguments (SPEC, "Bad input"), flattens ``x`` of shape (..., D) to ro
 the loop for the dtype and float16 mode, and restores the shape. The loops live in
 ``kernels/_generated/<key>.py``:
 
-- float64 arrays run the ``_f64`` loops (compensated row sums);
+- float64 arrays run the ``_f64`` loops (compensated row sums, in :data:`SUM_LANES` lanes
+  by :func:`add_to_lane` and :func:`lanes_total`, so that they vectorize);
 - float32 arrays run the ``_wide`` loops (float64 arithmetic) and store into float32, a
   single rounding;
 - float16 arrays ("mixed" mode, the default) run the same ``_wide`` loops, x and g as
@@ -23,13 +24,15 @@ the loop for the dtype and float16 mode, and restores the shape. The loops live 
 
 from __future__ import annotations
 
+import math
 from types import ModuleType
 
 import numpy as np
-from numba import types
+from numba import njit, types
 from numba.extending import overload
 from numpy.typing import ArrayLike
 
+from kernels._dd import two_sum
 from kernels._f16 import (
     float64_to_half_bits,
     half_bits_to_float32,
@@ -40,6 +43,42 @@ from kernels._strict import is_bfloat16
 from kernels._strict import narrow as narrow_strict
 from kernels._validate import eps_value, float_array, strict_mode
 from kernels.cast import widen as widen_array
+
+#: Lanes of the float64 path's compensated row sums (``add_to_lane``): lane k adds the
+#: entries k, k + 64, ..., so the running sums are independent and LLVM vectorizes them
+#: (as Softmax's lanes; with 8 lanes, or one running sum, it did not).
+SUM_LANES = 64
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def two_sum_select(a, b):
+    """``kernels._dd.two_sum`` without its branch: ``(s, e)`` with ``s = fl(a + b)`` and
+    ``e`` its exact error (Knuth), or 0 where ``s`` is not finite, as there; the same
+    values, by a select, so that loops calling it vectorize."""
+    s = a + b
+    bb = s - a
+    e = (a - (s - bb)) + (b - bb)
+    return s, e if abs(s) < math.inf else 0.0
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def add_to_lane(lanes, k, v):
+    """Lane k of ``lanes`` (shape (2, SUM_LANES): the sums, and their errors) plus ``v``:
+    the sum by :func:`two_sum_select`, its error added to ``lanes[1, k]``."""
+    s, e = two_sum_select(lanes[0, k], v)
+    lanes[0, k] = s
+    lanes[1, k] += e
+
+
+@njit(cache=True, error_model="numpy")
+def lanes_total(lanes):
+    """``(hi, lo)``: the lanes' sums added in lane order by TwoSum, ``lo`` every error, the
+    lanes' own included; ``hi + lo`` is the sum of every value added, compensated."""
+    hi, lo = 0.0, 0.0
+    for k in range(SUM_LANES):
+        hi, e = two_sum(hi, lanes[0, k])
+        lo += e + lanes[1, k]
+    return hi, lo
 
 
 def widen(value):

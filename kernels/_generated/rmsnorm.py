@@ -21,7 +21,15 @@ from numba import njit, prange
 from kernels._bf16 import round_to_bfloat16
 from kernels._dd import two_sum
 from kernels._f16 import round_to_half
-from kernels._rownorm import narrow, read_row, row_buffer, widen
+from kernels._rownorm import (
+    SUM_LANES,
+    add_to_lane,
+    lanes_total,
+    narrow,
+    read_row,
+    row_buffer,
+    widen,
+)
 
 #: Rows per block of the parameter-gradient sums (fixed: results do not depend on threads).
 BLOCK_ROWS = 32
@@ -246,11 +254,17 @@ def statistics_f64(row):
     """(center hi, center lo, second moment) of a float64 row, in double-double."""
     size = row.size
     mh, ml = 0.0, 0.0
-    hi, lo = 0.0, 0.0
-    for j in range(size):
+    squares = np.zeros((2, SUM_LANES))
+    full = size - size % SUM_LANES
+    for start in range(0, full, SUM_LANES):
+        for k in range(SUM_LANES):
+            j = start + k
+            dj = (row[j] - mh) - ml
+            add_to_lane(squares, k, dj * dj)
+    for j in range(full, size):
         dj = (row[j] - mh) - ml
-        hi, e = two_sum(hi, dj * dj)
-        lo += e
+        add_to_lane(squares, j - full, dj * dj)
+    hi, lo = lanes_total(squares)
     return mh, ml, (hi + lo) / size
 
 
@@ -351,25 +365,29 @@ def vjp_f64(x, g, gamma, epsilon, dx, dgamma_blocks, dbeta_blocks):
             xi, gi = read_row(x[i], x_buffer), read_row(g[i], g_buffer)
             mh, ml, s = statistics_f64(xi)
             r = scale_f64(s, epsilon, n)
-            ah, al, zh, zl = 0.0, 0.0, 0.0, 0.0
-            for j in range(size):
+            terms_a = np.zeros((2, SUM_LANES))
+            terms_az = np.zeros((2, SUM_LANES))
+            full = size - size % SUM_LANES
+            for start in range(0, full, SUM_LANES):
+                for k in range(SUM_LANES):
+                    j = start + k
+                    dj = (x[i, j] - mh) - ml
+                    add_to_lane(terms_a, k, summand_a_f64(gamma[j], g[i, j]))
+                    add_to_lane(terms_az, k, summand_az_f64(dj, r, gamma[j], g[i, j]))
+            for j in range(full, size):
                 dj = (x[i, j] - mh) - ml
-                ah, e = two_sum(ah, summand_a_f64(gamma[j], g[i, j]))
-                al += e
-                zh, e = two_sum(zh, summand_az_f64(dj, r, gamma[j], g[i, j]))
-                zl += e
+                add_to_lane(terms_a, j - full, summand_a_f64(gamma[j], g[i, j]))
+                add_to_lane(terms_az, j - full, summand_az_f64(dj, r, gamma[j], g[i, j]))
+            ah, al = lanes_total(terms_a)
+            zh, zl = lanes_total(terms_az)
             ma = (ah + al) / n
             maz = (zh + zl) / n
             for j in range(size):
                 dj = (widen(xi[j]) - mh) - ml
                 gj = widen(gi[j])
                 dx[i, j] = narrow(dx_f64(dj, r, widen(gamma[j]), gj, ma, maz), dx)
-                hi, e = two_sum(dgamma_blocks[b, 0, j], summand_gz_f64(dj, r, gj))
-                dgamma_blocks[b, 0, j] = hi
-                dgamma_blocks[b, 1, j] += e
-                hi, e = two_sum(dbeta_blocks[b, 0, j], gj)
-                dbeta_blocks[b, 0, j] = hi
-                dbeta_blocks[b, 1, j] += e
+                add_to_lane(dgamma_blocks[b], j, summand_gz_f64(dj, r, gj))
+                add_to_lane(dbeta_blocks[b], j, gj)
 
 
 @njit(cache=True, error_model="numpy")
