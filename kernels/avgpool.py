@@ -239,8 +239,10 @@ def _add_columns_dd(line, kw, sw, hi, lo, check):
                 check[k] += c
 
 
-#: From this magnitude on, the high part of ``dd_div(hi, lo, 2^k, 0)`` is ``hi / 2^k``
-#: (both quotients exact and normal, the low one far below half a unit of the high one).
+#: From this magnitude on, the high part of ``dd_div(hi, lo, 2^k, 0)`` is ``hi / 2^k`` for
+#: every window size 2^k below 2^100 (``hi / 2^k`` exact and normal, the low part's share
+#: below half a unit of it); below it a quotient can be a subnormal tie that the low part
+#: breaks (``tests/kernels/test_pool_loops.py``).
 _QUOTIENT_EXACT = 2.0**-900
 
 

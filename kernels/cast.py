@@ -5,8 +5,9 @@ rounded.
 bfloat16 or FP8, read exactly) once, to nearest with ties to even, into ``fmt``:
 ``"float16"``, ``"bfloat16"``, ``"float8_e5m2"`` or ``"float8_e4m3fn"`` (the ``ml_dtypes``
 types). ``add(a, b)`` is ``cast(a + b)`` for two arrays of one such format: the exact sum
-rounded once. Mixed and strict arithmetic are the same here (one operation, one
-rounding); the functions take no ``strict_fp16``.
+rounded once. ``widen(x, dtype)`` is the way back, to float32 or float64, exactly. Mixed
+and strict arithmetic are the same here (one operation, one rounding); the functions take
+no ``strict_fp16``.
 
 Why not ``astype``: ``ml_dtypes`` converts float64 to its 16- and 8-bit types through
 float32, so a float64 is rounded twice (NumPy's own float64 -> float16 cast rounds once).
@@ -141,9 +142,9 @@ def _threaded(array: np.ndarray) -> bool:
 
 
 def widen(x: ArrayLike, dtype: DTypeLike = np.float64) -> np.ndarray:
-    """``x`` as a C-contiguous array of ``dtype`` (float32 or float64), exactly: every entry
-    of a float16 (float32) ``x`` is representable, so the values are ``x``'s, bit for bit as
-    ``np.ascontiguousarray(x, dtype=dtype)`` gives them, NaN payloads included.
+    """``x`` (float16, float32 or float64) as a C-contiguous array of the wider ``dtype``
+    (float32 or float64): the values of ``np.ascontiguousarray(x, dtype=dtype)``, bit for
+    bit, NaN payloads included (every float16 value is a float32 and a float64 value).
 
     That is what it returns, except that a large float16 ``x`` (see :func:`_threaded`) is
     widened from its bits by a parallel loop: NumPy widens half values one at a time in
@@ -155,8 +156,8 @@ def widen(x: ArrayLike, dtype: DTypeLike = np.float64) -> np.ndarray:
     """
     array = np.asarray(x)
     target = np.dtype(dtype)
-    exact = target in (np.float32, np.float64) and array.ndim > 0
-    if array.dtype != np.float16 or not exact or not _threaded(array):
+    loop_target = target in (np.float32, np.float64) and array.ndim > 0
+    if array.dtype != np.float16 or not loop_target or not _threaded(array):
         return np.ascontiguousarray(array, dtype=target)
     out = np.empty(array.shape, target)
     loop = _widen_halves_to_float32 if target == np.float32 else _widen_halves_to_float64
