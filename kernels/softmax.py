@@ -143,16 +143,19 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, types
+from numba.extending import overload
 from numpy.typing import ArrayLike
 
 from kernels._dd import dd_add, dd_div, dd_exp, dd_mul, dd_sub, two_sum
 from kernels._f16 import (
+    float32_to_half_bits,
     float64_to_half_bits,
     half_bits_to_float64,
     reinterpret,
     round_to_half,
 )
+from kernels._rownorm import read_row, row_buffer
 from kernels._strict import bfloat16_kernel, is_bfloat16, narrow
 from kernels._threads import thread_safe
 from kernels._validate import float_array, strict_mode
@@ -165,7 +168,7 @@ from kernels._vmath import (
     decided_float32,
     exp_bounded,
 )
-from kernels.cast import cast, widen
+from kernels.cast import widen
 
 __all__ = ["forward", "jacobian", "vjp"]
 
@@ -672,24 +675,67 @@ def _exact_vjp_fill(row32, grow32, out, half):
             out[j] = np.float32(round_to_half(dx[j]) if half else dx[j])
 
 
+def _result_row(out):
+    """Where a row's float32 results go: ``out`` itself (a float32 row), or a float32
+    scratch row for a row of half bits (``uint16``), stored by :func:`_store_row`."""
+    return out if out.dtype == np.float32 else np.empty(out.size, np.float32)
+
+
+def _store_row(values, out):
+    """The half bits of ``values`` (half values held as float32: exact) into a ``uint16``
+    row ``out``; nothing for a float32 row (``values`` is ``out``)."""
+    if out.dtype == np.uint16:
+        for j in range(out.size):
+            out[j] = float32_to_half_bits(values[j])
+
+
+@overload(_result_row)
+def _result_row_overload(out):
+    if out.dtype == types.uint16:
+        return lambda out: np.empty(out.size, np.float32)
+    return lambda out: out
+
+
+@overload(_store_row)
+def _store_row_overload(values, out):
+    if out.dtype == types.uint16:
+
+        def store(values, out):
+            for j in range(out.size):
+                out[j] = float32_to_half_bits(values[j])
+
+        return store
+    return lambda values, out: None
+
+
 @thread_safe
 @njit(cache=True, parallel=True, error_model="numpy")
 def _forward_rows_fast(rows, out, half):
+    """Every row by the fast path: float32 rows into float32 ``out``, or rows of half bits
+    (``uint16``, float16 input) widened into a float32 scratch row
+    (``kernels._rownorm.read_row``), their results stored as half bits: no float32 copy of
+    the whole array, and no second pass to round it."""
     n, size = rows.shape
     for r in prange(n):
         ev, acc, comp = np.empty(size), np.empty(_LANES), np.empty(_LANES)
-        if _fast_forward_row(rows[r], out[r], ev, acc, comp, half):
-            _exact_forward_fill(rows[r], out[r], half)
+        row, y = read_row(rows[r], row_buffer(rows)), _result_row(out[r])
+        if _fast_forward_row(row, y, ev, acc, comp, half):
+            _exact_forward_fill(row, y, half)
+        _store_row(y, out[r])
 
 
 @thread_safe
 @njit(cache=True, parallel=True, error_model="numpy")
 def _vjp_rows_fast(rows, grows, out, half):
+    """The same for the VJP (x and g rows of one kind)."""
     n, size = rows.shape
     for r in prange(n):
         ev, lanes = np.empty(size), np.empty((5, _LANES))
-        if _fast_vjp_row(rows[r], grows[r], out[r], ev, lanes, half):
-            _exact_vjp_fill(rows[r], grows[r], out[r], half)
+        row, grow = read_row(rows[r], row_buffer(rows)), read_row(grows[r], row_buffer(grows))
+        dx = _result_row(out[r])
+        if _fast_vjp_row(row, grow, dx, ev, lanes, half):
+            _exact_vjp_fill(row, grow, dx, half)
+        _store_row(dx, out[r])
 
 
 # --- public API -----------------------------------------------------------------------------
@@ -719,8 +765,11 @@ class _Prepared:
         self.rows = self._rows(x)
 
     def _rows(self, a: np.ndarray) -> np.ndarray:
-        """``a`` (x or g) as contiguous rows: float32 for the fast path (float16 widened
-        exactly, by ``kernels.cast.widen``), else float64."""
+        """``a`` (x or g) as contiguous rows: the bits of halves on the float16 fast path
+        (the loops widen each row as they read it), float32 on the float32 one, else
+        float64 (widened exactly)."""
+        if self.half:
+            return np.ascontiguousarray(a).reshape(-1, a.shape[-1]).view(np.uint16)
         return widen(a, np.float32 if self.fast else np.float64).reshape(-1, a.shape[-1])
 
     def gradient(self, g: ArrayLike) -> np.ndarray:
@@ -733,10 +782,10 @@ class _Prepared:
         return self._rows(g)
 
     def finish(self, values: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-        """Round once to x's dtype (exact in strict mode and on the float16 fast path: the
-        values are halves)."""
+        """Round once to x's dtype (exact in strict mode; the float16 fast path's results
+        are half bits already)."""
         if self.half:
-            return cast(values, "float16").reshape(shape)
+            return values.view(np.float16).reshape(shape)
         with np.errstate(over="ignore"):
             return values.astype(self.x.dtype, copy=False).reshape(shape)
 

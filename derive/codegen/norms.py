@@ -245,8 +245,12 @@ MEANS |= strict_variants(MEANS["f16s"])
 
 ACCUMULATE = {
     "f64": """\
-                add_to_lane(dgamma_blocks[b], j, summand_gz_f64(dj, r, gj))
-                add_to_lane(dbeta_blocks[b], j, gj)
+                hi, e = two_sum(dgamma_blocks[b, 0, j], summand_gz_f64(dj, r, gj))
+                dgamma_blocks[b, 0, j] = hi
+                dgamma_blocks[b, 1, j] += e
+                hi, e = two_sum(dbeta_blocks[b, 0, j], gj)
+                dbeta_blocks[b, 0, j] = hi
+                dbeta_blocks[b, 1, j] += e
 """,
     "wide": """\
                 dgamma_blocks[b, 0, j] += summand_gz_f64(dj, r, gj)

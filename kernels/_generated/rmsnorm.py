@@ -386,8 +386,12 @@ def vjp_f64(x, g, gamma, epsilon, dx, dgamma_blocks, dbeta_blocks):
                 dj = (widen(xi[j]) - mh) - ml
                 gj = widen(gi[j])
                 dx[i, j] = narrow(dx_f64(dj, r, widen(gamma[j]), gj, ma, maz), dx)
-                add_to_lane(dgamma_blocks[b], j, summand_gz_f64(dj, r, gj))
-                add_to_lane(dbeta_blocks[b], j, gj)
+                hi, e = two_sum(dgamma_blocks[b, 0, j], summand_gz_f64(dj, r, gj))
+                dgamma_blocks[b, 0, j] = hi
+                dgamma_blocks[b, 1, j] += e
+                hi, e = two_sum(dbeta_blocks[b, 0, j], gj)
+                dbeta_blocks[b, 0, j] = hi
+                dbeta_blocks[b, 1, j] += e
 
 
 @njit(cache=True, error_model="numpy")
