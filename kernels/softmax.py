@@ -32,23 +32,26 @@ If ``max|g| >= 2^1020`` (float64 only) g is scaled by 1/8 (exactly) and the resu
 so ``g_i - g_m`` cannot overflow. float32 and float16 ("mixed", the default) inputs are
 computed in float64 this way and rounded once.
 
-Fast path (float32 and float16 input, mixed mode). The double-double path costs a libm
-``exp`` call and some forty dependent operations per entry, and does not vectorize. For
-float32 input (and float16, widened exactly to float32) each row is first evaluated in plain
-float64 by branch-free loops that LLVM vectorizes (``kernels/_vmath.exp_bounded``; no libm
-call, no fast-math flag), carrying a rigorous bound ``e`` on the absolute error of every
-value ``v`` (running error analysis, the rules of ``kernels/_vmath.py``); the output is
-``float32(v)`` only where ``v -+ (2e + U|v|)`` round to the same float32 bits
-(``_vmath.decided_float32``; for ``y >= 0`` the lower end is cut at +0, so a ``y`` below the
-float32 range is decided as +0), or for float16 input to the same half bits
-(``_f16.float64_to_half_bits``, which rounds from float64 directly). Every real within ``e``
-of ``v`` then rounds to that value, the exact one included: the output is correctly rounded.
-The undecided entries are taken from the double-double path: every entry of a row that holds
-a NaN or an inf of either sign (masked rows included), the exact zeros of ``dx`` (their
-interval holds -0 and +0), and the rare entries within their bound of a float32 midpoint. So
-the result is the double-double path's, bit for bit, except where that path (which rounds a
-float64 once more) is not correctly rounded. Rows longer than 2^20, float64 input (whose
-correct rounding would need more than float64) and ``strict_fp16=True`` keep their paths.
+Fast path (float32, float16 and bfloat16 input, mixed mode). The double-double path costs a
+libm ``exp`` call and some forty dependent operations per entry, and does not vectorize. For
+float32 input (and float16 and bfloat16, widened exactly to float32) each row is first
+evaluated in plain float64 by branch-free loops that LLVM vectorizes
+(``kernels/_vmath.exp_bounded``; no libm call, no fast-math flag), carrying a rigorous bound
+``e`` on the absolute error of every value ``v`` (running error analysis, the rules of
+``kernels/_vmath.py``); the output is ``float32(v)`` only where ``v -+ (2e + U|v|)`` round
+to the same float32 bits (``_vmath.decided_float32``; for ``y >= 0`` the lower end is cut at
++0, so a ``y`` below the float32 range is decided as +0), or for float16 (bfloat16) input to
+the same half (bfloat16) bits (``_f16.float64_to_half_bits``,
+``_bf16.float64_to_bfloat16_bits``, which round from float64 directly). float16 rows are
+read as their bits and widened a row at a time, and their results stored as half bits. Every
+real within ``e`` of ``v`` then rounds to that value, the exact one included: the output is
+correctly rounded. The undecided entries are taken from the double-double path: every entry
+of a row that holds a NaN or an inf of either sign (masked rows included), the exact zeros
+of ``dx`` (their interval holds -0 and +0), and the rare entries within their bound of a
+float32 midpoint. So the result is the double-double path's, bit for bit, except where that
+path (which rounds a float64 once more) is not correctly rounded. Rows longer than 2^20,
+float64 input (whose correct rounding would need more than float64) and ``strict_fp16=True``
+keep their paths.
 
 Error analysis of the fast path, row by row (u = 2^-53, U = 2u, TINY = 2^-1022; ``A = 2^-1022``
 is exp_bounded's absolute error below the normal range). The bounds are evaluated in
@@ -147,6 +150,12 @@ from numba import njit, prange, types
 from numba.extending import overload
 from numpy.typing import ArrayLike
 
+from kernels._bf16 import (
+    BFLOAT16,
+    bfloat16_bits_to_float64,
+    float64_to_bfloat16_bits,
+    round_to_bfloat16,
+)
 from kernels._dd import dd_add, dd_div, dd_exp, dd_mul, dd_sub, two_sum
 from kernels._f16 import (
     float32_to_half_bits,
@@ -391,6 +400,10 @@ def _jacobian_row_strict(row, out, bf):
 
 # --- float32 and float16 (mixed mode): the bounded fast path -----------------------------------
 
+#: The fast path's output formats: float32, half (float16 input) and bfloat16 (bfloat16
+#: input in mixed mode); the loops take one as ``fmt``.
+_FLOAT32, _HALF, _BFLOAT16 = 0, 1, 2
+
 #: Lanes of the fixed-order row sums (a power of two), and log2 of it.
 _LANES, _LANE_LEVELS = 64, 6
 #: Longest row the fast path takes (its depth-times-U factors stay below 2^-30).
@@ -581,20 +594,43 @@ def _decided_half(v, e, nonnegative):
     return np.float32(half_bits_to_float64(b)), (a == b) & (w < np.inf)
 
 
+@njit(cache=True, inline="always", error_model="numpy")
+def _decided_narrow(v, e, nonnegative, fmt):
+    """:func:`_decided_half`, or for ``fmt`` bfloat16 the same decision for bfloat16 output
+    (both ends of the widened interval rounded to bfloat16 directly from float64)."""
+    if fmt == _HALF:
+        return _decided_half(v, e, nonnegative)
+    w = 2.0 * e + U * abs(v)
+    low = v - w
+    low = 0.0 if nonnegative and not low > 0.0 else low
+    a, b = float64_to_bfloat16_bits(low), float64_to_bfloat16_bits(v + w)
+    return np.float32(bfloat16_bits_to_float64(b)), (a == b) & (w < np.inf)
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _round_narrow(v, fmt):
+    """``v`` rounded once to the fast path's output format (float32 by the store)."""
+    if fmt == _HALF:
+        return round_to_half(v)
+    if fmt == _BFLOAT16:
+        return round_to_bfloat16(v)
+    return v
+
+
 @njit(cache=True, error_model="numpy")
-def _fast_forward_row(row, out, ev, acc, comp, half):
-    """Decided outputs into ``out`` (float32; half values if ``half``), NaN at the undecided
-    ones; returns how many."""
+def _fast_forward_row(row, out, ev, acc, comp, fmt):
+    """Decided outputs into ``out`` (float32, holding half or bfloat16 values for those
+    ``fmt``), NaN at the undecided ones; returns how many."""
     special, m = _scan_float32(row)
     if special:
         out[:] = np.nan
         return row.size
     inv, _, ke, alpha = _reciprocal(*_exponentials(row, m, ev, acc, comp))
     undecided = 0
-    if half:
+    if fmt != _FLOAT32:
         for j in range(row.size):
             y = ev[j] * inv
-            v, ok = _decided_half(y, ev[j] * ke + U * y + alpha, True)
+            v, ok = _decided_narrow(y, ev[j] * ke + U * y + alpha, True, fmt)
             out[j] = v if ok else np.float32(np.nan)
             undecided += not ok
         return undecided
@@ -620,7 +656,7 @@ def _gradient_entry(e, gi, gm, inv, ke, alpha, c, ec):
 
 
 @njit(cache=True, error_model="numpy")
-def _fast_vjp_row(row, grow, out, ev, lanes, half):
+def _fast_vjp_row(row, grow, out, ev, lanes, fmt):
     """The same for ``dx``."""
     special, m = _scan_float32(row)
     if special:
@@ -632,10 +668,10 @@ def _fast_vjp_row(row, grow, out, ev, lanes, half):
     ec = abs(big_c) * einv + inv * e_big_c + e_big_c * einv + U * abs(c) + TINY
     gm = np.float64(grow[m])
     undecided = 0
-    if half:
+    if fmt != _FLOAT32:
         for i in range(row.size):
             dx, edx = _gradient_entry(ev[i], grow[i], gm, inv, ke, alpha, c, ec)
-            v, ok = _decided_half(dx, edx, False)
+            v, ok = _decided_narrow(dx, edx, False, fmt)
             out[i] = v if ok else np.float32(np.nan)
             undecided += not ok
         return undecided
@@ -648,7 +684,7 @@ def _fast_vjp_row(row, grow, out, ev, lanes, half):
 
 
 @njit(cache=True, error_model="numpy")
-def _exact_forward_fill(row32, out, half):
+def _exact_forward_fill(row32, out, fmt):
     """The double-double path for the NaN entries of ``out`` (the undecided ones)."""
     row = row32.astype(np.float64)
     y = np.empty(row.size)
@@ -658,11 +694,11 @@ def _exact_forward_fill(row32, out, half):
         _weights(row, m, y, yl)
     for j in range(row.size):
         if np.isnan(out[j]):
-            out[j] = np.float32(round_to_half(y[j]) if half else y[j])
+            out[j] = np.float32(_round_narrow(y[j], fmt))
 
 
 @njit(cache=True, error_model="numpy")
-def _exact_vjp_fill(row32, grow32, out, half):
+def _exact_vjp_fill(row32, grow32, out, fmt):
     row, grow = row32.astype(np.float64), grow32.astype(np.float64)
     dx = np.empty(row.size)
     m, done = _special_row(row, dx)
@@ -672,7 +708,7 @@ def _exact_vjp_fill(row32, grow32, out, half):
         _vjp_row(row, grow, m, eh, el, sh, sl, dx)
     for j in range(row.size):
         if np.isnan(out[j]):
-            out[j] = np.float32(round_to_half(dx[j]) if half else dx[j])
+            out[j] = np.float32(_round_narrow(dx[j], fmt))
 
 
 def _result_row(out):
@@ -710,7 +746,7 @@ def _store_row_overload(values, out):
 
 @thread_safe
 @njit(cache=True, parallel=True, error_model="numpy")
-def _forward_rows_fast(rows, out, half):
+def _forward_rows_fast(rows, out, fmt):
     """Every row by the fast path: float32 rows into float32 ``out``, or rows of half bits
     (``uint16``, float16 input) widened into a float32 scratch row
     (``kernels._rownorm.read_row``), their results stored as half bits: no float32 copy of
@@ -719,22 +755,22 @@ def _forward_rows_fast(rows, out, half):
     for r in prange(n):
         ev, acc, comp = np.empty(size), np.empty(_LANES), np.empty(_LANES)
         row, y = read_row(rows[r], row_buffer(rows)), _result_row(out[r])
-        if _fast_forward_row(row, y, ev, acc, comp, half):
-            _exact_forward_fill(row, y, half)
+        if _fast_forward_row(row, y, ev, acc, comp, fmt):
+            _exact_forward_fill(row, y, fmt)
         _store_row(y, out[r])
 
 
 @thread_safe
 @njit(cache=True, parallel=True, error_model="numpy")
-def _vjp_rows_fast(rows, grows, out, half):
+def _vjp_rows_fast(rows, grows, out, fmt):
     """The same for the VJP (x and g rows of one kind)."""
     n, size = rows.shape
     for r in prange(n):
         ev, lanes = np.empty(size), np.empty((5, _LANES))
         row, grow = read_row(rows[r], row_buffer(rows)), read_row(grows[r], row_buffer(grows))
         dx = _result_row(out[r])
-        if _fast_vjp_row(row, grow, dx, ev, lanes, half):
-            _exact_vjp_fill(row, grow, dx, half)
+        if _fast_vjp_row(row, grow, dx, ev, lanes, fmt):
+            _exact_vjp_fill(row, grow, dx, fmt)
         _store_row(dx, out[r])
 
 
@@ -753,21 +789,25 @@ class _Prepared:
             raise ValueError("x: softmax needs D >= 1 on the last axis, got D = 0")
         self.x, self.strict = x, strict_mode(strict_fp16, x.dtype)
         self.bf = is_bfloat16(x)
-        if self.bf and not self.strict:
-            raise TypeError("x: bfloat16 reaches this path in strict mode only (bfloat16_kernel)")
         self.fast = (
             not exact
             and not self.strict
-            and x.dtype in (np.float32, np.float16)
+            and (x.dtype in (np.float32, np.float16) or self.bf)
             and x.shape[-1] <= _FAST_MAX_DIM
         )
+        if self.bf and not self.strict and not self.fast:
+            raise TypeError(
+                "x: bfloat16 reaches this path in strict mode or on the fast path only "
+                "(bfloat16_kernel)"
+            )
         self.half = self.fast and x.dtype == np.float16
+        self.fmt = _HALF if self.half else _BFLOAT16 if self.fast and self.bf else _FLOAT32
         self.rows = self._rows(x)
 
     def _rows(self, a: np.ndarray) -> np.ndarray:
         """``a`` (x or g) as contiguous rows: the bits of halves on the float16 fast path
-        (the loops widen each row as they read it), float32 on the float32 one, else
-        float64 (widened exactly)."""
+        (the loops widen each row as they read it), float32 on the float32 and bfloat16
+        ones, else float64 (widened exactly)."""
         if self.half:
             return np.ascontiguousarray(a).reshape(-1, a.shape[-1]).view(np.uint16)
         return widen(a, np.float32 if self.fast else np.float64).reshape(-1, a.shape[-1])
@@ -782,10 +822,13 @@ class _Prepared:
         return self._rows(g)
 
     def finish(self, values: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-        """Round once to x's dtype (exact in strict mode; the float16 fast path's results
-        are half bits already)."""
+        """Round once to x's dtype (exact in strict mode and on the bfloat16 fast path, whose
+        float32 results are bfloat16 values; the float16 fast path's results are half bits
+        already)."""
         if self.half:
             return values.view(np.float16).reshape(shape)
+        if self.fmt == _BFLOAT16:
+            return values.astype(BFLOAT16).reshape(shape)
         with np.errstate(over="ignore"):
             return values.astype(self.x.dtype, copy=False).reshape(shape)
 
@@ -793,7 +836,7 @@ class _Prepared:
 def _forward(p: _Prepared) -> np.ndarray:
     out = np.empty(p.rows.shape, p.rows.dtype)
     if p.fast:
-        _forward_rows_fast(p.rows, out, p.half)
+        _forward_rows_fast(p.rows, out, p.fmt)
     else:
         if p.strict:
             _forward_rows_strict(p.rows, out, p.bf)
@@ -806,7 +849,7 @@ def _vjp(p: _Prepared, g: ArrayLike) -> np.ndarray:
     grows = p.gradient(g)
     out = np.empty(p.rows.shape, p.rows.dtype)
     if p.fast:
-        _vjp_rows_fast(p.rows, grows, out, p.half)
+        _vjp_rows_fast(p.rows, grows, out, p.fmt)
     else:
         if p.strict:
             _vjp_rows_strict(p.rows, grows, out, p.bf)
@@ -815,16 +858,42 @@ def _vjp(p: _Prepared, g: ArrayLike) -> np.ndarray:
     return p.finish(out, p.x.shape)
 
 
+def _bfloat16_fast(x: object, strict_fp16: object) -> bool:
+    """Whether a call takes the fast path with bfloat16 output: a bfloat16 ``x`` with rows
+    of 1 to 2^20 entries, in mixed mode. Every other bfloat16 call goes through
+    ``bfloat16_kernel`` (strict mode to the strict loops, longer rows widened to float64)."""
+    return (
+        isinstance(x, np.ndarray)
+        and is_bfloat16(x)
+        and isinstance(strict_fp16, (bool, np.bool_))
+        and not strict_fp16
+        and x.ndim >= 1
+        and 1 <= x.shape[-1] <= _FAST_MAX_DIM
+    )
+
+
 @bfloat16_kernel
-def forward(x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
-    """Softmax of each row (last axis) of ``x``; same shape and dtype as ``x``."""
+def _forward_kernel(x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     return _forward(_Prepared(x, strict_fp16))
 
 
 @bfloat16_kernel
+def _vjp_kernel(x: ArrayLike, g: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
+    return _vjp(_Prepared(x, strict_fp16), g)
+
+
+def forward(x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
+    """Softmax of each row (last axis) of ``x``; same shape and dtype as ``x``."""
+    if _bfloat16_fast(x, strict_fp16):
+        return _forward(_Prepared(x, strict_fp16))
+    return _forward_kernel(x, strict_fp16=strict_fp16)
+
+
 def vjp(x: ArrayLike, g: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     """``dx_i = y_i (g_i - <g, y>)`` per row, for ``g`` of the shape and dtype of ``x``."""
-    return _vjp(_Prepared(x, strict_fp16), g)
+    if _bfloat16_fast(x, strict_fp16):
+        return _vjp(_Prepared(x, strict_fp16), g)
+    return _vjp_kernel(x, g, strict_fp16=strict_fp16)
 
 
 def _forward_exact(x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
