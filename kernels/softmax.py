@@ -584,27 +584,21 @@ def _decided_nonnegative_float32(v, e):
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def _decided_half(v, e, nonnegative):
-    """The same decision for float16 output (float16 input, mixed mode): ``(h, ok)`` with
-    ``h`` the half value as a float32 (exact: every half is a float32)."""
-    w = 2.0 * e + U * abs(v)
-    low = v - w
-    low = 0.0 if nonnegative and not low > 0.0 else low
-    a, b = float64_to_half_bits(low), float64_to_half_bits(v + w)
-    return np.float32(half_bits_to_float64(b)), (a == b) & (w < np.inf)
-
-
-@njit(cache=True, inline="always", error_model="numpy")
 def _decided_narrow(v, e, nonnegative, fmt):
-    """:func:`_decided_half`, or for ``fmt`` bfloat16 the same decision for bfloat16 output
-    (both ends of the widened interval rounded to bfloat16 directly from float64)."""
-    if fmt == _HALF:
-        return _decided_half(v, e, nonnegative)
+    """The same decision for half (``fmt`` :data:`_HALF`: float16 input) or bfloat16 output
+    (bfloat16 input, mixed mode), both ends of the widened interval rounded to the format
+    directly from float64: ``(h, ok)`` with ``h`` the value as a float32 (exact: every half
+    and bfloat16 value is a float32)."""
     w = 2.0 * e + U * abs(v)
     low = v - w
     low = 0.0 if nonnegative and not low > 0.0 else low
-    a, b = float64_to_bfloat16_bits(low), float64_to_bfloat16_bits(v + w)
-    return np.float32(bfloat16_bits_to_float64(b)), (a == b) & (w < np.inf)
+    if fmt == _HALF:
+        a, b = float64_to_half_bits(low), float64_to_half_bits(v + w)
+        value = half_bits_to_float64(b)
+    else:
+        a, b = float64_to_bfloat16_bits(low), float64_to_bfloat16_bits(v + w)
+        value = bfloat16_bits_to_float64(b)
+    return np.float32(value), (a == b) & (w < np.inf)
 
 
 @njit(cache=True, inline="always", error_model="numpy")
