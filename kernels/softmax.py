@@ -398,7 +398,7 @@ def _jacobian_row_strict(row, out, bf):
                 out[i, i] = narrow(y[i] * narrow(1.0 - y[i], bf), bf)
 
 
-# --- float32 and float16 (mixed mode): the bounded fast path -----------------------------------
+# --- float32, float16 and bfloat16 (mixed mode): the bounded fast path --------------------
 
 #: The fast path's output formats: float32, half (float16 input) and bfloat16 (bfloat16
 #: input in mixed mode); the loops take one as ``fmt``.
@@ -772,8 +772,9 @@ def _vjp_rows_fast(rows, grows, out, fmt):
 
 
 class _Prepared:
-    """Checked ``x`` as rows (D >= 1) and the arithmetic to use: ``fast`` (float32 and
-    float16 in mixed mode) gets float32 rows, every other case float64 rows."""
+    """Checked ``x`` as rows (D >= 1) and the arithmetic to use: ``fast`` (float32,
+    float16 and bfloat16 in mixed mode) gets float32 rows (float16 ones as their bits),
+    every other case float64 rows; ``fmt`` is the fast path's output format."""
 
     def __init__(self, x: ArrayLike, strict_fp16: object, exact: bool = False):
         x = float_array(x, "x", bfloat16=True)
