@@ -57,15 +57,23 @@ def is_bfloat16(value: np.ndarray | np.dtype) -> bool:
     return dtype == BFLOAT16
 
 
-def bfloat16_kernel(function: Callable[..., Any]) -> Callable[..., Any]:
+def bfloat16_kernel(
+    function: Callable[..., Any] | None = None,
+    *,
+    native: Callable[[np.ndarray], bool] | None = None,
+) -> Any:
     """``function``, a kernel whose strict loops take the ``bf`` flag, extended to bfloat16
     input in both modes.
 
     With a bfloat16 ``x`` (the first argument) and ``strict_fp16=True`` the call goes to
     ``function`` as it is: the kernel checks its arguments (every array bfloat16), widens
-    them exactly to float64 and runs its strict loops rounding to bfloat16. Every other call
-    goes through ``widened`` (bfloat16 in mixed mode; other dtypes unchanged).
+    them exactly to float64 and runs its strict loops rounding to bfloat16. So does a
+    bfloat16 ``x`` in mixed mode for which ``native(x)`` is true (a kernel with a bfloat16
+    path of its own, ``@bfloat16_kernel(native=...)``). Every other call goes through
+    ``widened`` (bfloat16 in mixed mode; other dtypes unchanged).
     """
+    if function is None:
+        return functools.partial(bfloat16_kernel, native=native)
     mixed = widened(function)
     signature = inspect.signature(function)
     first = next(iter(signature.parameters))
@@ -74,13 +82,9 @@ def bfloat16_kernel(function: Callable[..., Any]) -> Callable[..., Any]:
     def kernel(*args: Any, **kwargs: Any) -> Any:
         x = args[0] if args else kwargs.get(first)
         strict = kwargs.get("strict_fp16", False)
-        if (
-            isinstance(strict, (bool, np.bool_))
-            and strict
-            and isinstance(x, np.ndarray)
-            and is_bfloat16(x)
-        ):
-            return function(*args, **kwargs)
+        if isinstance(strict, (bool, np.bool_)) and isinstance(x, np.ndarray) and is_bfloat16(x):
+            if strict or (native is not None and native(x)):
+                return function(*args, **kwargs)
         return mixed(*args, **kwargs)
 
     return kernel

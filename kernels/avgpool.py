@@ -72,6 +72,7 @@ from kernels._pool import (
     window_input,
     window_planes,
 )
+from kernels._rownorm import two_sum_select
 from kernels._strict import bfloat16_kernel, is_bfloat16, narrow
 from kernels._threads import thread_safe
 
@@ -199,21 +200,13 @@ def _forward2d_wide(planes, kh, kw, sh, sw, ph, pw, out):
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def _two_sum_tail(a, b, s):
-    """The error of ``s = fl(a + b)``, by ``kernels._dd.two_sum``'s operations."""
-    bb = s - a
-    return (a - (s - bb)) + (b - bb)
-
-
-@njit(cache=True, inline="always", error_model="numpy")
 def _dd_accumulate(hi, lo, v):
     """``(hi', lo', check)``: ``kernels._dd.dd_add(hi, lo, v, 0.0)`` by the same operations
-    in the same order, without its branches; they are taken only where a partial sum is
-    not finite, and then ``check`` is NaN (otherwise 0)."""
-    s = hi + v
-    e = _two_sum_tail(hi, v, s)
-    t = lo + 0.0
-    f = _two_sum_tail(lo, 0.0, t)
+    in the same order, its TwoSums without their branch (``two_sum_select``); the branches
+    are taken only where a partial sum is not finite, and then ``check`` is NaN (otherwise
+    0)."""
+    s, e = two_sum_select(hi, v)
+    t, f = two_sum_select(lo, 0.0)
     e += t
     s2 = s + e  # quick_two_sum(s, e)
     e2 = e - (s2 - s)

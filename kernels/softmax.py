@@ -853,42 +853,23 @@ def _vjp(p: _Prepared, g: ArrayLike) -> np.ndarray:
     return p.finish(out, p.x.shape)
 
 
-def _bfloat16_fast(x: object, strict_fp16: object) -> bool:
-    """Whether a call takes the fast path with bfloat16 output: a bfloat16 ``x`` with rows
-    of 1 to 2^20 entries, in mixed mode. Every other bfloat16 call goes through
-    ``bfloat16_kernel`` (strict mode to the strict loops, longer rows widened to float64)."""
-    return (
-        isinstance(x, np.ndarray)
-        and is_bfloat16(x)
-        and isinstance(strict_fp16, (bool, np.bool_))
-        and not strict_fp16
-        and x.ndim >= 1
-        and 1 <= x.shape[-1] <= _FAST_MAX_DIM
-    )
+def _bfloat16_native(x: np.ndarray) -> bool:
+    """Whether softmax computes a bfloat16 ``x`` in mixed mode itself, on the fast path:
+    rows of 1 to 2^20 entries. Other bfloat16 input in mixed mode is widened to float64 by
+    ``bfloat16_kernel``."""
+    return x.ndim >= 1 and 1 <= x.shape[-1] <= _FAST_MAX_DIM
 
 
-@bfloat16_kernel
-def _forward_kernel(x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
+@bfloat16_kernel(native=_bfloat16_native)
+def forward(x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
+    """Softmax of each row (last axis) of ``x``; same shape and dtype as ``x``."""
     return _forward(_Prepared(x, strict_fp16))
 
 
-@bfloat16_kernel
-def _vjp_kernel(x: ArrayLike, g: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
-    return _vjp(_Prepared(x, strict_fp16), g)
-
-
-def forward(x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
-    """Softmax of each row (last axis) of ``x``; same shape and dtype as ``x``."""
-    if _bfloat16_fast(x, strict_fp16):
-        return _forward(_Prepared(x, strict_fp16))
-    return _forward_kernel(x, strict_fp16=strict_fp16)
-
-
+@bfloat16_kernel(native=_bfloat16_native)
 def vjp(x: ArrayLike, g: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
     """``dx_i = y_i (g_i - <g, y>)`` per row, for ``g`` of the shape and dtype of ``x``."""
-    if _bfloat16_fast(x, strict_fp16):
-        return _vjp(_Prepared(x, strict_fp16), g)
-    return _vjp_kernel(x, g, strict_fp16=strict_fp16)
+    return _vjp(_Prepared(x, strict_fp16), g)
 
 
 def _forward_exact(x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
