@@ -322,10 +322,11 @@ def _spread_columns(shares, kw, sw, line):
 
 @thread_safe
 @njit(cache=True, parallel=True, error_model="numpy")
-def _vjp2d_disjoint(g, kh, kw, sh, sw, ph, pw, covers, dx):
+def _vjp2d_disjoint(g, kh, kw, sh, sw, ph, pw, covers, scaled, dx):
     """:func:`_vjp2d` (float32 or float64 ``g``) for windows that share no pixel, ``kh kw``
     a power of two: a pixel's double-double sum is its one window's ``0 + g s`` (low part
-    0; ``s`` the plane's scale, 1 for float32), and the high part of its double-double
+    0; ``s`` the plane's scale where ``scaled``, float64 ``g``, else 1: float32 ``g`` is
+    below 2^128, and the scan for the scale cost float32 5%), and the high part of its double-double
     quotient by ``kh kw`` is the correctly rounded quotient (its remainder term rounds to
     0 even where the quotient is subnormal), which the product with ``1 / (kh kw)`` also
     is; divided by ``s`` as there. A pixel of no window (``covers`` False) gets 0, as
@@ -336,7 +337,7 @@ def _vjp2d_disjoint(g, kh, kw, sh, sw, ph, pw, covers, dx):
     lo, hi = inner_columns(width, kw, sw, pw, out_w)
     for p in prange(n):
         shares = np.empty(out_w)
-        scale = _scale(g[p])
+        scale = _scale(g[p]) if scaled else 1.0
         if not covers:
             dx[p] = 0.0
         for oh in range(out_h):
@@ -455,7 +456,8 @@ def vjp2d(
     if _vectorized(geometry, strict) and geometry.disjoint:
         gplanes = native_planes(checked_window_gradient(g, x, geometry))
         dx = _output(x.dtype, (gplanes.shape[0], *x.shape[-2:]))
-        _vjp2d_disjoint(gplanes, *geometry.loop_args, geometry.covers, dx)
+        scaled = gplanes.dtype == np.float64
+        _vjp2d_disjoint(gplanes, *geometry.loop_args, geometry.covers, scaled, dx)
         return finish(dx, x.dtype, x.shape)
     gplanes = window_gradient(g, x, geometry)
     dx = np.empty((gplanes.shape[0], *x.shape[-2:]))
