@@ -61,6 +61,60 @@ def two_sum_select(a, b):
     return s, e if abs(s) < math.inf else 0.0
 
 
+#: Veltkamp's splitting constant 2^27 + 1 (``kernels._dd``'s, for :func:`dd_mul_select`).
+_SPLITTER = 134217729.0
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def dd_add_select(ah, al, bh, bl):
+    """``kernels._dd.dd_add`` for finite pairs whose sum is finite: the same operations
+    (two TwoSums, two of Dekker's quick ones), without its branches, which take no other
+    path there; so loops calling it vectorize."""
+    s, e = two_sum_select(ah, bh)
+    t, f = two_sum_select(al, bl)
+    e += t
+    h = s + e
+    e = e - (h - s)
+    e += f
+    s = h + e
+    return s, e - (s - h)
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def dd_mul_select(ah, al, bh, bl):
+    """``kernels._dd.dd_mul`` for pairs whose leading parts are below 2^996 in magnitude
+    and whose product is finite: the same operations (Dekker's product, Veltkamp's split),
+    without its branches, which take no other path there."""
+    p = ah * bh
+    t = _SPLITTER * ah
+    a1 = t - (t - ah)
+    a2 = ah - a1
+    t = _SPLITTER * bh
+    b1 = t - (t - bh)
+    b2 = bh - b1
+    e = ((a1 * b1 - p) + a1 * b2 + a2 * b1) + a2 * b2
+    e += ah * bl + al * bh
+    s = p + e
+    return s, e - (s - p)
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def dd_div_select(ah, al, bh, bl):
+    """``kernels._dd.dd_div`` for ``ah >= 0`` and ``bh >= 1``, finite pairs below 2^996 in
+    magnitude (the weights ``e_j / s`` of a softmax row): the same operations (three
+    quotients, each remainder by :func:`dd_mul_select` and :func:`dd_add_select`), without
+    the branch for a zero quotient, which gives +0 (and a zero low part) here too."""
+    q1 = ah / bh
+    ph, pl = dd_mul_select(q1, 0.0, bh, bl)
+    rh, rl = dd_add_select(ah, al, -ph, -pl)
+    q2 = rh / bh
+    ph, pl = dd_mul_select(q2, 0.0, bh, bl)
+    rh, rl = dd_add_select(rh, rl, -ph, -pl)
+    q3 = rh / bh
+    s = q1 + q2
+    return dd_add_select(s, q2 - (s - q1), q3, 0.0)
+
+
 @njit(cache=True, inline="always", error_model="numpy")
 def add_to_lane(lanes, k, v):
     """Lane k of ``lanes`` (shape (2, SUM_LANES): the sums, and their errors) plus ``v``:

@@ -14,8 +14,14 @@ Accuracy (float64, and float32/float16 computed the same way in float64). The sh
 ``x_j - x_m`` is formed exactly as a double-double (two_sum, ``kernels/_dd.py``), and the
 exponential of the pair is ``exp(hi) (1 + lo)``; so the spread of the row does not amplify
 anything and each ``e_j`` carries only the libm error of ``exp`` (glibc: under 1 ULP).
-Sums, quotients and products run in double-double and are rounded once. Two cancellations
-are removed algebraically, using ``sum_j y_j = 1``:
+Sums, quotients and products run in double-double and are rounded once. The libm calls
+have a loop of their own; the rest runs in branch-free loops that LLVM vectorizes: each
+row's sums in 64 lanes (lane k adds the leading parts of the entries k, k + 64, ... by
+TwoSum, their low parts and the TwoSum errors alongside; then the lanes pairwise), and the
+pair quotients and products by ``dd_div``'s, ``dd_mul``'s and ``dd_add``'s operations
+without their branches (``kernels/_rownorm.py``), for every row of the forward and the
+rows of the VJP whose ``g`` is finite and below 2^995 (the others keep one running sum and
+the branches). Two cancellations are removed algebraically, using ``sum_j y_j = 1``:
 
 * ``g_m - <g, y>`` at the argmax (where ``y_m`` may round to 1) is computed as
   ``c = (sum_{j != m} e_j (g_m - g_j)) / s``, and for ``i != m``,
@@ -33,7 +39,7 @@ so ``g_i - g_m`` cannot overflow. float32 and float16 ("mixed", the default) inp
 computed in float64 this way and rounded once.
 
 Fast path (float32, float16 and bfloat16 input, mixed mode). The double-double path costs a
-libm ``exp`` call and some forty dependent operations per entry, and does not vectorize. For
+libm ``exp`` call per entry, which does not vectorize, and some hundred operations. For
 float32 input (and float16 and bfloat16, widened exactly to float32) each row is first
 evaluated in plain float64 by branch-free loops that LLVM vectorizes
 (``kernels/_vmath.exp_bounded``; no libm call, no fast-math flag), carrying a rigorous bound
@@ -164,7 +170,14 @@ from kernels._f16 import (
     reinterpret,
     round_to_half,
 )
-from kernels._rownorm import read_row, row_buffer
+from kernels._rownorm import (
+    dd_add_select,
+    dd_div_select,
+    dd_mul_select,
+    read_row,
+    row_buffer,
+    two_sum_select,
+)
 from kernels._strict import bfloat16_kernel, is_bfloat16, narrow
 from kernels._threads import thread_safe
 from kernels._validate import float_array, strict_mode
@@ -187,6 +200,9 @@ _FINITE_MAX, _NAN_ROW, _MASKED_ROW = 0, 1, 2
 #: Above this max|g| (float64) g is scaled by G_SCALE so that g_i - g_m cannot overflow.
 _G_SCALE_LIMIT = 2.0**1020
 _G_SCALE = 0.125
+#: Below this max|g| (and with g finite) the float64 VJP runs branch-free: ``|g_i - g_m|``
+#: and ``|g_i - <g, y>|`` stay below ``kernels._dd``'s splitting limit 2^996.
+_G_VECTOR_LIMIT = 2.0**995
 
 
 # --- one row ------------------------------------------------------------------------------
@@ -224,25 +240,38 @@ def _special_row(row, out):
     return m, False
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _exponentials_dd(row, m, eh, el):
-    """``e_j = exp(x_j - x_m)`` into the double-double pairs ``(eh, el)``; returns their sum
-    ``s`` (a pair)."""
+    """``e_j = exp(x_j - x_m)`` into the double-double pairs ``(eh, el)`` (a libm call each,
+    in a loop of its own); returns their sum ``s``, a pair: 64 lanes, lane k adding the
+    ``eh_j`` of ``j = k, k + 64, ...`` by TwoSum, the ``el_j`` and the TwoSum errors
+    alongside, then the lanes pairwise (:func:`_combine_dd`). Every ``e_j`` is in [0, 1],
+    so nothing overflows, and the loop vectorizes where one running double-double sum
+    (``dd_add``, a chain of some twenty dependent operations per entry) did not."""
     top = row[m]
-    sh, sl = 0.0, 0.0
-    for j in range(row.size):
+    size = row.size
+    for j in range(size):
         th, tl = two_sum(row[j], -top)  # exact (or -inf): the spread costs nothing
         eh[j], el[j] = dd_exp(th, tl)
-        sh, sl = dd_add(sh, sl, eh[j], el[j])
-    return sh, sl
+    acc, comp = np.zeros(_LANES), np.zeros(_LANES)
+    full = size - size % _LANES
+    for b in range(0, full, _LANES):
+        for k in range(_LANES):
+            _add_compensated(acc, comp, k, eh[b + k])
+            comp[k] += el[b + k]
+    for j in range(full, size):
+        _add_compensated(acc, comp, j - full, eh[j])
+        comp[j - full] += el[j]
+    return _combine_dd(acc, comp)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _weights(row, m, yh, yl):
-    """``y_j = exp(x_j - x_m) / s`` into the double-double pairs ``(yh, yl)``."""
+    """``y_j = exp(x_j - x_m) / s`` into the double-double pairs ``(yh, yl)`` (``dd_div``'s
+    operations, branch-free: the loop vectorizes)."""
     sh, sl = _exponentials_dd(row, m, yh, yl)
     for j in range(row.size):
-        yh[j], yl[j] = dd_div(yh[j], yl[j], sh, sl)
+        yh[j], yl[j] = dd_div_select(yh[j], yl[j], sh, sl)
 
 
 @njit(cache=True)
@@ -259,15 +288,59 @@ def _weights_strict(row, m, y, bf):
         y[j] = narrow(y[j] / s, bf)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _vjp_row(row, g, m, eh, el, sh, sl, dx):
     """``dx_i = y_i ((g_i - g_m) + c)``, ``c = (sum_{j != m} e_j (g_m - g_j)) / s``, from the
     exponentials ``e`` and their sum ``s``: the sum is divided once, after it is formed, so
     that where the terms are exact (``e_j = 1`` at every ``x_j = x_m``: a constant row) an
     exact zero of ``g_i - <g, y>`` comes out as 0, not as the rounding of ``1/s`` times the
-    size of ``g`` (dividing each term, ``y_j = e_j / s``, left ``2^-106 |g|`` there). ``e``
-    is then divided into ``y`` in place, in a loop of its own (inside the next one it took
-    a fifth longer, measured)."""
+    size of ``g`` (dividing each term, ``y_j = e_j / s``, left ``2^-106 |g|`` there). Rows
+    whose ``g`` is finite and below :data:`_G_VECTOR_LIMIT` take branch-free loops, which
+    vectorize: the sum in lanes, as in :func:`_exponentials_dd`, and ``dd_div``,
+    ``dd_mul`` and ``dd_add``'s operations without their branches
+    (``kernels._rownorm.dd_div_select``, ...); the others :func:`_vjp_row_general`."""
+    size = row.size
+    small = 0
+    for j in range(size):
+        small += abs(g[j]) < _G_VECTOR_LIMIT  # False for NaN and inf
+    if small < size:
+        _vjp_row_general(row, g, m, eh, el, sh, sl, dx)
+        return
+    gm = g[m]
+    acc, comp = np.zeros(_LANES), np.zeros(_LANES)
+    full = size - size % _LANES
+    for b in range(0, full, _LANES):
+        for k in range(_LANES):
+            ph, pl = _weighted_difference(eh, el, g, gm, b + k)
+            _add_compensated(acc, comp, k, ph)
+            comp[k] += pl
+    for j in range(full, size):
+        ph, pl = _weighted_difference(eh, el, g, gm, j)
+        _add_compensated(acc, comp, j - full, ph)
+        comp[j - full] += pl
+    ch, cl = _combine_dd(acc, comp)
+    ch, cl = dd_div(ch, cl, sh, sl)
+    for i in range(size):
+        yh, yl = dd_div_select(eh[i], el[i], sh, sl)
+        dh, dl = two_sum_select(g[i], -gm)
+        dh, dl = dd_add_select(dh, dl, ch, cl)
+        if i == m:
+            dh, dl = ch, cl
+        dx[i] = dd_mul_select(yh, yl, dh, dl)[0]
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _weighted_difference(eh, el, g, gm, j):
+    """``e_j (g_m - g_j)`` as a pair (0 at ``j = m``), for finite ``|g| < 2^995``."""
+    dh, dl = two_sum_select(gm, -g[j])
+    return dd_mul_select(eh[j], el[j], dh, dl)
+
+
+@njit(cache=True)
+def _vjp_row_general(row, g, m, eh, el, sh, sl, dx):
+    """:func:`_vjp_row` for any ``g`` (NaN, inf, magnitudes up to the float64 maximum):
+    one running double-double sum, ``g`` scaled by :data:`_G_SCALE` past
+    :data:`_G_SCALE_LIMIT`, every ``e_j`` divided by ``s``."""
     gmax = 0.0
     for j in range(row.size):
         gmax = max(gmax, abs(g[j]))
@@ -469,15 +542,22 @@ def _combine(acc):
 
 
 @njit(cache=True, error_model="numpy")
-def _combine_compensated(acc, comp):
-    """The lanes added pairwise by TwoSum, the errors alongside; ``acc + comp`` at the end."""
+def _combine_dd(acc, comp):
+    """The lanes added pairwise by TwoSum, the errors alongside; ``acc + comp`` at the end,
+    as a double-double pair (TwoSum)."""
     half = _LANES // 2
     while half:
         for k in range(half):
             _add_compensated(acc, comp, k, acc[k + half])
             comp[k] += comp[k + half]
         half //= 2
-    return acc[0] + comp[0]
+    return two_sum(acc[0], comp[0])
+
+
+@njit(cache=True, error_model="numpy")
+def _combine_compensated(acc, comp):
+    """:func:`_combine_dd`'s leading part: ``acc + comp``, rounded."""
+    return _combine_dd(acc, comp)[0]
 
 
 @njit(cache=True, inline="always", error_model="numpy")

@@ -6,10 +6,12 @@ import math
 from fractions import Fraction
 
 import mpmath
+import numpy as np
 from hypothesis import example, given
 from hypothesis import strategies as st
 
 from kernels import _dd
+from kernels._rownorm import dd_add_select, dd_div_select, dd_mul_select, two_sum_select
 
 finite = st.floats(-1e300, 1e300, allow_nan=False, allow_infinity=False)
 moderate = st.floats(-1e100, 1e100, allow_nan=False, allow_infinity=False)
@@ -71,3 +73,67 @@ def test_non_finite_values_stay_ieee():
     assert _dd.dd_exp(-inf, 0.0) == (0.0, 0.0)
     assert _dd.two_prod(1e300, 0.0) == (0.0, 0.0)
     assert math.isnan(_dd.dd_add(math.nan, 0.0, 1.0, 0.0)[0])
+
+
+# The branch-free twins in kernels._rownorm (vectorizable loops call them) must be the same
+# operations as _dd's, wherever their conditions hold: finite pairs, a finite result, for
+# the product and the quotient leading parts below _dd's splitting limit 2^996, and for
+# the quotient ah >= 0 and bh >= 1. Compared by their bits (the signs of zeros too).
+_EVERY_SCALE = st.floats(-1e295, 1e295, allow_nan=False, allow_infinity=False)
+
+
+def bits(pair: tuple[float, float]) -> list[str]:
+    return [value.hex() for value in pair]
+
+
+def _compare(ah: float, al: float, bh: float, bl: float) -> int:
+    """Compare the three twins with _dd where their conditions hold; how many compared."""
+    compared = 0
+    assert bits(two_sum_select(ah, bh)) == bits(_dd.two_sum(ah, bh)), (ah, bh)
+    total = _dd.dd_add(ah, al, bh, bl)
+    if math.isfinite(total[0]):
+        assert bits(dd_add_select(ah, al, bh, bl)) == bits(total), (ah, al, bh, bl)
+        compared += 1
+    product = _dd.dd_mul(ah, al, bh, bl)
+    if math.isfinite(product[0]) and max(abs(ah), abs(bh)) < 2.0**996:
+        assert bits(dd_mul_select(ah, al, bh, bl)) == bits(product), (ah, al, bh, bl)
+        compared += 1
+    a, b = abs(ah), max(abs(bh), 1.0)
+    quotient = _dd.dd_div(a, abs(al), b, bl if b == abs(bh) else 0.0)
+    if max(a, b) < 2.0**996:
+        twin = dd_div_select(a, abs(al), b, bl if b == abs(bh) else 0.0)
+        assert bits(twin) == bits(quotient), (a, abs(al), b, bl)
+        compared += 1
+    return compared
+
+
+@st.composite
+def pairs(draw, values=_EVERY_SCALE):
+    """A normalized double-double pair ``(h, l)``: ``|l| <= ulp(h) / 2``, l often 0."""
+    h = draw(values)
+    r = draw(st.one_of(st.just(0.0), st.floats(-1, 1, allow_nan=False)))
+    return h, r * math.ulp(h) / 2
+
+
+@given(pairs(), pairs())
+@example((1.0, 2.0**-53), (-1.0, 2.0**-60))
+@example((2.0**-1074, 0.0), (3.0, 0.0))
+@example((1.5e-300, 0.0), (-3.25e-310, 0.0))
+@example((0.0, 0.0), (-0.0, 0.0))
+@example((2.0**-1074, 0.0), (1e300, 0.0))
+def test_branch_free_pair_arithmetic_is_dd_arithmetic_bit_for_bit(a, b):
+    _compare(*a, *b)
+
+
+def test_branch_free_pair_arithmetic_on_wide_random_pairs():
+    """The same on 20,000 pairs of random bit patterns (every exponent, subnormals too)."""
+    rng = np.random.default_rng(20261128)
+    values = rng.integers(0, 2**63, size=(20_000, 2), dtype=np.int64).view(np.float64)
+    values = values[np.isfinite(values).all(axis=1)]
+    values *= rng.choice([-1.0, 1.0], size=values.shape)
+    lows = values * rng.uniform(-(2.0**-54), 2.0**-54, size=values.shape)
+    compared = sum(
+        _compare(ah, al, bh, bl)
+        for (ah, bh), (al, bl) in zip(values.tolist(), lows.tolist(), strict=True)
+    )
+    assert compared > 40_000

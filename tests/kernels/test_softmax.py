@@ -62,7 +62,7 @@ from hypothesis import strategies as st
 import kernels.softmax as softmax
 from derive.reference import softmax_pool as reference
 from derive.reference.core import ulp
-from kernels import _vmath
+from kernels import _dd, _vmath
 from kernels._bf16 import to_bfloat16
 from tests.helpers.norms import assert_same_values, mp
 
@@ -534,6 +534,52 @@ def test_huge_float64_spreads():
     dx = softmax.vjp(x, np.array([[1.0, -1.0]] * 3 + [[1e308, -1e308]]))
     half = np.float64(1e308) / 2  # y_0 y_1 (g_0 - g_1) = (1e308 + 1e308) / 4, exactly
     assert_same_values("dx", dx, [[0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [half, -half]])
+
+
+def _float64_row(rng, size: int, kind: int) -> tuple[np.ndarray, np.ndarray]:
+    """An x row (N(0, 1) times a spread, two entries masked) and a finite g row below
+    2^995 of mixed magnitudes; kind 3: g nearly cancels at every entry."""
+    x = rng.standard_normal(size) * (1.0, 30.0, 1e-3, 300.0)[kind]
+    if size > 3:
+        x[rng.integers(size, size=2)] = -math.inf
+        x[rng.integers(size)] = np.max(x)  # a tie with the maximum: m is the first one
+    g = rng.standard_normal(size) * 2.0 ** rng.integers(-40, 40, size=size)
+    g *= 2.0 ** int(rng.integers(-900, 900))
+    if kind == 3:
+        g[:] = 1.0 + rng.standard_normal(size) * 2.0**-40
+    return x, g
+
+
+@pytest.mark.parametrize("size", [1, 2, 63, 64, 65, 1000, 4099])
+def test_float64_branch_free_loops_are_the_double_double_formulas(size):
+    """The float64 rows' vectorized loops against the formulas they replace, on the same
+    exponentials: ``_weights`` (each ``e_j`` times the pair ``1 / s``) against ``dd_div`` of
+    each ``e_j`` by ``s``; ``_vjp_row`` (sums in lanes, branch-free pair arithmetic)
+    against ``_vjp_row_general`` (one running double-double sum, the branches); and the
+    lanes' sum ``s`` against one running ``dd_add`` sum, within 2^-100 s. Both sides are
+    double-double to about 2^-104, so their float64 results are the same bits except for a
+    value within that of a float64 midpoint (none in these rows); dropping a low part
+    anywhere in the new loops changes results at 2^-53 and fails."""
+    rng = np.random.default_rng(size)
+    for kind in range(4):
+        x, g = _float64_row(rng, size, kind)
+        m = argmax_first(x)
+        eh, el = np.empty(size), np.empty(size)
+        sh, sl = softmax._exponentials_dd(x, m, eh, el)
+        running = (0.0, 0.0)
+        for j in range(size):
+            running = _dd.dd_add(*running, eh[j], el[j])
+        with mpmath.workprec(300):
+            lanes, one = mp(sh) + mp(sl), mp(running[0]) + mp(running[1])
+            assert abs(lanes - one) <= mpmath.mpf(2) ** -100 * one, (size, kind)
+        yh, yl = np.empty(size), np.empty(size)
+        softmax._weights(x, m, yh, yl)
+        quotients = [_dd.dd_div(eh[j], el[j], sh, sl)[0] for j in range(size)]
+        np.testing.assert_array_equal(yh.view(np.int64), np.array(quotients).view(np.int64))
+        dx, general = np.empty(size), np.empty(size)
+        softmax._vjp_row(x, g, m, eh.copy(), el.copy(), sh, sl, dx)
+        softmax._vjp_row_general(x, g, m, eh.copy(), el.copy(), sh, sl, general)
+        np.testing.assert_array_equal(dx.view(np.int64), general.view(np.int64))
 
 
 # --------------------------------------------------------------------------------------
