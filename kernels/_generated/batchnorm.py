@@ -20,7 +20,7 @@ import numpy as np
 from numba import njit, prange
 
 from kernels._bf16 import round_to_bfloat16
-from kernels._dd import dd_div, two_sum
+from kernels._dd import dd_div
 from kernels._f16 import round_to_half
 from kernels._generated.layernorm import (
     statistics_bf16s,
@@ -28,7 +28,7 @@ from kernels._generated.layernorm import (
     statistics_f64,
     statistics_wide,
 )
-from kernels._rownorm import narrow, widen
+from kernels._rownorm import narrow, two_sum_select, widen
 
 _F64_0 = np.float64(1.0)  # 1
 _F16S_1 = np.float64(1.0)  # 1
@@ -450,15 +450,17 @@ def _column_sums_wide(x, g, c0, c1, gammas, m, correction, r):
 
 @njit(cache=True, error_model="numpy")
 def column_statistics_f64(x, c0, c1):
-    """(mean hi, mean lo, biased variance) of features c0..c1 of x (A, L, C), compensated."""
+    """(mean hi, mean lo, biased variance) of features c0..c1 of x (A, L, C), compensated:
+    each row's slice of the block by the branch-free TwoSum, so the inner loop vectorizes."""
     width, count = c1 - c0, x.shape[0] * x.shape[1]
     hi, lo = np.zeros(width), np.zeros(width)
     for a in range(x.shape[0]):
         for p in range(x.shape[1]):
-            for c in range(c0, c1):
-                t, e = two_sum(hi[c - c0], x[a, p, c])
-                hi[c - c0] = t
-                lo[c - c0] += e
+            xs = x[a, p, c0:c1]
+            for k in range(width):
+                t, e = two_sum_select(hi[k], xs[k])
+                hi[k] = t
+                lo[k] += e
     mh, ml = np.empty(width), np.empty(width)
     for k in range(width):
         mh[k], ml[k] = dd_div(hi[k], lo[k], np.float64(count), 0.0)
@@ -466,11 +468,12 @@ def column_statistics_f64(x, c0, c1):
     lo[:] = 0.0
     for a in range(x.shape[0]):
         for p in range(x.shape[1]):
-            for c in range(c0, c1):
-                d = (x[a, p, c] - mh[c - c0]) - ml[c - c0]
-                t, e = two_sum(hi[c - c0], d * d)
-                hi[c - c0] = t
-                lo[c - c0] += e
+            xs = x[a, p, c0:c1]
+            for k in range(width):
+                d = (xs[k] - mh[k]) - ml[k]
+                t, e = two_sum_select(hi[k], d * d)
+                hi[k] = t
+                lo[k] += e
     return mh, ml, (hi + lo) / count
 
 
@@ -514,20 +517,20 @@ def vjp_f64(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta):
         sums = np.zeros((8, width))
         for a in range(A):
             for p in range(L):
-                for c in range(c0, c1):
-                    k = c - c0
-                    dk = (x[a, p, c] - mh[k]) - ml[k]
-                    gk = g[a, p, c]
-                    t, e = two_sum(sums[0, k], summand_a_f64(gammas[k], gk))
+                xs, gs = x[a, p, c0:c1], g[a, p, c0:c1]
+                for k in range(width):
+                    dk = (xs[k] - mh[k]) - ml[k]
+                    gk = gs[k]
+                    t, e = two_sum_select(sums[0, k], summand_a_f64(gammas[k], gk))
                     sums[0, k] = t
                     sums[1, k] += e
-                    t, e = two_sum(sums[2, k], summand_ad_f64(dk, gammas[k], gk))
+                    t, e = two_sum_select(sums[2, k], summand_ad_f64(dk, gammas[k], gk))
                     sums[2, k] = t
                     sums[3, k] += e
-                    t, e = two_sum(sums[4, k], summand_gz_f64(dk, r[k], gk))
+                    t, e = two_sum_select(sums[4, k], summand_gz_f64(dk, r[k], gk))
                     sums[4, k] = t
                     sums[5, k] += e
-                    t, e = two_sum(sums[6, k], gk)
+                    t, e = two_sum_select(sums[6, k], gk)
                     sums[6, k] = t
                     sums[7, k] += e
         sum_a, sum_ad = np.empty(width), np.empty(width)
