@@ -20,6 +20,12 @@ the loop for the dtype and float16 mode, and restores the shape. The loops live 
   loops, the same operations rounded to bfloat16, on the values widened exactly to float64
   (bfloat16 in mixed mode reaches the ``_f64`` loops widened, through
   ``kernels._strict.bfloat16_kernel``).
+
+It also holds the branch-free twins of ``kernels._dd``'s TwoSum and pair arithmetic
+(:func:`two_sum_select`, :func:`dd_add_select`, :func:`dd_mul_select`,
+:func:`dd_div_select`): the same operations where ``_dd``'s branches take no other path,
+so that the loops calling them vectorize (the row norms, average pooling, BatchNorm's and
+Softmax's float64 loops).
 """
 
 from __future__ import annotations
