@@ -268,15 +268,21 @@ def _matmul_nt_strict(a, b, out, bf):
 
 @njit(cache=True, parallel=PARALLEL, error_model="numpy", fastmath={"reassoc", "contract"})
 def _neg_sq_dist(Q, scale, S):
-    """``S_ij = -(sum_c (q_ic - q_jc)^2) / scale`` from the differences: S_ii = 0, S <= 0."""
+    """``S_ij = -(sum_c (q_ic - q_jc)^2) / scale`` from the differences: S_ii = 0, S <= 0.
+
+    S is symmetric, bit for bit: ``fl(q_jc - q_ic) = -fl(q_ic - q_jc)``, so the squares and
+    the sum (the same loop) are the same; each pair is computed once, for ``j >= i``."""
     n, width = Q.shape
     for i in prange(n):
-        for j in range(n):
+        for j in range(i, n):
             acc = 0.0
             for c in range(width):
                 t = Q[i, c] - Q[j, c]
                 acc += t * t
             S[i, j] = -(acc / scale)
+    for i in range(n):
+        for j in range(i):
+            S[i, j] = S[j, i]
 
 
 @njit(cache=True, parallel=PARALLEL, error_model="numpy")

@@ -104,7 +104,7 @@ from hypothesis import strategies as st
 from derive.reference import attention as reference_attention
 from derive.reference.core import round_to_dtype, ulp
 from derive.reference.formats import round_float64
-from kernels import _vmath, dp_attention, l2_attention, scs_attention
+from kernels import _attention, _vmath, dp_attention, l2_attention, scs_attention
 from tests.helpers.norms import assert_same_values, mp
 
 DTYPES = (np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.float16))
@@ -1220,3 +1220,28 @@ def test_scs_strict_hyperparameters_that_overflow_half_give_no_warning(kind):
     values = arguments(SCS, HALF)
     values |= {"nu": 1e5, "tau": 1e5, "eps": 1e5}
     invoke(SCS, kind, values, strict_fp16=True)
+
+
+@pytest.mark.parametrize("shape", [(1, 3), (7, 5), (130, 64)])
+def test_negative_squared_distances_are_symmetric_and_within_their_bound(shape):
+    """``_neg_sq_dist`` computes each pair once (j >= i) and mirrors it: S must be symmetric
+    bit for bit, and every entry, the lower triangle included, within ``2 (width + 1) u``
+    of the exact ``-|q_i - q_j|^2 / scale``: each square errs by 3u (its difference's
+    rounding, squared, and its own), the sum of ``width`` nonnegative terms in any order by
+    ``(width - 1) u``, the division by u; ``(width + 3) u`` to first order. S_ii = 0."""
+    rng = np.random.default_rng(shape[0])
+    Q = rng.standard_normal(shape) * 2.0 ** rng.integers(-20, 20, size=shape) + 3.0
+    scale = 8.0
+    S = np.full((shape[0], shape[0]), np.nan)
+    _attention._neg_sq_dist(Q, scale, S)
+    np.testing.assert_array_equal(S.view(np.int64), S.T.view(np.int64))
+    assert np.all(np.diag(S) == 0.0)
+    u = 2.0**-53
+    for i in range(shape[0]):
+        for j in range(shape[0]):
+            with mpmath.workdps(60):
+                pairs = zip(Q[i], Q[j], strict=True)
+                terms = [(mpmath.mpf(a) - mpmath.mpf(b)) ** 2 for a, b in pairs]
+                exact = -mpmath.fsum(terms) / scale
+                bound = (2 * shape[1] + 2) * u * abs(exact)
+                assert abs(mpmath.mpf(S[i, j]) - exact) <= bound, (i, j, S[i, j], exact)
