@@ -98,11 +98,11 @@ def _compare(ah: float, al: float, bh: float, bl: float) -> int:
     if math.isfinite(product[0]) and max(abs(ah), abs(bh)) < 2.0**996:
         assert bits(dd_mul_select(ah, al, bh, bl)) == bits(product), (ah, al, bh, bl)
         compared += 1
-    a, b = abs(ah), max(abs(bh), 1.0)
-    quotient = _dd.dd_div(a, abs(al), b, bl if b == abs(bh) else 0.0)
-    if max(a, b) < 2.0**996:
-        twin = dd_div_select(a, abs(al), b, bl if b == abs(bh) else 0.0)
-        assert bits(twin) == bits(quotient), (a, abs(al), b, bl)
+    # the quotient's conditions: a dividend >= 0, a divisor >= 1
+    a = (abs(ah), abs(al))
+    b = (abs(bh), bl) if abs(bh) >= 1.0 else (1.0, 0.0)
+    if max(a[0], b[0]) < 2.0**996:
+        assert bits(dd_div_select(*a, *b)) == bits(_dd.dd_div(*a, *b)), (a, b)
         compared += 1
     return compared
 
