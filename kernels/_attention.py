@@ -53,15 +53,18 @@ from numba import njit, prange
 from numpy.typing import ArrayLike
 
 from kernels._bf16 import to_bfloat16
+from kernels._f16 import narrow_to_half_array
 from kernels._strict import is_bfloat16, narrow
 from kernels._validate import float_array, strict_mode
 from kernels._vmath import exp_bounded
-from kernels.cast import cast, widen
 
 #: Whether the row loops run in parallel (``prange``). Off: on the 2-core target, forward +
 #: vjp at N = 512 ran about 3x slower with it, because the loops alternate with multithreaded
 #: BLAS products and libgomp's spinning worker threads compete with OpenBLAS's for the cores
 #: (measured: dp_attention 15.7 ms parallel, 4.9 ms serial; l2_attention 24.1 / 9.2 ms).
+#: float16 input is widened and its results rounded serially for the same reason
+#: (``kernels.cast``'s parallel loops: forward + VJP of float16 dp_attention at N = 512,
+#: D = 64 took 27-44 ms with them, 21 ms without).
 PARALLEL = False
 
 # --- argument checks --------------------------------------------------------------------------
@@ -123,9 +126,12 @@ def ieee_kernel(kernel: Callable) -> Callable:
 
 def finish(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """Round once to ``dtype`` (exact in strict mode: the values are halves, or bfloat16
-    values, already); called inside :func:`ieee_kernel`."""
+    values, already); called inside :func:`ieee_kernel`. float16 by ``kernels._f16``'s
+    serial loop, as ``kernels.cast.cast`` rounds (the same bits), not by its parallel one
+    (see :data:`PARALLEL`)."""
     if np.dtype(dtype) == np.float16:
-        return cast(values, "float16")
+        wide = np.ascontiguousarray(values, dtype=np.float64)
+        return narrow_to_half_array(wide.reshape(-1)).view(np.float16).reshape(wide.shape)
     return np.ascontiguousarray(values).astype(dtype)
 
 
@@ -351,8 +357,9 @@ class Arith:
 
     @staticmethod
     def wide(a: np.ndarray) -> np.ndarray:
-        """``a`` widened exactly to a C-contiguous float64 array (not copied if it is one)."""
-        return widen(a)
+        """``a`` widened exactly to a C-contiguous float64 array (not copied if it is one):
+        ``kernels.cast.widen``'s values, by NumPy's serial cast (see :data:`PARALLEL`)."""
+        return np.ascontiguousarray(a, dtype=np.float64)
 
     def round(self, a: np.ndarray) -> np.ndarray:
         """The result of one elementwise operation: rounded to half (bfloat16) in strict
