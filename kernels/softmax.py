@@ -164,11 +164,8 @@ from kernels._bf16 import (
 )
 from kernels._dd import dd_add, dd_div, dd_exp, dd_mul, dd_sub, two_sum
 from kernels._f16 import (
-    float32_to_half_bits,
     float64_to_half_bits,
-    half_bits_to_float64,
     reinterpret,
-    round_to_half,
 )
 from kernels._rownorm import (
     dd_add_select,
@@ -663,50 +660,112 @@ def _decided_nonnegative_float32(v, e):
     return high, same & (low == high)  # when decided, high is float32(v)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
-def _decided_narrow(v, e, nonnegative, fmt):
-    """The same decision for half (``fmt`` :data:`_HALF`: float16 input) or bfloat16 output
-    (bfloat16 input, mixed mode), both ends of the widened interval rounded to the format
-    directly from float64: ``(h, ok)`` with ``h`` the value as a float32 (exact: every half
-    and bfloat16 value is a float32)."""
-    w = 2.0 * e + U * abs(v)
-    low = v - w
-    low = 0.0 if nonnegative and not low > 0.0 else low
-    if fmt == _HALF:
-        a, b = float64_to_half_bits(low), float64_to_half_bits(v + w)
-        value = half_bits_to_float64(b)
-    else:
+#: What a row of half bits holds at an undecided entry: a quiet NaN (a decided entry is
+#: never NaN).
+_HALF_UNDECIDED = np.uint16(0x7E00)
+
+
+def _store_decided(out, j, v, e, nonnegative):
+    """The same decision for the narrow outputs, stored into ``out[j]``; returns whether it
+    decided. Both ends of the widened interval are rounded to the format directly from
+    float64 and compared as bits. ``out`` is a row of half bits (``uint16``, float16 input),
+    which gets the bits themselves (:data:`_HALF_UNDECIDED` where undecided), or a float32
+    row (bfloat16 input, mixed mode), which gets the bfloat16 value (exact in float32; NaN
+    where undecided)."""
+
+
+@overload(_store_decided, inline="always")
+def _store_decided_overload(out, j, v, e, nonnegative):
+    if out.dtype == types.uint16:
+
+        def store_half(out, j, v, e, nonnegative):
+            w = 2.0 * e + U * abs(v)
+            low = v - w
+            low = 0.0 if nonnegative and not low > 0.0 else low
+            a, b = float64_to_half_bits(low), float64_to_half_bits(v + w)
+            ok = (a == b) & (w < np.inf)
+            out[j] = b if ok else _HALF_UNDECIDED
+            return ok
+
+        return store_half
+
+    def store_bfloat16(out, j, v, e, nonnegative):
+        w = 2.0 * e + U * abs(v)
+        low = v - w
+        low = 0.0 if nonnegative and not low > 0.0 else low
         a, b = float64_to_bfloat16_bits(low), float64_to_bfloat16_bits(v + w)
-        value = bfloat16_bits_to_float64(b)
-    return np.float32(value), (a == b) & (w < np.inf)
+        ok = (a == b) & (w < np.inf)
+        out[j] = np.float32(bfloat16_bits_to_float64(b)) if ok else np.float32(np.nan)
+        return ok
+
+    return store_bfloat16
 
 
-@njit(cache=True, inline="always", error_model="numpy")
-def _round_narrow(v, fmt):
-    """``v`` rounded once to the fast path's output format (float32 by the store)."""
-    if fmt == _HALF:
-        return round_to_half(v)
-    if fmt == _BFLOAT16:
-        return round_to_bfloat16(v)
-    return v
+def _undecided(out, j):
+    """Whether ``out[j]`` (a row of :func:`_store_decided`'s, or float32) is undecided."""
+
+
+@overload(_undecided, inline="always")
+def _undecided_overload(out, j):
+    if out.dtype == types.uint16:
+        return lambda out, j: (out[j] & 0x7FFF) > 0x7C00
+    return lambda out, j: np.isnan(out[j])
+
+
+def _store_rounded(out, j, v, fmt):
+    """``v`` rounded once to the output format, into ``out[j]`` (half bits, or a float32
+    holding a float32 or bfloat16 value)."""
+
+
+@overload(_store_rounded, inline="always")
+def _store_rounded_overload(out, j, v, fmt):
+    if out.dtype == types.uint16:
+
+        def store_half(out, j, v, fmt):
+            out[j] = float64_to_half_bits(v)
+
+        return store_half
+
+    def store(out, j, v, fmt):
+        out[j] = np.float32(round_to_bfloat16(v) if fmt == _BFLOAT16 else v)
+
+    return store
+
+
+def _mark_undecided(out):
+    """Every entry of ``out`` undecided."""
+
+
+@overload(_mark_undecided, inline="always")
+def _mark_undecided_overload(out):
+    if out.dtype == types.uint16:
+
+        def mark_half(out):
+            out[:] = _HALF_UNDECIDED
+
+        return mark_half
+
+    def mark(out):
+        out[:] = np.nan
+
+    return mark
 
 
 @njit(cache=True, error_model="numpy")
 def _fast_forward_row(row, out, ev, acc, comp, fmt):
-    """Decided outputs into ``out`` (float32, holding half or bfloat16 values for those
-    ``fmt``), NaN at the undecided ones; returns how many."""
+    """Decided outputs into ``out`` (float32, holding bfloat16 values for that ``fmt``; or
+    the bits of halves, ``uint16``, for :data:`_HALF`), NaN at the undecided ones; returns
+    how many."""
     special, m = _scan_float32(row)
     if special:
-        out[:] = np.nan
+        _mark_undecided(out)
         return row.size
     inv, _, ke, alpha = _reciprocal(*_exponentials(row, m, ev, acc, comp))
     undecided = 0
     if fmt != _FLOAT32:
         for j in range(row.size):
             y = ev[j] * inv
-            v, ok = _decided_narrow(y, ev[j] * ke + U * y + alpha, True, fmt)
-            out[j] = v if ok else np.float32(np.nan)
-            undecided += not ok
+            undecided += not _store_decided(out, j, y, ev[j] * ke + U * y + alpha, True)
         return undecided
     for j in range(row.size):
         e = ev[j]
@@ -734,7 +793,7 @@ def _fast_vjp_row(row, grow, out, ev, lanes, fmt):
     """The same for ``dx``."""
     special, m = _scan_float32(row)
     if special:
-        out[:] = np.nan
+        _mark_undecided(out)
         return row.size
     s, es, rho, big_c, e_big_c = _exponentials_and_gradient(row, grow, m, ev, lanes)
     inv, einv, ke, alpha = _reciprocal(s, es, rho)
@@ -745,9 +804,7 @@ def _fast_vjp_row(row, grow, out, ev, lanes, fmt):
     if fmt != _FLOAT32:
         for i in range(row.size):
             dx, edx = _gradient_entry(ev[i], grow[i], gm, inv, ke, alpha, c, ec)
-            v, ok = _decided_narrow(dx, edx, False, fmt)
-            out[i] = v if ok else np.float32(np.nan)
-            undecided += not ok
+            undecided += not _store_decided(out, i, dx, edx, False)
         return undecided
     for i in range(row.size):
         dx, edx = _gradient_entry(ev[i], grow[i], gm, inv, ke, alpha, c, ec)
@@ -767,8 +824,8 @@ def _exact_forward_fill(row32, out, fmt):
         yl = np.empty(row.size)
         _weights(row, m, y, yl)
     for j in range(row.size):
-        if np.isnan(out[j]):
-            out[j] = np.float32(_round_narrow(y[j], fmt))
+        if _undecided(out, j):
+            _store_rounded(out, j, y[j], fmt)
 
 
 @njit(cache=True, error_model="numpy")
@@ -781,41 +838,8 @@ def _exact_vjp_fill(row32, grow32, out, fmt):
         sh, sl = _exponentials_dd(row, m, eh, el)
         _vjp_row(row, grow, m, eh, el, sh, sl, dx)
     for j in range(row.size):
-        if np.isnan(out[j]):
-            out[j] = np.float32(_round_narrow(dx[j], fmt))
-
-
-def _result_row(out):
-    """Where a row's float32 results go: ``out`` itself (a float32 row), or a float32
-    scratch row for a row of half bits (``uint16``), stored by :func:`_store_row`."""
-    return out if out.dtype == np.float32 else np.empty(out.size, np.float32)
-
-
-def _store_row(values, out):
-    """The half bits of ``values`` (half values held as float32: exact) into a ``uint16``
-    row ``out``; nothing for a float32 row (``values`` is ``out``)."""
-    if out.dtype == np.uint16:
-        for j in range(out.size):
-            out[j] = float32_to_half_bits(values[j])
-
-
-@overload(_result_row)
-def _result_row_overload(out):
-    if out.dtype == types.uint16:
-        return lambda out: np.empty(out.size, np.float32)
-    return lambda out: out
-
-
-@overload(_store_row)
-def _store_row_overload(values, out):
-    if out.dtype == types.uint16:
-
-        def store(values, out):
-            for j in range(out.size):
-                out[j] = float32_to_half_bits(values[j])
-
-        return store
-    return lambda values, out: None
+        if _undecided(out, j):
+            _store_rounded(out, j, dx[j], fmt)
 
 
 @thread_safe
@@ -823,15 +847,14 @@ def _store_row_overload(values, out):
 def _forward_rows_fast(rows, out, fmt):
     """Every row by the fast path: float32 rows into float32 ``out``, or rows of half bits
     (``uint16``, float16 input) widened into a float32 scratch row
-    (``kernels._rownorm.read_row``), their results stored as half bits: no float32 copy of
-    the whole array, and no second pass to round it."""
+    (``kernels._rownorm.read_row``), their results decided and stored as half bits: no
+    float32 copy of the whole array, and no second pass to round it."""
     n, size = rows.shape
     for r in prange(n):
         ev, acc, comp = np.empty(size), np.empty(_LANES), np.empty(_LANES)
-        row, y = read_row(rows[r], row_buffer(rows)), _result_row(out[r])
-        if _fast_forward_row(row, y, ev, acc, comp, fmt):
-            _exact_forward_fill(row, y, fmt)
-        _store_row(y, out[r])
+        row = read_row(rows[r], row_buffer(rows))
+        if _fast_forward_row(row, out[r], ev, acc, comp, fmt):
+            _exact_forward_fill(row, out[r], fmt)
 
 
 @thread_safe
@@ -842,10 +865,8 @@ def _vjp_rows_fast(rows, grows, out, fmt):
     for r in prange(n):
         ev, lanes = np.empty(size), np.empty((5, _LANES))
         row, grow = read_row(rows[r], row_buffer(rows)), read_row(grows[r], row_buffer(grows))
-        dx = _result_row(out[r])
-        if _fast_vjp_row(row, grow, dx, ev, lanes, fmt):
-            _exact_vjp_fill(row, grow, dx, fmt)
-        _store_row(dx, out[r])
+        if _fast_vjp_row(row, grow, out[r], ev, lanes, fmt):
+            _exact_vjp_fill(row, grow, out[r], fmt)
 
 
 # --- public API -----------------------------------------------------------------------------

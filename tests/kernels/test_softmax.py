@@ -807,14 +807,17 @@ def test_fast_path_equals_the_double_double_path_on_drawn_rows(case):
 def fast_row(
     row: np.ndarray, g: np.ndarray | None = None, half: bool = False
 ) -> tuple[int, np.ndarray]:
-    """The fast path alone on one float32 row: (undecided count, output with NaN there)."""
-    out = np.empty(row.size, np.float32)
+    """The fast path alone on one float32 row: (undecided count, output with NaN there); with
+    ``half``, the half bits it stores, as float32 values."""
+    out = np.empty(row.size, np.uint16 if half else np.float32)
     ev = np.empty(row.size)
     fmt = softmax._HALF if half else softmax._FLOAT32
     if g is None:
         acc, comp = np.empty(softmax._LANES), np.empty(softmax._LANES)
-        return softmax._fast_forward_row(row, out, ev, acc, comp, fmt), out
-    return softmax._fast_vjp_row(row, g, out, ev, np.empty((5, softmax._LANES)), fmt), out
+        undecided = softmax._fast_forward_row(row, out, ev, acc, comp, fmt)
+    else:
+        undecided = softmax._fast_vjp_row(row, g, out, ev, np.empty((5, softmax._LANES)), fmt)
+    return undecided, out.view(np.float16).astype(np.float32) if half else out
 
 
 def test_undecided_forward_entry_falls_back_and_is_correctly_rounded():
