@@ -664,6 +664,10 @@ def _decided_nonnegative_float32(v, e):
 #: never NaN).
 _HALF_UNDECIDED = np.uint16(0x7E00)
 
+# The overloads below are left to LLVM to inline: inlined into Numba's IR
+# (``inline="always"``), they kept the half decision loop from vectorizing (the forward
+# fast path on 4096 float16 rows of 1024, one core: 66-108 ms, against 21 ms).
+
 
 def _store_decided(out, j, v, e, nonnegative):
     """The same decision for the narrow outputs, stored into ``out[j]``; returns whether it
@@ -674,7 +678,7 @@ def _store_decided(out, j, v, e, nonnegative):
     where undecided)."""
 
 
-@overload(_store_decided, inline="always")
+@overload(_store_decided)
 def _store_decided_overload(out, j, v, e, nonnegative):
     if out.dtype == types.uint16:
 
@@ -705,7 +709,7 @@ def _undecided(out, j):
     """Whether ``out[j]`` (a row of :func:`_store_decided`'s, or float32) is undecided."""
 
 
-@overload(_undecided, inline="always")
+@overload(_undecided)
 def _undecided_overload(out, j):
     if out.dtype == types.uint16:
         return lambda out, j: (out[j] & 0x7FFF) > 0x7C00
@@ -717,7 +721,7 @@ def _store_rounded(out, j, v, fmt):
     holding a float32 or bfloat16 value)."""
 
 
-@overload(_store_rounded, inline="always")
+@overload(_store_rounded)
 def _store_rounded_overload(out, j, v, fmt):
     if out.dtype == types.uint16:
 
@@ -736,7 +740,7 @@ def _mark_undecided(out):
     """Every entry of ``out`` undecided."""
 
 
-@overload(_mark_undecided, inline="always")
+@overload(_mark_undecided)
 def _mark_undecided_overload(out):
     if out.dtype == types.uint16:
 
