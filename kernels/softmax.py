@@ -678,28 +678,33 @@ def _store_decided(out, j, v, e, nonnegative):
     where undecided)."""
 
 
+@njit(cache=True, inline="always", error_model="numpy")
+def _interval(v, e, nonnegative):
+    """``(low, high, finite)``: the ends of the widened interval ``v -+ (2e + U|v|)`` (the
+    lower one cut at +0 for a ``nonnegative`` quantity), and whether its width is finite."""
+    w = 2.0 * e + U * abs(v)
+    low = v - w
+    return (0.0 if nonnegative and not low > 0.0 else low), v + w, w < np.inf
+
+
 @overload(_store_decided)
 def _store_decided_overload(out, j, v, e, nonnegative):
     if out.dtype == types.uint16:
 
         def store_half(out, j, v, e, nonnegative):
-            w = 2.0 * e + U * abs(v)
-            low = v - w
-            low = 0.0 if nonnegative and not low > 0.0 else low
-            a, b = float64_to_half_bits(low), float64_to_half_bits(v + w)
-            ok = (a == b) & (w < np.inf)
-            out[j] = b if ok else _HALF_UNDECIDED
+            low, high, finite = _interval(v, e, nonnegative)
+            bits = float64_to_half_bits(high)
+            ok = (float64_to_half_bits(low) == bits) & finite
+            out[j] = bits if ok else _HALF_UNDECIDED
             return ok
 
         return store_half
 
     def store_bfloat16(out, j, v, e, nonnegative):
-        w = 2.0 * e + U * abs(v)
-        low = v - w
-        low = 0.0 if nonnegative and not low > 0.0 else low
-        a, b = float64_to_bfloat16_bits(low), float64_to_bfloat16_bits(v + w)
-        ok = (a == b) & (w < np.inf)
-        out[j] = np.float32(bfloat16_bits_to_float64(b)) if ok else np.float32(np.nan)
+        low, high, finite = _interval(v, e, nonnegative)
+        bits = float64_to_bfloat16_bits(high)
+        ok = (float64_to_bfloat16_bits(low) == bits) & finite
+        out[j] = np.float32(bfloat16_bits_to_float64(bits)) if ok else np.float32(np.nan)
         return ok
 
     return store_bfloat16
