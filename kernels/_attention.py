@@ -53,10 +53,10 @@ from numba import njit, prange
 from numpy.typing import ArrayLike
 
 from kernels._bf16 import to_bfloat16
-from kernels._f16 import narrow_to_half_array
 from kernels._strict import is_bfloat16, narrow
 from kernels._validate import float_array, strict_mode
 from kernels._vmath import exp_bounded
+from kernels.cast import cast, widen
 
 #: Whether the row loops run in parallel (``prange``). Off: on the 2-core target, forward +
 #: vjp at N = 512 ran about 3x slower with it, because the loops alternate with multithreaded
@@ -126,12 +126,10 @@ def ieee_kernel(kernel: Callable) -> Callable:
 
 def finish(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """Round once to ``dtype`` (exact in strict mode: the values are halves, or bfloat16
-    values, already); called inside :func:`ieee_kernel`. float16 by ``kernels._f16``'s
-    serial loop, as ``kernels.cast.cast`` rounds (the same bits), not by its parallel one
-    (see :data:`PARALLEL`)."""
+    values, already); called inside :func:`ieee_kernel`. float16 serially (see
+    :data:`PARALLEL`)."""
     if np.dtype(dtype) == np.float16:
-        wide = np.ascontiguousarray(values, dtype=np.float64)
-        return narrow_to_half_array(wide.reshape(-1)).view(np.float16).reshape(wide.shape)
+        return cast(values, "float16", threads=False)
     return np.ascontiguousarray(values).astype(dtype)
 
 
@@ -365,9 +363,9 @@ class Arith:
 
     @staticmethod
     def wide(a: np.ndarray) -> np.ndarray:
-        """``a`` widened exactly to a C-contiguous float64 array (not copied if it is one):
-        ``kernels.cast.widen``'s values, by NumPy's serial cast (see :data:`PARALLEL`)."""
-        return np.ascontiguousarray(a, dtype=np.float64)
+        """``a`` widened exactly to a C-contiguous float64 array (not copied if it is one),
+        serially (see :data:`PARALLEL`)."""
+        return widen(a, threads=False)
 
     def round(self, a: np.ndarray) -> np.ndarray:
         """The result of one elementwise operation: rounded to half (bfloat16) in strict

@@ -141,7 +141,7 @@ def _threaded(array: np.ndarray) -> bool:
     return array.size >= GRAIN and numba.get_num_threads() > 1
 
 
-def widen(x: ArrayLike, dtype: DTypeLike = np.float64) -> np.ndarray:
+def widen(x: ArrayLike, dtype: DTypeLike = np.float64, *, threads: bool = True) -> np.ndarray:
     """``x`` (float16, float32 or float64) as a C-contiguous array of the wider ``dtype``
     (float32 or float64): the values of ``np.ascontiguousarray(x, dtype=dtype)``, bit for
     bit, NaN payloads included (every float16 value is a float32 and a float64 value).
@@ -150,6 +150,9 @@ def widen(x: ArrayLike, dtype: DTypeLike = np.float64) -> np.ndarray:
     widened from its bits by a parallel loop: NumPy widens half values one at a time in
     software, at about 2.5-4 ns an entry here against 0.4 for the loop (1.6 million
     halves: 4.0-6.2 ms against 0.6). The kernels read float16 input through it.
+    ``threads=False`` keeps NumPy's cast at every size (the same bits): for callers whose
+    casts run between multithreaded BLAS products, where a parallel loop loses a core to
+    OpenBLAS's spinning threads (``kernels/_attention.py``).
 
     >>> widen(np.array([1.5, -np.inf], np.float16)).dtype
     dtype('float64')
@@ -157,7 +160,7 @@ def widen(x: ArrayLike, dtype: DTypeLike = np.float64) -> np.ndarray:
     array = np.asarray(x)
     target = np.dtype(dtype)
     loop_target = target in (np.float32, np.float64) and array.ndim > 0
-    if array.dtype != np.float16 or not loop_target or not _threaded(array):
+    if array.dtype != np.float16 or not loop_target or not (threads and _threaded(array)):
         return np.ascontiguousarray(array, dtype=target)
     out = np.empty(array.shape, target)
     loop = _widen_halves_to_float32 if target == np.float32 else _widen_halves_to_float64
@@ -183,19 +186,20 @@ def _wide(x: ArrayLike, name: str) -> np.ndarray:
         return np.ascontiguousarray(arr, dtype=np.float64)
 
 
-def cast(x: ArrayLike, fmt: str) -> np.ndarray:
+def cast(x: ArrayLike, fmt: str, *, threads: bool = True) -> np.ndarray:
     """``x`` correctly rounded to ``fmt`` (module docstring); same shape.
 
     float16 and bfloat16 go through the kernels' own narrowing (``_f16``, ``_bf16``: from
     float64 directly, verified bit for bit; float32 to float16 from float32, without a
-    float64 copy); the FP8 formats through :func:`_round`."""
+    float64 copy); the FP8 formats through :func:`_round`. ``threads=False``: float16 by
+    the serial loop at every size (see :func:`widen`)."""
     dtype, precision, emin, _, threshold, no_infinity = _format(fmt)
     shape = np.shape(x)  # ascontiguousarray makes a 0-d array 1-d
     if fmt == "float16" and np.asarray(x).dtype == np.float32:
-        return _to_halves(np.ascontiguousarray(x).reshape(-1)).reshape(shape)
+        return _to_halves(np.ascontiguousarray(x).reshape(-1), threads).reshape(shape)
     wide = _wide(x, "x")
     if fmt == "float16":
-        return _to_halves(wide.ravel()).reshape(shape)
+        return _to_halves(wide.ravel(), threads).reshape(shape)
     if fmt == "bfloat16":
         return to_bfloat16(wide).reshape(shape)
     special = np.array([np.inf, np.nan]).astype(dtype).view(np.uint8)  # exact for both
@@ -205,11 +209,11 @@ def cast(x: ArrayLike, fmt: str) -> np.ndarray:
     return out.view(dtype).reshape(shape)
 
 
-def _to_halves(values: np.ndarray) -> np.ndarray:
+def _to_halves(values: np.ndarray, threads: bool) -> np.ndarray:
     """A 1-D float64 or float32 array rounded to float16: the serial loops, or for a large
     array (:func:`_threaded`) the parallel ones, which give the same bits."""
     single = values.dtype == np.float32
-    if not _threaded(values):
+    if not (threads and _threaded(values)):
         bits = (narrow_float32_to_half_array if single else narrow_to_half_array)(values)
         return bits.view(np.float16)
     out = np.empty(values.size, np.float16)

@@ -219,16 +219,17 @@ def _every_half_pattern(copies: int = 4) -> np.ndarray:
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_widen_gives_numpys_values_bit_for_bit(dtype):
     """Every half pattern, as a large array (the parallel loop), a strided view, a shaped
-    one and a small one (NumPy's cast), widened exactly: the bits of NumPy's own cast,
-    NaN payloads and signaling NaNs included."""
+    one and a small one (NumPy's cast), widened exactly, with and without threads: the
+    bits of NumPy's own cast, NaN payloads and signaling NaNs included."""
     halves = _every_half_pattern()
     ints = np.int32 if dtype == np.float32 else np.int64
     for x in (halves, halves[::3], halves.reshape(64, -1).T, halves[:1000], halves[5]):
-        got = widen(x, dtype)
         with np.errstate(invalid="ignore"):
             want = np.ascontiguousarray(x, dtype=dtype)
-        assert got.dtype == dtype and got.shape == want.shape and got.flags.c_contiguous
-        assert np.array_equal(got.view(ints), want.view(ints))
+        for threads in (True, False):
+            got = widen(x, dtype, threads=threads)
+            assert got.dtype == dtype and got.shape == want.shape and got.flags.c_contiguous
+            assert np.array_equal(got.view(ints), want.view(ints))
     loop = cast_module._widen_halves_to_float64
     if dtype == np.float32:
         loop = cast_module._widen_halves_to_float32
@@ -249,8 +250,9 @@ def test_widen_leaves_other_dtypes_to_numpy():
 
 def test_parallel_narrowing_gives_the_serial_bits():
     """The parallel float64 and float32 loops of ``cast(x, "float16")`` give the bits of
-    the serial ones: every half midpoint and its neighbours, and random bit patterns of
-    float64 and float32 (NaN payloads, signaling NaNs, subnormals, overflow)."""
+    the serial ones (which ``threads=False`` takes at every size): every half midpoint and
+    its neighbours, and random bit patterns of float64 and float32 (NaN payloads,
+    signaling NaNs, subnormals, overflow)."""
     rng = np.random.default_rng(23)
     points = _midpoints("float16")
     wide = np.concatenate([points, rng.integers(0, 1 << 63, 200_000).view(np.float64)])
@@ -268,3 +270,4 @@ def test_parallel_narrowing_gives_the_serial_bits():
         parallel(values, out)
         assert np.array_equal(out, serial(values))
         assert np.array_equal(cast(values, "float16").view(np.uint16), out)
+        assert np.array_equal(cast(values, "float16", threads=False).view(np.uint16), out)
