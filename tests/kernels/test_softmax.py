@@ -813,8 +813,7 @@ def fast_row(
     ev = np.empty(row.size)
     fmt = softmax._HALF if half else softmax._FLOAT32
     if g is None:
-        acc, comp = np.empty(softmax._LANES), np.empty(softmax._LANES)
-        undecided = softmax._fast_forward_row(row, out, ev, acc, comp, fmt)
+        undecided = softmax._fast_forward_row(row, out, ev, np.empty(softmax._LANES), fmt)
     else:
         undecided = softmax._fast_vjp_row(row, g, out, ev, np.empty((5, softmax._LANES)), fmt)
     return undecided, out.view(np.float16).astype(np.float32) if half else out
@@ -934,20 +933,37 @@ def python_lane_sum(values, compensated: bool) -> float:
 
 
 def test_row_sums_are_the_stated_fixed_order():
-    """The sum s of the kernel's exponentials, and its lane combination, against that order
-    written out in Python, on rows whose sums depend on the order."""
+    """The sum s of the kernel's exponentials (plain lanes in the forward, compensated ones
+    in the VJP), and its lane combination, against that order written out in Python, on
+    rows whose sums depend on the order; each within its stated bound."""
     rng = np.random.default_rng(11)
     lanes = softmax._LANES
-    for size in (1, 5, lanes - 1, lanes, lanes + 3, 3 * lanes + 17):
-        row = (rng.standard_normal(size) * 30).astype(np.float32)
+    # the last size: every E_j near 1, so the lanes' partial sums (and errors) grow longest
+    for size, scale in (
+        (1, 30),
+        (5, 30),
+        (lanes - 1, 30),
+        (lanes, 30),
+        (lanes + 3, 30),
+        (3 * lanes + 17, 30),
+        (64 * lanes + 5, 1e-3),
+    ):
+        row = (rng.standard_normal(size) * scale).astype(np.float32)
+        grow = rng.standard_normal(size).astype(np.float32)
         m = int(np.argmax(row))
-        ev, acc, comp = np.empty(size), np.empty(lanes), np.empty(lanes)
-        s, es, rho = softmax._exponentials(row, m, ev, acc, comp)
-        assert s == python_lane_sum(ev.tolist(), compensated=True), size
+        ev, ev_vjp = np.empty(size), np.empty(size)
+        s, es, rho = softmax._exponentials(row, m, ev, np.empty(lanes))
+        assert s == python_lane_sum(ev.tolist(), compensated=False), size
+        s_vjp, es_vjp, rho_vjp, _, _ = softmax._exponentials_and_gradient(
+            row, grow, m, ev_vjp, np.empty((5, lanes))
+        )
+        assert np.array_equal(ev_vjp, ev) and rho_vjp == rho
+        assert s_vjp == python_lane_sum(ev.tolist(), compensated=True), size
         assert _vmath.EXP_REL_ERROR <= rho < 2 * _vmath.EXP_REL_ERROR
         with mpmath.workdps(BOUND_DPS):
             exact = mpmath.fsum(mpmath.exp(mp(v) - mp(row[m])) for v in row)
             assert abs(mp(s) - exact) <= es
+            assert abs(mp(s_vjp) - exact) <= es_vjp
         values = rng.standard_normal(lanes) * 10.0 ** rng.integers(-20, 20, lanes)
         assert softmax._combine(values.copy()) == python_lane_sum(values.tolist(), False)
 
