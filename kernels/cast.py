@@ -135,9 +135,9 @@ def _narrow_float32_to_halves(values, out):
 
 
 def _threaded(array: np.ndarray) -> bool:
-    """Whether a conversion of ``array`` runs in a parallel loop: at least
+    """Whether a rounding of ``array`` to float16 runs in a parallel loop: at least
     ``kernels._grain.GRAIN`` entries, and Numba runs more than one thread. Smaller arrays
-    (and one thread) take NumPy's cast, or the serial loops: the same bits, no compile."""
+    (and one thread) take the serial loops: the same bits, no compile."""
     return array.size >= GRAIN and numba.get_num_threads() > 1
 
 
@@ -146,10 +146,13 @@ def widen(x: ArrayLike, dtype: DTypeLike = np.float64, *, threads: bool = True) 
     (float32 or float64): the values of ``np.ascontiguousarray(x, dtype=dtype)``, bit for
     bit, NaN payloads included (every float16 value is a float32 and a float64 value).
 
-    That is what it returns, except that a large float16 ``x`` (see :func:`_threaded`) is
-    widened from its bits by a parallel loop: NumPy widens half values one at a time in
-    software, at about 2.5-4 ns an entry here against 0.4 for the loop (1.6 million
-    halves: 4.0-6.2 ms against 0.6). The kernels read float16 input through it.
+    That is what it returns, except that a float16 ``x`` of at least
+    ``kernels._grain.GRAIN`` entries is widened from its bits by a parallel loop: NumPy
+    widens half values one at a time in software, at about 2.5-4 ns an entry here against
+    0.4 for the loop (1.6 million halves: 4.0-6.2 ms against 0.6). The loop runs on however
+    many threads Numba has: on one (``kernels.compose`` between matrix products) it is
+    still three times NumPy's speed (4M halves to float64: 2.4 ms against 7.6). The kernels
+    read float16 input through it.
     ``threads=False`` keeps NumPy's cast at every size (the same bits): for callers whose
     casts run between multithreaded BLAS products, where a parallel loop loses a core to
     OpenBLAS's spinning threads (``kernels/_attention.py``).
@@ -160,7 +163,7 @@ def widen(x: ArrayLike, dtype: DTypeLike = np.float64, *, threads: bool = True) 
     array = np.asarray(x)
     target = np.dtype(dtype)
     loop_target = target in (np.float32, np.float64) and array.ndim > 0
-    if array.dtype != np.float16 or not loop_target or not (threads and _threaded(array)):
+    if array.dtype != np.float16 or not loop_target or not (threads and array.size >= GRAIN):
         return np.ascontiguousarray(array, dtype=target)
     out = np.empty(array.shape, target)
     loop = _widen_halves_to_float32 if target == np.float32 else _widen_halves_to_float64

@@ -11,6 +11,7 @@ import itertools
 from fractions import Fraction
 
 import ml_dtypes
+import numba
 import numpy as np
 import pytest
 
@@ -230,6 +231,14 @@ def test_widen_gives_numpys_values_bit_for_bit(dtype):
             got = widen(x, dtype, threads=threads)
             assert got.dtype == dtype and got.shape == want.shape and got.flags.c_contiguous
             assert np.array_equal(got.view(ints), want.view(ints))
+    previous = numba.get_num_threads()
+    numba.set_num_threads(1)  # the loop on one thread (kernels.compose between products)
+    try:
+        got = widen(halves, dtype)
+    finally:
+        numba.set_num_threads(previous)
+    with np.errstate(invalid="ignore"):
+        assert np.array_equal(got.view(ints), halves.astype(dtype).view(ints))
     loop = cast_module._widen_halves_to_float64
     if dtype == np.float32:
         loop = cast_module._widen_halves_to_float32

@@ -61,6 +61,7 @@ from typing import Any
 
 import ml_dtypes
 import mpmath
+import numba
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -1105,6 +1106,55 @@ def test_a_correct_user_stage_passes_the_checks(nested):
     assert_same_values("J", residual.jacobian(x[0], branch), np.eye(3) + np.diag(w))
     _, _, dnu = weighted_residual.vjp(x, g, branch, 0.5)
     assert_same_values("dnu", dnu, np.asarray((g * x * w).sum()))
+
+
+@dataclass(frozen=True, eq=False)
+class ThreadProbe(UserStage):
+    """:class:`UserStage` (``w`` = 1) that records Numba's thread count when it runs."""
+
+    seen: list[int] = field(default_factory=list)
+
+    def forward(self, x, *, strict_fp16=False):
+        self.seen.append(numba.get_num_threads())
+        return super().forward(x, strict_fp16=strict_fp16)
+
+    def vjp(self, x, g, *, strict_fp16=False):
+        self.seen.append(numba.get_num_threads())
+        return super().vjp(x, g, strict_fp16=strict_fp16)
+
+
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="needs two Numba threads")
+def test_sequentials_with_products_run_their_loops_on_one_thread():
+    """A Sequential with a Linear stage at any depth runs its stages on one Numba thread and
+    restores the caller's count (also after an error); one without products leaves it."""
+    x, g = np.ones((2, 3)), np.ones((2, 3))
+    previous = numba.get_num_threads()
+    numba.set_num_threads(2)
+    try:
+        for products, make in (
+            (True, lambda p: compose.Sequential([p, compose.Linear(np.eye(3))])),
+            (
+                True,
+                lambda p: compose.Sequential([p, compose.ffn(np.eye(3), None, np.eye(3), None)]),
+            ),
+            (False, lambda p: compose.Sequential([p, compose.Activation(relu)])),
+        ):
+            probe = ThreadProbe(np.ones(3))
+            block = make(probe)
+            assert block.has_products == products
+            block.forward(x)
+            block.vjp(x, g)
+            block.forward_and_vjp(x, g)
+            assert probe.seen == [1 if products else 2] * len(probe.seen) and probe.seen
+            assert numba.get_num_threads() == 2
+        broken = compose.Sequential(
+            [ThreadProbe(np.ones(3), {"forward": lambda y: y[:1]}), compose.Linear(np.eye(3))]
+        )
+        with pytest.raises(ValueError, match="forward output has shape"):
+            broken.forward(x)
+        assert numba.get_num_threads() == 2
+    finally:
+        numba.set_num_threads(previous)
 
 
 #: (result, how it is spoiled, error, message): what a block must refuse from its branch.
