@@ -202,9 +202,12 @@ class _Prepared:
         return np.ascontiguousarray(np.moveaxis(values.reshape(n, h, w, c), -1, 1))
 
 
-#: The widest block of features: the loops pass over a block's batch values several times,
-#: and at this width a block of a short batch (x and g) stays in a core's L2 cache between
-#: the passes, while its inner loops still run over long contiguous runs of features.
+#: The widest block of features: the statistics and the VJP's sums pass over a block's batch
+#: values several times, and at this width a block of a short batch (x and g) stays in a
+#: core's L2 cache between the passes, while its inner loops still run over long contiguous
+#: runs of features. The outputs (y, dx) are then written by rows, in parallel: each row's
+#: features in one loop (forward + VJP at (4096, 1024) float32: 7.8-9.1 ms by blocks,
+#: 6.5-7.4 ms by rows, the fastest of 25 calls in four runs taking turns; the same bits).
 MAX_BLOCK = 512
 
 

@@ -281,30 +281,40 @@ def _column_sums_wide(x, g, c0, c1, gammas, m, correction, r):
 COLUMN_LOOPS = '''\
 @njit({jit})
 def forward_{path}(x, gamma, beta, epsilon, std, block, out):
-    """Training mode on x (A, L, C): features c (the last axis) normalized over (a, p),
-    blocks of features in parallel."""
-    A, L, C = x.shape
+    """Training mode on x (A, L, C): features c (the last axis) normalized over (a, p).
+    The statistics by blocks of features in parallel, then the outputs by rows."""
+    C = x.shape[2]
+    mh_all, ml_all, r_all = np.empty(C), np.empty(C), np.empty(C)
     for b in {range}((C + block - 1) // block):
         c0, c1 = b * block, min(C, (b + 1) * block)
         mh, ml, s = column_statistics_{path}(x, c0, c1)
-        r = np.empty(c1 - c0)
         for k in range(c1 - c0):
-            r[k] = scale_{mode}(s[k], epsilon, std)
-        gammas, betas = gamma[c0:c1], beta[c0:c1]
-        for a in range(A):
-            for p in range(L):
-                xs, ys = x[a, p, c0:c1], out[a, p, c0:c1]
-                for k in range(c1 - c0):
-                    dk = {dev}
-                    gamma_k, beta_k = np.float64(gammas[k]), np.float64(betas[k])
-                    ys[k] = narrow(output_{mode}(dk, r[k], gamma_k, beta_k), out)
+            mh_all[c0 + k], ml_all[c0 + k] = mh[k], ml[k]
+            r_all[c0 + k] = scale_{mode}(s[k], epsilon, std)
+    _forward_rows_{path}(x, gamma, beta, mh_all, ml_all, r_all, out)
+
+
+@njit({jit})
+def _forward_rows_{path}(x, gamma, beta, mh, ml, r, out):
+    """The outputs of training mode, rows (a, p) in parallel: each row's features in one
+    contiguous loop (by blocks of features, the loops ran 1.7 times as long)."""
+    rows = x.reshape((x.shape[0] * x.shape[1], x.shape[2]))
+    out_rows = out.reshape(rows.shape)
+    for q in {range}(rows.shape[0]):
+        xs, ys = rows[q], out_rows[q]
+        for k in range(rows.shape[1]):
+            dk = {dev}
+            gamma_k, beta_k = np.float64(gamma[k]), np.float64(beta[k])
+            ys[k] = narrow(output_{mode}(dk, r[k], gamma_k, beta_k), out)
 
 
 @njit({jit})
 def vjp_{path}(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta):
-    """Training mode on x (A, L, C): dx, and each feature's dgamma and dbeta."""
+    """Training mode on x (A, L, C): dx, and each feature's dgamma and dbeta. The
+    statistics and the sums by blocks of features in parallel, then dx by rows."""
     A, L, C = x.shape
     n = {count}
+    per_feature = np.empty((7, C))  # mean, its correction, r, w, gamma, m_a, m_ad
     for b in {range}((C + block - 1) // block):
         c0, c1 = b * block, min(C, (b + 1) * block)
         width = c1 - c0
@@ -317,19 +327,30 @@ def vjp_{path}(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta):
             w[k] = weight_{mode}(s[k], epsilon, r[k], std) if s[k] > 0.0 else 0.0 * r[k] * r[k]
             gammas[k] = np.float64(gamma[c0 + k])
 {sums}
-        ma, mad = np.empty(width), np.empty(width)
         for k in range(width):
-            ma[k] = {mean_a}
-            mad[k] = {mean_ad}
+            per_feature[0, c0 + k], per_feature[1, c0 + k] = mh[k], ml[k]
+            per_feature[2, c0 + k], per_feature[3, c0 + k] = r[k], w[k]
+            per_feature[4, c0 + k] = gammas[k]
+            per_feature[5, c0 + k] = {mean_a}
+            per_feature[6, c0 + k] = {mean_ad}
             dgamma[c0 + k] = sum_gz[k]
             dbeta[c0 + k] = sum_g[k]
-        for a in range(A):
-            for p in range(L):
-                xs, gs, dxs = x[a, p, c0:c1], g[a, p, c0:c1], dx[a, p, c0:c1]
-                for k in range(width):
-                    dk = {dev}
-                    gk = widen(gs[k])
-                    dxs[k] = narrow(dx_{mode}(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k]), dx)
+    _vjp_rows_{path}(x, g, per_feature, dx)
+
+
+@njit({jit})
+def _vjp_rows_{path}(x, g, per_feature, dx):
+    """dx of training mode, rows (a, p) in parallel, from the per-feature quantities."""
+    mh, ml, r, w = per_feature[0], per_feature[1], per_feature[2], per_feature[3]
+    gammas, ma, mad = per_feature[4], per_feature[5], per_feature[6]
+    rows = x.reshape((x.shape[0] * x.shape[1], x.shape[2]))
+    g_rows, dx_rows = g.reshape(rows.shape), dx.reshape(rows.shape)
+    for q in {range}(rows.shape[0]):
+        xs, gs, dxs = rows[q], g_rows[q], dx_rows[q]
+        for k in range(rows.shape[1]):
+            dk = {dev}
+            gk = widen(gs[k])
+            dxs[k] = narrow(dx_{mode}(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k]), dx)
 
 
 @njit({jit})
