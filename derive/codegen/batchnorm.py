@@ -282,7 +282,8 @@ COLUMN_LOOPS = '''\
 @njit({jit})
 def forward_{path}(x, gamma, beta, epsilon, std, block, out):
     """Training mode on x (A, L, C): features c (the last axis) normalized over (a, p).
-    The statistics by blocks of features in parallel, then the outputs by rows."""
+    The statistics by blocks of features in parallel, then the outputs by rows (a, p) in
+    parallel, each row's features in one contiguous loop."""
     C = x.shape[2]
     mh_all, ml_all, r_all = np.empty(C), np.empty(C), np.empty(C)
     for b in {range}((C + block - 1) // block):
@@ -291,21 +292,14 @@ def forward_{path}(x, gamma, beta, epsilon, std, block, out):
         for k in range(c1 - c0):
             mh_all[c0 + k], ml_all[c0 + k] = mh[k], ml[k]
             r_all[c0 + k] = scale_{mode}(s[k], epsilon, std)
-    _forward_rows_{path}(x, gamma, beta, mh_all, ml_all, r_all, out)
-
-
-@njit({jit})
-def _forward_rows_{path}(x, gamma, beta, mh, ml, r, out):
-    """The outputs of training mode, rows (a, p) in parallel: each row's features in one
-    contiguous loop (by blocks of features, the loops ran 1.7 times as long)."""
-    rows = x.reshape((x.shape[0] * x.shape[1], x.shape[2]))
+    rows = x.reshape((x.shape[0] * x.shape[1], C))
     out_rows = out.reshape(rows.shape)
     for q in {range}(rows.shape[0]):
         xs, ys = rows[q], out_rows[q]
-        for k in range(rows.shape[1]):
-            dk = {dev}
+        for k in range(C):
+            dk = {dev_all}
             gamma_k, beta_k = np.float64(gamma[k]), np.float64(beta[k])
-            ys[k] = narrow(output_{mode}(dk, r[k], gamma_k, beta_k), out)
+            ys[k] = narrow(output_{mode}(dk, r_all[k], gamma_k, beta_k), out)
 
 
 @njit({jit})
@@ -314,7 +308,8 @@ def vjp_{path}(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta):
     statistics and the sums by blocks of features in parallel, then dx by rows."""
     A, L, C = x.shape
     n = {count}
-    per_feature = np.empty((7, C))  # mean, its correction, r, w, gamma, m_a, m_ad
+    mh_all, ml_all, r_all, w_all = np.empty(C), np.empty(C), np.empty(C), np.empty(C)
+    gamma_all, ma_all, mad_all = np.empty(C), np.empty(C), np.empty(C)
     for b in {range}((C + block - 1) // block):
         c0, c1 = b * block, min(C, (b + 1) * block)
         width = c1 - c0
@@ -328,29 +323,21 @@ def vjp_{path}(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta):
             gammas[k] = np.float64(gamma[c0 + k])
 {sums}
         for k in range(width):
-            per_feature[0, c0 + k], per_feature[1, c0 + k] = mh[k], ml[k]
-            per_feature[2, c0 + k], per_feature[3, c0 + k] = r[k], w[k]
-            per_feature[4, c0 + k] = gammas[k]
-            per_feature[5, c0 + k] = {mean_a}
-            per_feature[6, c0 + k] = {mean_ad}
+            mh_all[c0 + k], ml_all[c0 + k] = mh[k], ml[k]
+            r_all[c0 + k], w_all[c0 + k], gamma_all[c0 + k] = r[k], w[k], gammas[k]
+            ma_all[c0 + k] = {mean_a}
+            mad_all[c0 + k] = {mean_ad}
             dgamma[c0 + k] = sum_gz[k]
             dbeta[c0 + k] = sum_g[k]
-    _vjp_rows_{path}(x, g, per_feature, dx)
-
-
-@njit({jit})
-def _vjp_rows_{path}(x, g, per_feature, dx):
-    """dx of training mode, rows (a, p) in parallel, from the per-feature quantities."""
-    mh, ml, r, w = per_feature[0], per_feature[1], per_feature[2], per_feature[3]
-    gammas, ma, mad = per_feature[4], per_feature[5], per_feature[6]
-    rows = x.reshape((x.shape[0] * x.shape[1], x.shape[2]))
+    rows = x.reshape((A * L, C))
     g_rows, dx_rows = g.reshape(rows.shape), dx.reshape(rows.shape)
     for q in {range}(rows.shape[0]):
         xs, gs, dxs = rows[q], g_rows[q], dx_rows[q]
-        for k in range(rows.shape[1]):
-            dk = {dev}
+        for k in range(C):
+            dk = {dev_all}
             gk = widen(gs[k])
-            dxs[k] = narrow(dx_{mode}(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k]), dx)
+            dx_k = dx_{mode}(dk, r_all[k], gamma_all[k], gk, ma_all[k], mad_all[k], w_all[k])
+            dxs[k] = narrow(dx_k, dx)
 
 
 @njit({jit})
@@ -465,7 +452,7 @@ def batchnorm_source() -> str:
                 range=path.range,
                 jit=path.jit,
                 count=path.rounded("np.float64(A * L)"),
-                dev=path.rounded("(widen(xs[k]) - mh[k]) - ml[k]"),
+                dev_all=path.rounded("(widen(xs[k]) - mh_all[k]) - ml_all[k]"),
                 dev_infer=path.rounded("widen(x[a, p, c]) - np.float64(mean[c])"),
                 sums=COLUMN_SUMS[path.name],
                 mean_a=path.rounded("sum_a[k] / n"),

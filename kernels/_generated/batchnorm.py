@@ -480,7 +480,8 @@ def column_statistics_f64(x, c0, c1):
 @njit(cache=True, parallel=True, error_model="numpy")
 def forward_f64(x, gamma, beta, epsilon, std, block, out):
     """Training mode on x (A, L, C): features c (the last axis) normalized over (a, p).
-    The statistics by blocks of features in parallel, then the outputs by rows."""
+    The statistics by blocks of features in parallel, then the outputs by rows (a, p) in
+    parallel, each row's features in one contiguous loop."""
     C = x.shape[2]
     mh_all, ml_all, r_all = np.empty(C), np.empty(C), np.empty(C)
     for b in prange((C + block - 1) // block):
@@ -489,21 +490,14 @@ def forward_f64(x, gamma, beta, epsilon, std, block, out):
         for k in range(c1 - c0):
             mh_all[c0 + k], ml_all[c0 + k] = mh[k], ml[k]
             r_all[c0 + k] = scale_f64(s[k], epsilon, std)
-    _forward_rows_f64(x, gamma, beta, mh_all, ml_all, r_all, out)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def _forward_rows_f64(x, gamma, beta, mh, ml, r, out):
-    """The outputs of training mode, rows (a, p) in parallel: each row's features in one
-    contiguous loop (by blocks of features, the loops ran 1.7 times as long)."""
-    rows = x.reshape((x.shape[0] * x.shape[1], x.shape[2]))
+    rows = x.reshape((x.shape[0] * x.shape[1], C))
     out_rows = out.reshape(rows.shape)
     for q in prange(rows.shape[0]):
         xs, ys = rows[q], out_rows[q]
-        for k in range(rows.shape[1]):
-            dk = (widen(xs[k]) - mh[k]) - ml[k]
+        for k in range(C):
+            dk = (widen(xs[k]) - mh_all[k]) - ml_all[k]
             gamma_k, beta_k = np.float64(gamma[k]), np.float64(beta[k])
-            ys[k] = narrow(output_f64(dk, r[k], gamma_k, beta_k), out)
+            ys[k] = narrow(output_f64(dk, r_all[k], gamma_k, beta_k), out)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -512,7 +506,8 @@ def vjp_f64(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta):
     statistics and the sums by blocks of features in parallel, then dx by rows."""
     A, L, C = x.shape
     n = np.float64(A * L)
-    per_feature = np.empty((7, C))  # mean, its correction, r, w, gamma, m_a, m_ad
+    mh_all, ml_all, r_all, w_all = np.empty(C), np.empty(C), np.empty(C), np.empty(C)
+    gamma_all, ma_all, mad_all = np.empty(C), np.empty(C), np.empty(C)
     for b in prange((C + block - 1) // block):
         c0, c1 = b * block, min(C, (b + 1) * block)
         width = c1 - c0
@@ -549,29 +544,21 @@ def vjp_f64(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta):
             sum_a[k], sum_ad[k] = sums[0, k] + sums[1, k], sums[2, k] + sums[3, k]
             sum_gz[k], sum_g[k] = sums[4, k] + sums[5, k], sums[6, k] + sums[7, k]
         for k in range(width):
-            per_feature[0, c0 + k], per_feature[1, c0 + k] = mh[k], ml[k]
-            per_feature[2, c0 + k], per_feature[3, c0 + k] = r[k], w[k]
-            per_feature[4, c0 + k] = gammas[k]
-            per_feature[5, c0 + k] = sum_a[k] / n
-            per_feature[6, c0 + k] = sum_ad[k] / n
+            mh_all[c0 + k], ml_all[c0 + k] = mh[k], ml[k]
+            r_all[c0 + k], w_all[c0 + k], gamma_all[c0 + k] = r[k], w[k], gammas[k]
+            ma_all[c0 + k] = sum_a[k] / n
+            mad_all[c0 + k] = sum_ad[k] / n
             dgamma[c0 + k] = sum_gz[k]
             dbeta[c0 + k] = sum_g[k]
-    _vjp_rows_f64(x, g, per_feature, dx)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def _vjp_rows_f64(x, g, per_feature, dx):
-    """dx of training mode, rows (a, p) in parallel, from the per-feature quantities."""
-    mh, ml, r, w = per_feature[0], per_feature[1], per_feature[2], per_feature[3]
-    gammas, ma, mad = per_feature[4], per_feature[5], per_feature[6]
-    rows = x.reshape((x.shape[0] * x.shape[1], x.shape[2]))
+    rows = x.reshape((A * L, C))
     g_rows, dx_rows = g.reshape(rows.shape), dx.reshape(rows.shape)
     for q in prange(rows.shape[0]):
         xs, gs, dxs = rows[q], g_rows[q], dx_rows[q]
-        for k in range(rows.shape[1]):
-            dk = (widen(xs[k]) - mh[k]) - ml[k]
+        for k in range(C):
+            dk = (widen(xs[k]) - mh_all[k]) - ml_all[k]
             gk = widen(gs[k])
-            dxs[k] = narrow(dx_f64(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k]), dx)
+            dx_k = dx_f64(dk, r_all[k], gamma_all[k], gk, ma_all[k], mad_all[k], w_all[k])
+            dxs[k] = narrow(dx_k, dx)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -678,7 +665,8 @@ def column_statistics_wide(x, c0, c1):
 @njit(cache=True, parallel=True, error_model="numpy")
 def forward_wide(x, gamma, beta, epsilon, std, block, out):
     """Training mode on x (A, L, C): features c (the last axis) normalized over (a, p).
-    The statistics by blocks of features in parallel, then the outputs by rows."""
+    The statistics by blocks of features in parallel, then the outputs by rows (a, p) in
+    parallel, each row's features in one contiguous loop."""
     C = x.shape[2]
     mh_all, ml_all, r_all = np.empty(C), np.empty(C), np.empty(C)
     for b in prange((C + block - 1) // block):
@@ -687,21 +675,14 @@ def forward_wide(x, gamma, beta, epsilon, std, block, out):
         for k in range(c1 - c0):
             mh_all[c0 + k], ml_all[c0 + k] = mh[k], ml[k]
             r_all[c0 + k] = scale_f64(s[k], epsilon, std)
-    _forward_rows_wide(x, gamma, beta, mh_all, ml_all, r_all, out)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def _forward_rows_wide(x, gamma, beta, mh, ml, r, out):
-    """The outputs of training mode, rows (a, p) in parallel: each row's features in one
-    contiguous loop (by blocks of features, the loops ran 1.7 times as long)."""
-    rows = x.reshape((x.shape[0] * x.shape[1], x.shape[2]))
+    rows = x.reshape((x.shape[0] * x.shape[1], C))
     out_rows = out.reshape(rows.shape)
     for q in prange(rows.shape[0]):
         xs, ys = rows[q], out_rows[q]
-        for k in range(rows.shape[1]):
-            dk = (widen(xs[k]) - mh[k]) - ml[k]
+        for k in range(C):
+            dk = (widen(xs[k]) - mh_all[k]) - ml_all[k]
             gamma_k, beta_k = np.float64(gamma[k]), np.float64(beta[k])
-            ys[k] = narrow(output_f64(dk, r[k], gamma_k, beta_k), out)
+            ys[k] = narrow(output_f64(dk, r_all[k], gamma_k, beta_k), out)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -710,7 +691,8 @@ def vjp_wide(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta):
     statistics and the sums by blocks of features in parallel, then dx by rows."""
     A, L, C = x.shape
     n = np.float64(A * L)
-    per_feature = np.empty((7, C))  # mean, its correction, r, w, gamma, m_a, m_ad
+    mh_all, ml_all, r_all, w_all = np.empty(C), np.empty(C), np.empty(C), np.empty(C)
+    gamma_all, ma_all, mad_all = np.empty(C), np.empty(C), np.empty(C)
     for b in prange((C + block - 1) // block):
         c0, c1 = b * block, min(C, (b + 1) * block)
         width = c1 - c0
@@ -724,29 +706,21 @@ def vjp_wide(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta):
             gammas[k] = np.float64(gamma[c0 + k])
         sum_a, sum_ad, sum_gz, sum_g = _column_sums_wide(x, g, c0, c1, gammas, mh, ml, r)
         for k in range(width):
-            per_feature[0, c0 + k], per_feature[1, c0 + k] = mh[k], ml[k]
-            per_feature[2, c0 + k], per_feature[3, c0 + k] = r[k], w[k]
-            per_feature[4, c0 + k] = gammas[k]
-            per_feature[5, c0 + k] = sum_a[k] / n
-            per_feature[6, c0 + k] = sum_ad[k] / n
+            mh_all[c0 + k], ml_all[c0 + k] = mh[k], ml[k]
+            r_all[c0 + k], w_all[c0 + k], gamma_all[c0 + k] = r[k], w[k], gammas[k]
+            ma_all[c0 + k] = sum_a[k] / n
+            mad_all[c0 + k] = sum_ad[k] / n
             dgamma[c0 + k] = sum_gz[k]
             dbeta[c0 + k] = sum_g[k]
-    _vjp_rows_wide(x, g, per_feature, dx)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def _vjp_rows_wide(x, g, per_feature, dx):
-    """dx of training mode, rows (a, p) in parallel, from the per-feature quantities."""
-    mh, ml, r, w = per_feature[0], per_feature[1], per_feature[2], per_feature[3]
-    gammas, ma, mad = per_feature[4], per_feature[5], per_feature[6]
-    rows = x.reshape((x.shape[0] * x.shape[1], x.shape[2]))
+    rows = x.reshape((A * L, C))
     g_rows, dx_rows = g.reshape(rows.shape), dx.reshape(rows.shape)
     for q in prange(rows.shape[0]):
         xs, gs, dxs = rows[q], g_rows[q], dx_rows[q]
-        for k in range(rows.shape[1]):
-            dk = (widen(xs[k]) - mh[k]) - ml[k]
+        for k in range(C):
+            dk = (widen(xs[k]) - mh_all[k]) - ml_all[k]
             gk = widen(gs[k])
-            dxs[k] = narrow(dx_f64(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k]), dx)
+            dx_k = dx_f64(dk, r_all[k], gamma_all[k], gk, ma_all[k], mad_all[k], w_all[k])
+            dxs[k] = narrow(dx_k, dx)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -834,7 +808,8 @@ def column_statistics_f16s(x, c0, c1):
 @njit(cache=True, error_model="numpy")
 def forward_f16s(x, gamma, beta, epsilon, std, block, out):
     """Training mode on x (A, L, C): features c (the last axis) normalized over (a, p).
-    The statistics by blocks of features in parallel, then the outputs by rows."""
+    The statistics by blocks of features in parallel, then the outputs by rows (a, p) in
+    parallel, each row's features in one contiguous loop."""
     C = x.shape[2]
     mh_all, ml_all, r_all = np.empty(C), np.empty(C), np.empty(C)
     for b in range((C + block - 1) // block):
@@ -843,21 +818,14 @@ def forward_f16s(x, gamma, beta, epsilon, std, block, out):
         for k in range(c1 - c0):
             mh_all[c0 + k], ml_all[c0 + k] = mh[k], ml[k]
             r_all[c0 + k] = scale_f16s(s[k], epsilon, std)
-    _forward_rows_f16s(x, gamma, beta, mh_all, ml_all, r_all, out)
-
-
-@njit(cache=True, error_model="numpy")
-def _forward_rows_f16s(x, gamma, beta, mh, ml, r, out):
-    """The outputs of training mode, rows (a, p) in parallel: each row's features in one
-    contiguous loop (by blocks of features, the loops ran 1.7 times as long)."""
-    rows = x.reshape((x.shape[0] * x.shape[1], x.shape[2]))
+    rows = x.reshape((x.shape[0] * x.shape[1], C))
     out_rows = out.reshape(rows.shape)
     for q in range(rows.shape[0]):
         xs, ys = rows[q], out_rows[q]
-        for k in range(rows.shape[1]):
-            dk = round_to_half((widen(xs[k]) - mh[k]) - ml[k])
+        for k in range(C):
+            dk = round_to_half((widen(xs[k]) - mh_all[k]) - ml_all[k])
             gamma_k, beta_k = np.float64(gamma[k]), np.float64(beta[k])
-            ys[k] = narrow(output_f16s(dk, r[k], gamma_k, beta_k), out)
+            ys[k] = narrow(output_f16s(dk, r_all[k], gamma_k, beta_k), out)
 
 
 @njit(cache=True, error_model="numpy")
@@ -866,7 +834,8 @@ def vjp_f16s(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta):
     statistics and the sums by blocks of features in parallel, then dx by rows."""
     A, L, C = x.shape
     n = round_to_half(np.float64(A * L))
-    per_feature = np.empty((7, C))  # mean, its correction, r, w, gamma, m_a, m_ad
+    mh_all, ml_all, r_all, w_all = np.empty(C), np.empty(C), np.empty(C), np.empty(C)
+    gamma_all, ma_all, mad_all = np.empty(C), np.empty(C), np.empty(C)
     for b in range((C + block - 1) // block):
         c0, c1 = b * block, min(C, (b + 1) * block)
         width = c1 - c0
@@ -891,29 +860,21 @@ def vjp_f16s(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta):
                     sum_gz[k] = round_to_half(sum_gz[k] + summand_gz_f16s(dk, r[k], gk))
                     sum_g[k] = round_to_half(sum_g[k] + gk)
         for k in range(width):
-            per_feature[0, c0 + k], per_feature[1, c0 + k] = mh[k], ml[k]
-            per_feature[2, c0 + k], per_feature[3, c0 + k] = r[k], w[k]
-            per_feature[4, c0 + k] = gammas[k]
-            per_feature[5, c0 + k] = round_to_half(sum_a[k] / n)
-            per_feature[6, c0 + k] = round_to_half(sum_ad[k] / n)
+            mh_all[c0 + k], ml_all[c0 + k] = mh[k], ml[k]
+            r_all[c0 + k], w_all[c0 + k], gamma_all[c0 + k] = r[k], w[k], gammas[k]
+            ma_all[c0 + k] = round_to_half(sum_a[k] / n)
+            mad_all[c0 + k] = round_to_half(sum_ad[k] / n)
             dgamma[c0 + k] = sum_gz[k]
             dbeta[c0 + k] = sum_g[k]
-    _vjp_rows_f16s(x, g, per_feature, dx)
-
-
-@njit(cache=True, error_model="numpy")
-def _vjp_rows_f16s(x, g, per_feature, dx):
-    """dx of training mode, rows (a, p) in parallel, from the per-feature quantities."""
-    mh, ml, r, w = per_feature[0], per_feature[1], per_feature[2], per_feature[3]
-    gammas, ma, mad = per_feature[4], per_feature[5], per_feature[6]
-    rows = x.reshape((x.shape[0] * x.shape[1], x.shape[2]))
+    rows = x.reshape((A * L, C))
     g_rows, dx_rows = g.reshape(rows.shape), dx.reshape(rows.shape)
     for q in range(rows.shape[0]):
         xs, gs, dxs = rows[q], g_rows[q], dx_rows[q]
-        for k in range(rows.shape[1]):
-            dk = round_to_half((widen(xs[k]) - mh[k]) - ml[k])
+        for k in range(C):
+            dk = round_to_half((widen(xs[k]) - mh_all[k]) - ml_all[k])
             gk = widen(gs[k])
-            dxs[k] = narrow(dx_f16s(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k]), dx)
+            dx_k = dx_f16s(dk, r_all[k], gamma_all[k], gk, ma_all[k], mad_all[k], w_all[k])
+            dxs[k] = narrow(dx_k, dx)
 
 
 @njit(cache=True, error_model="numpy")
@@ -1001,7 +962,8 @@ def column_statistics_bf16s(x, c0, c1):
 @njit(cache=True, error_model="numpy")
 def forward_bf16s(x, gamma, beta, epsilon, std, block, out):
     """Training mode on x (A, L, C): features c (the last axis) normalized over (a, p).
-    The statistics by blocks of features in parallel, then the outputs by rows."""
+    The statistics by blocks of features in parallel, then the outputs by rows (a, p) in
+    parallel, each row's features in one contiguous loop."""
     C = x.shape[2]
     mh_all, ml_all, r_all = np.empty(C), np.empty(C), np.empty(C)
     for b in range((C + block - 1) // block):
@@ -1010,21 +972,14 @@ def forward_bf16s(x, gamma, beta, epsilon, std, block, out):
         for k in range(c1 - c0):
             mh_all[c0 + k], ml_all[c0 + k] = mh[k], ml[k]
             r_all[c0 + k] = scale_bf16s(s[k], epsilon, std)
-    _forward_rows_bf16s(x, gamma, beta, mh_all, ml_all, r_all, out)
-
-
-@njit(cache=True, error_model="numpy")
-def _forward_rows_bf16s(x, gamma, beta, mh, ml, r, out):
-    """The outputs of training mode, rows (a, p) in parallel: each row's features in one
-    contiguous loop (by blocks of features, the loops ran 1.7 times as long)."""
-    rows = x.reshape((x.shape[0] * x.shape[1], x.shape[2]))
+    rows = x.reshape((x.shape[0] * x.shape[1], C))
     out_rows = out.reshape(rows.shape)
     for q in range(rows.shape[0]):
         xs, ys = rows[q], out_rows[q]
-        for k in range(rows.shape[1]):
-            dk = round_to_bfloat16((widen(xs[k]) - mh[k]) - ml[k])
+        for k in range(C):
+            dk = round_to_bfloat16((widen(xs[k]) - mh_all[k]) - ml_all[k])
             gamma_k, beta_k = np.float64(gamma[k]), np.float64(beta[k])
-            ys[k] = narrow(output_bf16s(dk, r[k], gamma_k, beta_k), out)
+            ys[k] = narrow(output_bf16s(dk, r_all[k], gamma_k, beta_k), out)
 
 
 @njit(cache=True, error_model="numpy")
@@ -1033,7 +988,8 @@ def vjp_bf16s(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta):
     statistics and the sums by blocks of features in parallel, then dx by rows."""
     A, L, C = x.shape
     n = round_to_bfloat16(np.float64(A * L))
-    per_feature = np.empty((7, C))  # mean, its correction, r, w, gamma, m_a, m_ad
+    mh_all, ml_all, r_all, w_all = np.empty(C), np.empty(C), np.empty(C), np.empty(C)
+    gamma_all, ma_all, mad_all = np.empty(C), np.empty(C), np.empty(C)
     for b in range((C + block - 1) // block):
         c0, c1 = b * block, min(C, (b + 1) * block)
         width = c1 - c0
@@ -1058,29 +1014,21 @@ def vjp_bf16s(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta):
                     sum_gz[k] = round_to_bfloat16(sum_gz[k] + summand_gz_bf16s(dk, r[k], gk))
                     sum_g[k] = round_to_bfloat16(sum_g[k] + gk)
         for k in range(width):
-            per_feature[0, c0 + k], per_feature[1, c0 + k] = mh[k], ml[k]
-            per_feature[2, c0 + k], per_feature[3, c0 + k] = r[k], w[k]
-            per_feature[4, c0 + k] = gammas[k]
-            per_feature[5, c0 + k] = round_to_bfloat16(sum_a[k] / n)
-            per_feature[6, c0 + k] = round_to_bfloat16(sum_ad[k] / n)
+            mh_all[c0 + k], ml_all[c0 + k] = mh[k], ml[k]
+            r_all[c0 + k], w_all[c0 + k], gamma_all[c0 + k] = r[k], w[k], gammas[k]
+            ma_all[c0 + k] = round_to_bfloat16(sum_a[k] / n)
+            mad_all[c0 + k] = round_to_bfloat16(sum_ad[k] / n)
             dgamma[c0 + k] = sum_gz[k]
             dbeta[c0 + k] = sum_g[k]
-    _vjp_rows_bf16s(x, g, per_feature, dx)
-
-
-@njit(cache=True, error_model="numpy")
-def _vjp_rows_bf16s(x, g, per_feature, dx):
-    """dx of training mode, rows (a, p) in parallel, from the per-feature quantities."""
-    mh, ml, r, w = per_feature[0], per_feature[1], per_feature[2], per_feature[3]
-    gammas, ma, mad = per_feature[4], per_feature[5], per_feature[6]
-    rows = x.reshape((x.shape[0] * x.shape[1], x.shape[2]))
+    rows = x.reshape((A * L, C))
     g_rows, dx_rows = g.reshape(rows.shape), dx.reshape(rows.shape)
     for q in range(rows.shape[0]):
         xs, gs, dxs = rows[q], g_rows[q], dx_rows[q]
-        for k in range(rows.shape[1]):
-            dk = round_to_bfloat16((widen(xs[k]) - mh[k]) - ml[k])
+        for k in range(C):
+            dk = round_to_bfloat16((widen(xs[k]) - mh_all[k]) - ml_all[k])
             gk = widen(gs[k])
-            dxs[k] = narrow(dx_bf16s(dk, r[k], gammas[k], gk, ma[k], mad[k], w[k]), dx)
+            dx_k = dx_bf16s(dk, r_all[k], gamma_all[k], gk, ma_all[k], mad_all[k], w_all[k])
+            dxs[k] = narrow(dx_k, dx)
 
 
 @njit(cache=True, error_model="numpy")
