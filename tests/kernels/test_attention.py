@@ -96,6 +96,7 @@ from typing import Any
 
 import ml_dtypes
 import mpmath
+import numba
 import numpy as np
 import pytest
 from hypothesis import assume, example, given, settings
@@ -1220,6 +1221,52 @@ def test_scs_strict_hyperparameters_that_overflow_half_give_no_warning(kind):
     values = arguments(SCS, HALF)
     values |= {"nu": 1e5, "tau": 1e5, "eps": 1e5}
     invoke(SCS, kind, values, strict_fp16=True)
+
+
+@numba.njit(error_model="numpy", fastmath={"reassoc", "contract"})
+def _weighted_differences_by_row(T, Q, out):  # pragma: no cover - compiled
+    """``_attention._weighted_differences`` one row at a time, as it was before it took four
+    rows at a time: to compare bits with."""
+    n, width = Q.shape
+    for a in range(n):
+        for c in range(width):
+            out[a, c] = 0.0
+        for j in range(n):
+            t = T[a, j]
+            for c in range(width):
+                out[a, c] += t * (Q[a, c] - Q[j, c])
+
+
+@pytest.mark.parametrize("shape", [(1, 3), (3, 2), (4, 5), (7, 5), (13, 64), (130, 17)])
+def test_weighted_differences_by_four_rows_are_the_one_row_sums(shape):
+    """Four rows at a time give the bits of one row at a time (every remainder of N modulo
+    4; values spread over 2^+-40, some T entries inf or NaN), and each entry is within
+    ``2 (N + 2) u sum_j |T_aj (q_a - q_j)|`` of the exact sum (``(N + 1) u`` to first order:
+    the difference, the product and N - 1 additions)."""
+    n = shape[0]
+    rng = np.random.default_rng(n)
+    Q = rng.standard_normal(shape) * 2.0 ** rng.integers(-40, 40, size=shape) + 1e3
+    T = rng.standard_normal((n, n))
+    got, want = np.empty(shape), np.empty(shape)
+    _attention._weighted_differences(T, Q, got)
+    _weighted_differences_by_row(T, Q, want)
+    np.testing.assert_array_equal(got.view(np.int64), want.view(np.int64))
+    u = 2.0**-53
+    for a in range(n):
+        for c in range(shape[1]):
+            with mpmath.workdps(60):
+                terms = [
+                    mpmath.mpf(T[a, j]) * (mpmath.mpf(Q[a, c]) - mpmath.mpf(Q[j, c]))
+                    for j in range(n)
+                ]
+                bound = 2 * (n + 2) * u * mpmath.fsum(abs(t) for t in terms)
+                assert abs(mpmath.mpf(got[a, c]) - mpmath.fsum(terms)) <= bound, (a, c)
+    if n >= 2:
+        T[1, 0], T[n - 1, n - 1] = math.inf, math.nan
+        _attention._weighted_differences(T, Q, got)
+        _weighted_differences_by_row(T, Q, want)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_array_equal(got[~np.isnan(got)], want[~np.isnan(want)])
 
 
 @pytest.mark.parametrize("shape", [(1, 3), (7, 5), (130, 64)])
