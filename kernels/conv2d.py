@@ -124,7 +124,9 @@ def _im2col(x, row_source, col_source, stride_h, stride_w, taps_h, taps_w, out):
     """out[n, (c, p, q), (i, j)] = xp[n, c, i sh + p, j sw + q], widened to float64.
 
     Each (n, c) plane is padded once into a scratch plane, then copied tap by tap without
-    branches (contiguous rows for stride 1). Serial on purpose: with ``prange`` over the
+    branches; for a column stride of 1 from contiguous slices, which LLVM vectorizes (one
+    sample of (64, 56, 56) with 3 x 3 taps: 1.16 ms against 1.73 ms through the general
+    strided index, the same bits). Serial on purpose: with ``prange`` over the
     planes the loop alone runs about twice as fast on two cores, but forward + vjp as a
     whole ran slower (x (8, 64, 56, 56), W (64, 64, 3, 3): best 0.166 s against 0.127 s,
     median 0.18 s against 0.155 s), because the Numba and BLAS thread pools hand the cores
@@ -140,12 +142,19 @@ def _im2col(x, row_source, col_source, stride_h, stride_w, taps_h, taps_w, out):
         _padded_plane(x, n, c, row_source, col_source, padded)
         for p in range(taps_h):
             for q in range(taps_w):
-                tap = (c * taps_h + p) * taps_w + q
-                for i in range(out_h):
-                    source = padded[i * stride_h + p]
-                    base = i * out_w
-                    for j in range(out_w):
-                        out[n, tap, base + j] = source[j * stride_w + q]
+                row = out[n, (c * taps_h + p) * taps_w + q]
+                if stride_w == 1:  # contiguous slices: a copy LLVM vectorizes
+                    for i in range(out_h):
+                        source = padded[i * stride_h + p, q : q + out_w]
+                        base = i * out_w
+                        for j in range(out_w):
+                            row[base + j] = source[j]
+                else:
+                    for i in range(out_h):
+                        source = padded[i * stride_h + p]
+                        base = i * out_w
+                        for j in range(out_w):
+                            row[base + j] = source[j * stride_w + q]
 
 
 @njit(cache=True)
@@ -166,12 +175,19 @@ def _col2im(dcols, row_source, col_source, stride_h, stride_w, taps_h, taps_w, o
         padded = np.zeros((row_source.size, col_source.size))
         for p in range(taps_h):
             for q in range(taps_w):
-                tap = (c * taps_h + p) * taps_w + q
-                for i in range(out_h):
-                    target = padded[i * stride_h + p]
-                    base = i * out_w
-                    for j in range(out_w):
-                        target[j * stride_w + q] += dcols[n, tap, base + j]
+                row = dcols[n, (c * taps_h + p) * taps_w + q]
+                if stride_w == 1:  # contiguous slices, as in _im2col
+                    for i in range(out_h):
+                        target = padded[i * stride_h + p, q : q + out_w]
+                        base = i * out_w
+                        for j in range(out_w):
+                            target[j] += row[base + j]
+                else:
+                    for i in range(out_h):
+                        target = padded[i * stride_h + p]
+                        base = i * out_w
+                        for j in range(out_w):
+                            target[j * stride_w + q] += row[base + j]
         for P in range(row_source.size):
             r = row_source[P]
             if r < 0:
