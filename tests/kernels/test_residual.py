@@ -1110,7 +1110,7 @@ def test_a_correct_user_stage_passes_the_checks(nested):
 
 @dataclass(frozen=True, eq=False)
 class ThreadProbe(UserStage):
-    """:class:`UserStage` (``w`` = 1) that records Numba's thread count when it runs."""
+    """:class:`UserStage` that records Numba's thread count each time it runs."""
 
     seen: list[int] = field(default_factory=list)
 
