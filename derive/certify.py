@@ -31,7 +31,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numba
 import numpy as np
 from distributed import Client, LocalCluster, as_completed
 
@@ -41,6 +40,7 @@ from derive.progress import Progress
 from derive.reference.core import bfloat16_table, float16_table, reference_array
 from derive.reference.formats import BFLOAT16, finfo
 from derive.reference.products import vjp_reference
+from kernels._grain import one_thread
 
 __all__ = [
     "FORMATS",
@@ -172,16 +172,12 @@ def check_shard(key: str, quantity: str, dtype: str, start: int, stop: int, kern
     (for tests). Returns the shard's counts and listed inputs as a JSON-ready dict."""
     began = time.perf_counter()
     piece = _VJP_PIECE if quantity == "vjp" else stop - start
-    threads = numba.get_num_threads()
-    numba.set_num_threads(1)  # a worker is one core: no second Numba thread to spin
-    try:
+    with one_thread():  # a worker is one core: no second Numba thread to spin
         parts = []
         room = LISTED  # inputs still to list: a shard lists its first LISTED, in order
         for a in range(start, stop, piece):
             parts.append(_check_piece(key, quantity, dtype, a, min(a + piece, stop), kernel, room))
             room -= len(parts[-1]["listed"])
-    finally:
-        numba.set_num_threads(threads)
     return {
         "start": start,
         "stop": stop,

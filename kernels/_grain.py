@@ -28,7 +28,8 @@ more on an idle virtual CPU).
 from __future__ import annotations
 
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numba
@@ -36,7 +37,7 @@ from numba.core.dispatcher import Dispatcher
 
 from kernels._threads import thread_safe
 
-__all__ = ["GRAIN", "loop_for", "serial"]
+__all__ = ["GRAIN", "loop_for", "one_thread", "serial"]
 
 #: Below this many elements of work a call runs serially.
 GRAIN = 1 << 15
@@ -83,3 +84,16 @@ def loop_for(loop: Dispatcher, work: int) -> Callable[..., Any]:
     if work < GRAIN or numba.get_num_threads() == 1:
         return serial(loop)
     return thread_safe(loop)
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """Numba's loops on one thread for the calling thread while the block runs
+    (``numba.set_num_threads`` is per calling thread; :func:`loop_for` then picks the serial
+    twins), the previous count restored afterwards, also on an error."""
+    previous = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(previous)

@@ -79,13 +79,12 @@ array([[2., 0.],
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from types import MappingProxyType, ModuleType
 from typing import Any, Protocol, runtime_checkable
 
-import numba
 import numpy as np
 from numba import njit
 from numpy.typing import ArrayLike
@@ -94,6 +93,7 @@ from kernels import gelu, layernorm, linear, relu, sigmoid, swish
 from kernels._bf16 import to_bfloat16
 from kernels._dd import dd_add, two_prod, two_sum
 from kernels._generated.weightnorm import matmul_nt_bf16s, matmul_nt_f16s
+from kernels._grain import one_thread
 from kernels._strict import is_bfloat16, narrow
 from kernels._validate import eps_value, float_array, strict_mode
 from kernels.cast import cast, widen
@@ -384,19 +384,10 @@ class Sequential:
         return product
 
 
-@contextmanager
-def _threads_for(sequential: Sequential) -> Iterator[None]:
+def _threads_for(sequential: Sequential) -> AbstractContextManager:
     """One Numba thread for the calling thread while ``sequential`` runs, if it has matrix
-    products (see "Threads" in the module docstring); the previous count afterwards."""
-    if not sequential.has_products:
-        yield
-        return
-    previous = numba.get_num_threads()
-    numba.set_num_threads(1)
-    try:
-        yield
-    finally:
-        numba.set_num_threads(previous)
+    products (see "Threads" in the module docstring)."""
+    return one_thread() if sequential.has_products else nullcontext()
 
 
 def wide_jacobian(stage: Any, x: ArrayLike, *, strict_fp16: bool = False) -> np.ndarray:
