@@ -54,7 +54,7 @@ from kernels._f16 import (
     narrow_to_half_array,
     reinterpret,
 )
-from kernels._grain import GRAIN
+from kernels._grain import GRAIN, loop_for, serial
 from kernels._threads import thread_safe
 
 __all__ = ["FORMATS", "add", "cast", "widen"]
@@ -100,7 +100,6 @@ def _round(x, precision, emin, threshold, no_infinity, beyond, nan, out):
         out[i] = np.uint8(magnitude | sign)
 
 
-@thread_safe
 @njit(cache=True, parallel=True)
 def _widen_halves_to_float32(bits, out):
     """``out[i]`` = the float32 value of the half bits ``bits[i]`` (``_f16``'s conversion,
@@ -109,7 +108,6 @@ def _widen_halves_to_float32(bits, out):
         out[i] = half_bits_to_float32(bits[i])
 
 
-@thread_safe
 @njit(cache=True, parallel=True)
 def _widen_halves_to_float64(bits, out):
     """The same into float64, directly (through float32 a signaling NaN would be quieted)."""
@@ -147,15 +145,16 @@ def widen(x: ArrayLike, dtype: DTypeLike = np.float64, *, threads: bool = True) 
     bit, NaN payloads included (every float16 value is a float32 and a float64 value).
 
     That is what it returns, except that a float16 ``x`` of at least
-    ``kernels._grain.GRAIN`` entries is widened from its bits by a parallel loop: NumPy
-    widens half values one at a time in software, at about 2.5-4 ns an entry here against
-    0.4 for the loop (1.6 million halves: 4.0-6.2 ms against 0.6). The loop runs on however
-    many threads Numba has: on one (``kernels.compose`` between matrix products) it is
+    ``kernels._grain.GRAIN`` entries is widened from its bits by a loop: NumPy widens half
+    values one at a time in software, at about 2.5-4 ns an entry here against 0.4 for the
+    parallel loop (1.6 million halves: 4.0-6.2 ms against 0.6), and its serial twin is
     still three times NumPy's speed (4M halves to float64: 2.4 ms against 7.6). The kernels
-    read float16 input through it.
-    ``threads=False`` keeps NumPy's cast at every size (the same bits): for callers whose
-    casts run between multithreaded BLAS products, where a parallel loop loses a core to
-    OpenBLAS's spinning threads (``kernels/_attention.py``).
+    read float16 input through it. The loop is chosen by ``kernels._grain.loop_for``
+    (serial on one Numba thread, as in ``kernels.compose`` between matrix products);
+    ``threads=False`` takes the serial twin at every size, for callers whose casts run
+    between multithreaded BLAS products, where a parallel loop loses a core to OpenBLAS's
+    spinning threads (``kernels/_attention.py``). Smaller arrays take NumPy's cast (no
+    compile). The same bits every way.
 
     >>> widen(np.array([1.5, -np.inf], np.float16)).dtype
     dtype('float64')
@@ -163,11 +162,12 @@ def widen(x: ArrayLike, dtype: DTypeLike = np.float64, *, threads: bool = True) 
     array = np.asarray(x)
     target = np.dtype(dtype)
     loop_target = target in (np.float32, np.float64) and array.ndim > 0
-    if array.dtype != np.float16 or not loop_target or not (threads and array.size >= GRAIN):
+    if array.dtype != np.float16 or not loop_target or array.size < GRAIN:
         return np.ascontiguousarray(array, dtype=target)
     out = np.empty(array.shape, target)
     loop = _widen_halves_to_float32 if target == np.float32 else _widen_halves_to_float64
-    loop(np.ascontiguousarray(array).view(np.uint16).reshape(-1), out.reshape(-1))
+    run = loop_for(loop, array.size) if threads else serial(loop)
+    run(np.ascontiguousarray(array).view(np.uint16).reshape(-1), out.reshape(-1))
     return out
 
 

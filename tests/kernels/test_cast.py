@@ -11,13 +11,12 @@ import itertools
 from fractions import Fraction
 
 import ml_dtypes
-import numba
 import numpy as np
 import pytest
 
 import kernels.cast as cast_module
 from kernels._f16 import narrow_float32_to_half_array, narrow_to_half_array
-from kernels._grain import GRAIN
+from kernels._grain import GRAIN, one_thread
 from kernels.cast import FORMATS, add, cast, widen
 
 NAMES = tuple(FORMATS)
@@ -231,12 +230,8 @@ def test_widen_gives_numpys_values_bit_for_bit(dtype):
             got = widen(x, dtype, threads=threads)
             assert got.dtype == dtype and got.shape == want.shape and got.flags.c_contiguous
             assert np.array_equal(got.view(ints), want.view(ints))
-    previous = numba.get_num_threads()
-    numba.set_num_threads(1)  # the loop on one thread (kernels.compose between products)
-    try:
+    with one_thread():  # the serial twin (kernels.compose between products)
         got = widen(halves, dtype)
-    finally:
-        numba.set_num_threads(previous)
     with np.errstate(invalid="ignore"):
         assert np.array_equal(got.view(ints), halves.astype(dtype).view(ints))
     loop = cast_module._widen_halves_to_float64
@@ -246,6 +241,28 @@ def test_widen_gives_numpys_values_bit_for_bit(dtype):
     loop(halves.view(np.uint16), out)
     with np.errstate(invalid="ignore"):
         assert np.array_equal(out.view(ints), halves.astype(dtype).view(ints))
+
+
+def test_widen_takes_the_loop_for_large_halves_and_numpys_cast_for_small(monkeypatch):
+    """A float16 array of GRAIN entries or more is widened by the loop, chosen by
+    ``loop_for`` (its serial twin with ``threads=False``), on any number of Numba threads;
+    a smaller one by NumPy's cast (no compile)."""
+    chosen = []
+    monkeypatch.setattr(
+        cast_module, "loop_for", lambda loop, work: chosen.append(("loop_for", loop)) or loop
+    )
+    monkeypatch.setattr(cast_module, "serial", lambda loop: chosen.append(("serial", loop)) or loop)
+    halves = _every_half_pattern()
+    for threads, how in ((True, "loop_for"), (False, "serial")):
+        for dtype, loop in (
+            (np.float32, cast_module._widen_halves_to_float32),
+            (np.float64, cast_module._widen_halves_to_float64),
+        ):
+            chosen.clear()
+            with one_thread():
+                widen(halves, dtype, threads=threads)
+            widen(halves[: GRAIN - 1], dtype, threads=threads)
+            assert chosen == [(how, loop)]
 
 
 def test_widen_leaves_other_dtypes_to_numpy():
