@@ -656,13 +656,20 @@ def _reciprocal(s, es, rho):
 
 
 @njit(cache=True, inline="always", error_model="numpy")
+def _interval(v, e, nonnegative):
+    """``(low, high, finite)``: the ends of the widened interval ``v -+ (2e + U|v|)`` (the
+    lower one cut at +0 for a ``nonnegative`` quantity), and whether its width is finite."""
+    w = 2.0 * e + U * abs(v)
+    low = v - w
+    return (0.0 if nonnegative and not low > 0.0 else low), v + w, w < np.inf
+
+
+@njit(cache=True, inline="always", error_model="numpy")
 def _decided_nonnegative_float32(v, e):
     """:func:`decided_float32` for a quantity known to be >= 0: the same widened interval,
     its lower end cut at +0 (so a y that underflows float32 is decided as +0)."""
-    w = 2.0 * e + U * abs(v)
-    low = v - w
-    low = np.float32(low if low > 0.0 else 0.0)
-    high = np.float32(v + w)
+    low, high = _interval(v, e, True)[:2]
+    low, high = np.float32(low), np.float32(high)
     same = reinterpret(low, np.int32) == reinterpret(high, np.int32)
     return high, same & (low == high)  # when decided, high is float32(v)
 
@@ -683,15 +690,6 @@ def _store_decided(out, j, v, e, nonnegative):
     which gets the bits themselves (:data:`_HALF_UNDECIDED` where undecided), or a float32
     row (bfloat16 input, mixed mode), which gets the bfloat16 value (exact in float32; NaN
     where undecided)."""
-
-
-@njit(cache=True, inline="always", error_model="numpy")
-def _interval(v, e, nonnegative):
-    """``(low, high, finite)``: the ends of the widened interval ``v -+ (2e + U|v|)`` (the
-    lower one cut at +0 for a ``nonnegative`` quantity), and whether its width is finite."""
-    w = 2.0 * e + U * abs(v)
-    low = v - w
-    return (0.0 if nonnegative and not low > 0.0 else low), v + w, w < np.inf
 
 
 @overload(_store_decided)
