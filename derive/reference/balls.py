@@ -367,8 +367,10 @@ def values(
             floor = arb(2) ** -floor_bits
             scale = arb(2) ** -target
             for i in pending:
+                # int(): with gmpy2 installed, mpmath's mantissas are gmpy2.mpz, which
+                # fmpz does not take
                 _, man, exp, _ = points[i]._mpf_
-                t = arb(mid=(fmpz(-man if points[i] < 0 else man), fmpz(exp)))
+                t = arb(mid=(fmpz(int(-man if points[i] < 0 else man)), fmpz(int(exp))))
                 ball = functions[0 if which is None else int(which[i])](t)
                 if not ball.is_finite():
                     left.append(i)
