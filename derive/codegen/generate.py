@@ -30,6 +30,7 @@ from derive.codegen.emit import (
 )
 from derive.codegen.erfc import table_source as erfc_table_source
 from derive.codegen.norms import generated_files as norm_files
+from derive.codegen.norms import generated_names as norm_names
 from derive.codegen.static import StaticBound
 from derive.definitions.activations import ELEMENTWISE, Elementwise, x
 from derive.reference.core import symbolic_limit
@@ -529,6 +530,14 @@ def generate_source(module: Elementwise) -> str:
         ]
     sections = ["\n".join(constants.lines), *functions, *(loop.strip("\n") for loop in loops)]
     return header + "\n" + "\n\n\n".join(sections) + "\n"
+
+
+def generated_paths() -> list[Path]:
+    """The paths of :func:`generated_files`, in its order, without generating their text (the
+    SymPy work takes seconds)."""
+    names = [f"{m.key}.py" for m in ELEMENTWISE]
+    names += [*norm_names(), "batchnorm.py", "erfc_table.py"]
+    return [GENERATED_DIR / name for name in names]
 
 
 def generated_files() -> dict[Path, str]:

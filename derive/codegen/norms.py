@@ -551,6 +551,12 @@ def weightnorm_source() -> str:
     )
 
 
+def generated_names() -> list[str]:
+    """The names of the generated normalization files, in :func:`generated_files`' order,
+    without generating them."""
+    return [*(f"{m.key}.py" for m in ROW_NORMS), "weightnorm.py"]
+
+
 def generated_files() -> dict[str, str]:
     """File name -> text of every generated normalization file."""
     files = {f"{m.key}.py": row_norm_source(m) for m in ROW_NORMS}
