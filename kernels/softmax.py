@@ -82,14 +82,15 @@ first-order ``1 + O(D u)`` factors dropped below are covered by the factor 2 tha
   The VJP's pass makes every addition a TwoSum whose exact error is summed alongside and
   added at the end; with ``d2 = ceil(D/64) + 12`` additions per error term,
   ``|s - sum_j E_j| <= u s + d d2 u^2 sum_j E_j``, so ``es = (U + (d2 U)^2 + rho) s + D A``.
-  The forward's ``y_j`` see only the relative error of ``s``, and at D = 1024 the plain
-  lanes' ``21 u`` costs about one more undecided entry per 4M, and the exponentials' pass
-  takes 0.6 of its time with TwoSum lanes (one core, 4096 x 1024: 7.3 against 11.8 ms);
-  the VJP keeps the compensated sum, whose smaller error also narrows the bound
-  of ``dx`` where ``g_i`` nearly cancels ``<g, y>`` (measured: the plain sum there left
-  3.5 times as many entries undecided). (The bound of a sum in any order, ``(D - 1) u s``,
-  would be 2^-43 s at D = 1024, fifty times the plain lanes': fast-math reassociation would
-  cost far more fallbacks than it saves.)
+  The forward's ``y_j`` see only the relative error of ``s``. At D = 1024 the plain
+  lanes' ``21 u`` leaves a few more entries undecided (four draws of N(0, 1) rows: 5
+  against 3 in 4 x 4096 x 1024 entries; at D = 4096, 7 against 1 in 4 x 256 x 4096), and
+  the exponentials' pass takes 0.6 of the time it takes with TwoSum lanes (one core,
+  4096 x 1024: 7.3 against 11.8 ms). The VJP keeps the compensated sum, whose smaller
+  error also narrows the bound of ``dx`` where ``g_i`` nearly cancels ``<g, y>``
+  (measured: the plain sum there left 3.5 times as many entries undecided). (The bound of
+  a sum in any order, ``(D - 1) u s``, would be 2^-43 s at D = 1024, fifty times the plain
+  lanes': fast-math reassociation would cost far more fallbacks than it saves.)
 * ``inv = fl(1 / s)`` with ``einv = inv es / (s - es) + U inv + TINY`` (quotient rule;
   ``s >= 1``), ``y_j = fl(E_j inv)`` with
   ``ey_j = E_j (einv + rho inv + rho einv) + U y_j + (inv + einv) A + TINY`` (product rule):
