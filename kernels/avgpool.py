@@ -168,6 +168,24 @@ def _add_columns(line, kw, sw, sums, errors):
                 sums[k] = s
 
 
+@njit(cache=True, error_model="numpy")
+def _mean_pairs(top, bottom, inverse, out):
+    """:func:`_add_columns` over the two rows of 2 x 2 windows at column stride 2 that lie
+    in the plane (``top[2k], top[2k + 1], bottom[2k], bottom[2k + 1]``, added in that order
+    from 0), each window's mean into ``out`` in the same pass. Returns False where a sum
+    is inexact or not finite (some TwoSum error is not 0): the caller then sums the rows
+    again and settles those windows as :func:`_forward2d_wide` does."""
+    bad = False
+    for k in range(out.size):
+        s, e1 = _exact_add(0.0, np.float64(top[2 * k]))
+        s, e2 = _exact_add(s, np.float64(top[2 * k + 1]))
+        s, e3 = _exact_add(s, np.float64(bottom[2 * k]))
+        s, e4 = _exact_add(s, np.float64(bottom[2 * k + 1]))
+        bad |= (e1 + e2 + e3 + e4) != 0.0  # errors are >= 0 (or NaN)
+        out[k] = s * inverse
+    return not bad
+
+
 @thread_safe
 @njit(cache=True, parallel=True, error_model="numpy")
 def _forward2d_wide(planes, kh, kw, sh, sw, ph, pw, out):
@@ -182,21 +200,35 @@ def _forward2d_wide(planes, kh, kw, sh, sw, ph, pw, out):
     out_h, out_w = out.shape[1], out.shape[2]
     inverse = 1.0 / (kh * kw)
     lo, hi = inner_columns(width, kw, sw, pw, out_w)
+    pairs = kh == 2 and kw == 2 and sw == 2
+    start = lo * sw - pw
     for p in prange(n):
         sums = np.empty(hi - lo)
         errors = np.empty(hi - lo)
         for oh in range(out_h):
             h0 = oh * sh - ph
-            sums[:] = 0.0
-            errors[:] = 0.0
-            for i in range(max(h0, 0), min(h0 + kh, height)):
-                _add_columns(planes[p, i, lo * sw - pw :], kw, sw, sums, errors)
-            for ow in range(out_w):
-                if lo <= ow < hi and errors[ow - lo] == 0.0:
-                    out[p, oh, ow] = sums[ow - lo] * inverse
-                else:
-                    w0 = ow * sw - pw
-                    out[p, oh, ow] = _window_mean(planes[p], h0, w0, kh, kw, False, 1.0, False)
+            i0, i1 = max(h0, 0), min(h0 + kh, height)
+            done = pairs and i1 - i0 == 2
+            if done:
+                top, bottom = planes[p, i0, start:], planes[p, i1 - 1, start:]
+                done = _mean_pairs(top, bottom, inverse, out[p, oh, lo:hi])
+            if not done:
+                sums[:] = 0.0
+                errors[:] = 0.0
+                for i in range(i0, i1):
+                    _add_columns(planes[p, i, start:], kw, sw, sums, errors)
+                for k in range(hi - lo):
+                    if errors[k] == 0.0:
+                        out[p, oh, lo + k] = sums[k] * inverse
+                    else:
+                        w0 = (lo + k) * sw - pw
+                        out[p, oh, lo + k] = _window_mean(
+                            planes[p], h0, w0, kh, kw, False, 1.0, False
+                        )
+            for t in range(out_w - (hi - lo)):  # the clipped windows
+                ow = t if t < lo else t + hi - lo
+                w0 = ow * sw - pw
+                out[p, oh, ow] = _window_mean(planes[p], h0, w0, kh, kw, False, 1.0, False)
 
 
 @njit(cache=True, inline="always", error_model="numpy")
@@ -336,21 +368,25 @@ def _vjp2d_disjoint(g, kh, kw, sh, sw, ph, pw, covers, scaled, dx):
     inverse = 1.0 / (kh * kw)
     lo, hi = inner_columns(width, kw, sw, pw, out_w)
     for p in prange(n):
-        shares = np.empty(out_w)
+        shares = np.empty(out_w, dx.dtype)  # rounded once, here, to dx's dtype
         scale = _scale(g[p]) if scaled else 1.0
         if not covers:
             dx[p] = 0.0
         for oh in range(out_h):
             h0 = oh * sh - ph
-            for ow in range(out_w):
-                shares[ow] = ((0.0 + np.float64(g[p, oh, ow]) * scale) * inverse) / scale
+            if scaled:
+                for ow in range(out_w):
+                    shares[ow] = ((0.0 + np.float64(g[p, oh, ow]) * scale) * inverse) / scale
+            else:  # the same values: the product with 1 and the quotient by 1 are exact
+                for ow in range(out_w):
+                    shares[ow] = (0.0 + np.float64(g[p, oh, ow])) * inverse
             for i in range(max(h0, 0), min(h0 + kh, height)):
                 _spread_columns(shares[lo:hi], kw, sw, dx[p, i, lo * sw - pw :])
-                for ow in range(out_w):
-                    if ow < lo or ow >= hi:
-                        w0 = ow * sw - pw
-                        for j in range(max(w0, 0), min(w0 + kw, width)):
-                            dx[p, i, j] = shares[ow]
+                for t in range(out_w - (hi - lo)):  # the clipped windows only
+                    ow = t if t < lo else t + hi - lo
+                    w0 = ow * sw - pw
+                    for j in range(max(w0, 0), min(w0 + kw, width)):
+                        dx[p, i, j] = shares[ow]
 
 
 @njit(cache=True, error_model="numpy")

@@ -192,6 +192,22 @@ def _max_columns(line, kw, sw, best):
                     best[k] = v
 
 
+@njit(cache=True, error_model="numpy")
+def _max_pairs(top, bottom, out):
+    """:func:`_max_columns` for 2 x 2 windows at column stride 2 whose rows ``top`` and
+    ``bottom`` lie in the plane, into ``out``: without a NaN the scan's result is the first
+    maximum, which the builtin ``max`` (``select(v > acc, v, acc)``: the earlier argument
+    wins a tie, ``-0`` before ``+0`` included) gives, with no select depending on a
+    comparison's branch. Returns False where a window holds a NaN (the scan decides which)."""
+    bad = False
+    for k in range(out.size):
+        a, b = top[2 * k], top[2 * k + 1]
+        c, d = bottom[2 * k], bottom[2 * k + 1]
+        bad |= (a != a) | (b != b) | (c != c) | (d != d)
+        out[k] = max(max(a, b), max(c, d))
+    return not bad
+
+
 @thread_safe
 @njit(cache=True, parallel=True, error_model="numpy")
 def _forward2d_native(planes, kh, kw, sh, sw, ph, pw, out):
@@ -201,18 +217,26 @@ def _forward2d_native(planes, kh, kw, sh, sw, ph, pw, out):
     n, height, width = planes.shape
     out_h, out_w = out.shape[1], out.shape[2]
     lo, hi = inner_columns(width, kw, sw, pw, out_w)
+    pairs = kh == 2 and kw == 2 and sw == 2
+    start = lo * sw - pw
     for p in prange(n):
         best = np.empty(hi - lo, planes.dtype)
         for oh in range(out_h):
             h0 = oh * sh - ph
-            best[:] = -np.inf
-            for i in range(max(h0, 0), min(h0 + kh, height)):
-                _max_columns(planes[p, i, lo * sw - pw :], kw, sw, best)
-            for ow in range(out_w):
-                if lo <= ow < hi:
-                    out[p, oh, ow] = best[ow - lo]
-                else:
-                    out[p, oh, ow] = _argmax(planes[p], h0, ow * sw - pw, kh, kw)[0]
+            i0, i1 = max(h0, 0), min(h0 + kh, height)
+            done = pairs and i1 - i0 == 2
+            if done:
+                done = _max_pairs(
+                    planes[p, i0, start:], planes[p, i1 - 1, start:], out[p, oh, lo:hi]
+                )
+            if not done:
+                best[:] = -np.inf
+                for i in range(i0, i1):
+                    _max_columns(planes[p, i, start:], kw, sw, best)
+                out[p, oh, lo:hi] = best
+            for t in range(out_w - (hi - lo)):  # the clipped windows
+                ow = t if t < lo else t + hi - lo
+                out[p, oh, ow] = _argmax(planes[p], h0, ow * sw - pw, kh, kw)[0]
 
 
 @njit(cache=True, error_model="numpy")
@@ -229,6 +253,35 @@ def _route_columns(shares, where, kw, sw, row, line):
                 line[k * sw + j] = shares[k] if where[k] == row * kw + j else 0.0
 
 
+@njit(cache=True, error_model="numpy")
+def _route_pairs(top, bottom, shares, dtop, dbottom):
+    """:func:`_scan_columns` and :func:`_route_columns` at once for 2 x 2 windows at column
+    stride 2 whose two rows ``top`` and ``bottom`` lie in the plane: window k holds
+    ``a, b = top[2k], top[2k + 1]`` and ``c, d = bottom[2k], bottom[2k + 1]``, scanned in
+    that order. Without a NaN the scan selects the first maximum, so each pixel's test is
+    a comparison with the pixels before it (``>``) and after it (``>=``); the share goes
+    to the selected pixel as ``s 1 + 0`` and to the others as ``s 0 + 0`` (+0, the value
+    that route writes). No select depends on another, and LLVM vectorizes the loop
+    (``vjp2d`` of (8, 64, 56, 56) float32 on one core: 7.1 ms by the scan, 1.2 by this;
+    versions that chained the selects ran 3 to 9 times slower on random data than on
+    constant data, as mispredicted branches do). Returns False,
+    leaving the rows to the scan, where a window holds a NaN or a share is not finite
+    (``s 0`` would be NaN)."""
+    bad = False
+    for k in range(shares.size):
+        a, b = top[2 * k], top[2 * k + 1]
+        c, d = bottom[2 * k], bottom[2 * k + 1]
+        s = shares[k]
+        zero = s - s  # +0 for a finite s; NaN (flagged below) otherwise
+        bad |= (a != a) | (b != b) | (c != c) | (d != d) | (zero != zero)
+        ab, cd = max(a, b), max(c, d)
+        dtop[2 * k] = s * np.float32(a >= max(b, cd)) + zero
+        dtop[2 * k + 1] = s * (np.float32(b > a) * np.float32(b >= cd)) + zero
+        dbottom[2 * k] = s * (np.float32(c > ab) * np.float32(c >= d)) + zero
+        dbottom[2 * k + 1] = s * np.float32(d > max(ab, c)) + zero
+    return not bad
+
+
 @thread_safe
 @njit(cache=True, parallel=True, error_model="numpy")
 def _vjp2d_disjoint(planes, g, kh, kw, sh, sw, ph, pw, covers, dx):
@@ -238,6 +291,7 @@ def _vjp2d_disjoint(planes, g, kh, kw, sh, sw, ph, pw, covers, dx):
     n, height, width = planes.shape
     out_h, out_w = g.shape[1], g.shape[2]
     lo, hi = inner_columns(width, kw, sw, pw, out_w)
+    pairs = kh == 2 and kw == 2 and sw == 2
     for p in prange(n):
         best = np.empty(hi - lo, planes.dtype)
         where = np.empty(hi - lo, np.int32)
@@ -247,18 +301,24 @@ def _vjp2d_disjoint(planes, g, kh, kw, sh, sw, ph, pw, covers, dx):
         for oh in range(out_h):
             h0 = oh * sh - ph
             i0, i1 = max(h0, 0), min(h0 + kh, height)
-            best[:] = -np.inf
-            where[:] = 0
             for ow in range(out_w):
                 shares[ow] = 0.0 + g[p, oh, ow]
-            for i in range(i0, i1):
-                _scan_columns(planes[p, i, lo * sw - pw :], kw, sw, i - i0, best, where)
-            for i in range(i0, i1):
-                line = dx[p, i, lo * sw - pw :]
-                _route_columns(shares[lo:hi], where, kw, sw, i - i0, line)
-            for ow in range(out_w):
-                if lo <= ow < hi:
-                    continue
+            start = lo * sw - pw
+            done = pairs and i1 - i0 == 2
+            if done:
+                top, bottom = planes[p, i0, start:], planes[p, i0 + 1, start:]
+                done = _route_pairs(
+                    top, bottom, shares[lo:hi], dx[p, i0, start:], dx[p, i1 - 1, start:]
+                )
+            if not done:
+                best[:] = -np.inf
+                where[:] = 0
+                for i in range(i0, i1):
+                    _scan_columns(planes[p, i, start:], kw, sw, i - i0, best, where)
+                for i in range(i0, i1):
+                    _route_columns(shares[lo:hi], where, kw, sw, i - i0, dx[p, i, start:])
+            for t in range(out_w - (hi - lo)):  # the clipped windows
+                ow = t if t < lo else t + hi - lo
                 w0 = ow * sw - pw
                 for i in range(i0, i1):
                     for j in range(max(w0, 0), min(w0 + kw, width)):

@@ -40,7 +40,8 @@ GEOMETRIES = [
     ((1, 1), (1, 1), (0, 0)),
     ((1, 2), (3, 2), (0, 1)),
 ]
-PLANES = [(1, 1), (2, 2), (3, 5), (7, 4), (8, 8), (9, 13), (16, 33)]
+#: (6, 70): rows of 35 2x2 windows, long enough for the vectorized body of the 2x2 loops.
+PLANES = [(1, 1), (2, 2), (3, 5), (7, 4), (8, 8), (9, 13), (16, 33), (6, 70)]
 
 
 def _values(rng: np.random.Generator, shape: tuple[int, ...], kind: str, dtype) -> np.ndarray:
