@@ -22,12 +22,13 @@ Arithmetic. Sums are double-double (compensated: float64 input loses nothing nee
 divided once and rounded once to x's dtype; a sum of float64 values beyond 2^960 is formed
 scaled by 2^-64 (exact, except that entries below 2^-958 then err by up to 2^-1011), so
 ``mean(1.7e308, 1.7e308)`` is 1.7e308, not inf. float32 and float16 ("mixed", the default)
-inputs are computed the same way in float64 and rounded once. For ``kh kw`` a power of two
-the windows of a row are summed side by side, vectorized, to the same values: a float32
-window whose plain float64 sum is exact (TwoSum error 0 at every step, the usual case) is
-divided directly, and a float64 window is summed in double-double by the operations of
-``dd_add`` without its branches, whose quotient by ``kh kw`` then is the high part times
-``1 / (kh kw)``; every other window takes the general loop. ``strict_fp16=True`` (float16
+inputs are computed the same way in float64 and rounded once. The windows of a row are
+summed side by side, vectorized, to the same values: a float32 (or float16) window whose
+plain float64 sum is exact (TwoSum error 0 at every step, the usual case) is divided
+directly, any ``kh kw``; for ``kh kw`` a power of two a float64 window is summed in
+double-double by the operations of ``dd_add`` without its branches, whose quotient by
+``kh kw`` then is the high part times ``1 / (kh kw)``; every other window takes the general
+loop. ``strict_fp16=True`` (float16
 or bfloat16 input) sums left to right from +0 (row-major within a window) with every
 partial sum rounded to the input's format (``kernels/_strict.narrow``), and divides by
 ``D`` (or ``kh kw``) rounded to it, rounding the quotient: ``h(h(...h(0 + x_1)...) / h(D))``.
@@ -168,6 +169,19 @@ def _add_columns(line, kw, sw, sums, errors):
                 sums[k] = s
 
 
+@njit(cache=True, inline="always", error_model="numpy")
+def _quotient(s, count, inverse, power):
+    """``s / count`` (``count = kh kw``, ``inverse = 1 / count``, ``power`` whether it is a
+    power of two), which is the high part of ``kernels._dd.dd_div(s, 0, count, 0)`` for
+    the sum ``s`` of a float32 window (normal or 0, below 2^996, where ``dd_div``'s
+    products are exact): the exact quotient lies at least ``ulp / (2 count)`` from a
+    midpoint (``count`` is an odd integer times a power of two, ``s`` a float64), far beyond
+    the double-double's error, so the pair rounds to ``fl(s / count)``
+    (``tests/kernels/test_pool_loops.py``). A power of two divides exactly: the product
+    with ``inverse``, the faster instruction."""
+    return s * inverse if power else s / count
+
+
 @njit(cache=True, error_model="numpy")
 def _mean_pairs(top, bottom, inverse, out):
     """:func:`_add_columns` over the two rows of 2 x 2 windows at column stride 2 that lie
@@ -189,16 +203,18 @@ def _mean_pairs(top, bottom, inverse, out):
 @thread_safe
 @njit(cache=True, parallel=True, error_model="numpy")
 def _forward2d_wide(planes, kh, kw, sh, sw, ph, pw, out):
-    """:func:`_forward2d` of float32 planes (|x| < 2^128, so the scale is 1) with ``kh kw`` a
-    power of two, vectorized over a row of windows: each window's plain float64 sum, in
-    the same order, with Knuth's TwoSum error of every step. Where all of them are 0 (and
-    the sum is finite) the double-double sum is that sum with a zero low part, and its
-    division by ``kh kw`` is the exact product with ``1 / (kh kw)``: the same value as
-    :func:`_window_mean`, which handles every other window (a border window, an inexact
-    sum, a non-finite one)."""
+    """:func:`_forward2d` of float32 planes (|x| < 2^128, so the scale is 1), vectorized over
+    a row of windows: each window's plain float64 sum, in the same order, with Knuth's
+    TwoSum error of every step. Where all of them are 0 (and the sum is finite) the
+    double-double sum is that sum with a zero low part, and the high part of its
+    double-double quotient by ``kh kw`` is the sum's float64 quotient (:func:`_quotient`):
+    the same value as :func:`_window_mean`, which handles every other window (a border
+    window, an inexact sum, a non-finite one)."""
     n, height, width = planes.shape
     out_h, out_w = out.shape[1], out.shape[2]
-    inverse = 1.0 / (kh * kw)
+    count = np.float64(kh * kw)
+    inverse = 1.0 / count
+    power = (kh * kw) & (kh * kw - 1) == 0
     lo, hi = inner_columns(width, kw, sw, pw, out_w)
     pairs = kh == 2 and kw == 2 and sw == 2
     start = lo * sw - pw
@@ -219,7 +235,7 @@ def _forward2d_wide(planes, kh, kw, sh, sw, ph, pw, out):
                     _add_columns(planes[p, i, start:], kw, sw, sums, errors)
                 for k in range(hi - lo):
                     if errors[k] == 0.0:
-                        out[p, oh, lo + k] = sums[k] * inverse
+                        out[p, oh, lo + k] = _quotient(sums[k], count, inverse, power)
                     else:
                         w0 = (lo + k) * sw - pw
                         out[p, oh, lo + k] = _window_mean(
@@ -355,17 +371,19 @@ def _spread_columns(shares, kw, sw, line):
 @thread_safe
 @njit(cache=True, parallel=True, error_model="numpy")
 def _vjp2d_disjoint(g, kh, kw, sh, sw, ph, pw, covers, scaled, dx):
-    """:func:`_vjp2d` (float32 or float64 ``g``) for windows that share no pixel, ``kh kw``
-    a power of two: a pixel's double-double sum is its one window's ``0 + g s`` (low part
-    0; ``s`` the plane's scale where ``scaled``, float64 ``g``, else 1: float32 ``g`` is
-    below 2^128, and the scan for the scale cost float32 5%), and the high part of its double-double
-    quotient by ``kh kw`` is the correctly rounded quotient (its remainder term rounds to
-    0 even where the quotient is subnormal), which the product with ``1 / (kh kw)`` also
-    is; divided by ``s`` as there. A pixel of no window (``covers`` False) gets 0, as
-    there."""
+    """:func:`_vjp2d` (float32 ``g``, or float64 ``g`` with ``kh kw`` a power of two) for
+    windows that share no pixel: a pixel's double-double sum is its one window's
+    ``0 + g s`` (low part 0; ``s`` the plane's scale where ``scaled``, float64 ``g``, else
+    1: float32 ``g`` is below 2^128, and the scan for the scale cost float32 5%), and the
+    high part of its double-double quotient by ``kh kw`` is the correctly rounded quotient
+    (for a power of two its remainder term rounds to 0 even where the quotient is
+    subnormal, and a float32 ``g``'s quotient is normal: :func:`_quotient`); divided by
+    ``s`` as there. A pixel of no window (``covers`` False) gets 0, as there."""
     n, height, width = dx.shape
     out_h, out_w = g.shape[1], g.shape[2]
-    inverse = 1.0 / (kh * kw)
+    count = np.float64(kh * kw)
+    inverse = 1.0 / count
+    power = (kh * kw) & (kh * kw - 1) == 0
     lo, hi = inner_columns(width, kw, sw, pw, out_w)
     for p in prange(n):
         shares = np.empty(out_w, dx.dtype)  # rounded once, here, to dx's dtype
@@ -379,7 +397,7 @@ def _vjp2d_disjoint(g, kh, kw, sh, sw, ph, pw, covers, scaled, dx):
                     shares[ow] = ((0.0 + np.float64(g[p, oh, ow]) * scale) * inverse) / scale
             else:  # the same values: the product with 1 and the quotient by 1 are exact
                 for ow in range(out_w):
-                    shares[ow] = (0.0 + np.float64(g[p, oh, ow])) * inverse
+                    shares[ow] = _quotient(0.0 + np.float64(g[p, oh, ow]), count, inverse, power)
             for i in range(max(h0, 0), min(h0 + kh, height)):
                 _spread_columns(shares[lo:hi], kw, sw, dx[p, i, lo * sw - pw :])
                 for t in range(out_w - (hi - lo)):  # the clipped windows only
@@ -402,11 +420,12 @@ def _jacobian2d(height, width, kh, kw, sh, sw, ph, pw, channels, out_h, out_w, w
                         out[row, (c * height + i) * width + j] = weight
 
 
-def _vectorized(geometry, strict: bool) -> bool:
+def _vectorized(geometry, strict: bool, dtype: np.dtype) -> bool:
     """Whether the vectorized loops apply: mixed mode (float16 input is widened exactly to
-    float32) and ``kh kw`` a power of two (dividing by it is exact)."""
+    float32), and for float64 input ``kh kw`` a power of two (dividing by it is exact; a
+    float32 window's quotient, normal in float64, is :func:`_quotient`'s for any count)."""
     count = geometry.kh * geometry.kw
-    return not strict and count & (count - 1) == 0
+    return not strict and (dtype != np.float64 or count & (count - 1) == 0)
 
 
 def _output(dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
@@ -465,7 +484,7 @@ def forward2d(
     """Window means (zero padding counted) of each (H, W) plane: shape (..., Ho, Wo)."""
     x, geometry, strict = window_input(x, kernel_size, stride, padding, strict_fp16)
     shape = (*x.shape[:-2], geometry.out_height, geometry.out_width)
-    if _vectorized(geometry, strict):
+    if _vectorized(geometry, strict, x.dtype):
         planes = native_planes(x)
         out = _output(x.dtype, (planes.shape[0], *shape[-2:]))
         loop = _forward2d_dd if planes.dtype == np.float64 else _forward2d_wide
@@ -489,7 +508,7 @@ def vjp2d(
 ) -> np.ndarray:
     """The input gradient for ``g`` of shape (..., Ho, Wo) (x's values are not read)."""
     x, geometry, strict = window_input(x, kernel_size, stride, padding, strict_fp16)
-    if _vectorized(geometry, strict) and geometry.disjoint:
+    if _vectorized(geometry, strict, x.dtype) and geometry.disjoint:
         gplanes = native_planes(checked_window_gradient(g, x, geometry))
         dx = _output(x.dtype, (gplanes.shape[0], *x.shape[-2:]))
         scaled = gplanes.dtype == np.float64

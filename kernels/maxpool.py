@@ -193,6 +193,20 @@ def _max_columns(line, kw, sw, best):
 
 
 @njit(cache=True, error_model="numpy")
+def _max_columns_selected(line, kw, sw, best):
+    """:func:`_max_columns` for a row without NaN, by the builtin ``max``
+    (``select(v > acc, v, acc)``, the scan's rule there), which LLVM vectorizes; returns
+    False, leaving ``best`` to be scanned again, where the row's windows hold a NaN."""
+    bad = False
+    for j in range(kw):
+        for k in range(best.size):
+            v = line[k * sw + j]
+            bad |= v != v
+            best[k] = max(best[k], v)
+    return not bad
+
+
+@njit(cache=True, error_model="numpy")
 def _max_pairs(top, bottom, out):
     """:func:`_max_columns` for 2 x 2 windows at column stride 2 whose rows ``top`` and
     ``bottom`` lie in the plane, into ``out``: without a NaN the scan's result is the first
@@ -231,8 +245,13 @@ def _forward2d_native(planes, kh, kw, sh, sw, ph, pw, out):
                 )
             if not done:
                 best[:] = -np.inf
+                done = True
                 for i in range(i0, i1):
-                    _max_columns(planes[p, i, start:], kw, sw, best)
+                    done &= _max_columns_selected(planes[p, i, start:], kw, sw, best)
+                if not done:
+                    best[:] = -np.inf
+                    for i in range(i0, i1):
+                        _max_columns(planes[p, i, start:], kw, sw, best)
                 out[p, oh, lo:hi] = best
             for t in range(out_w - (hi - lo)):  # the clipped windows
                 ow = t if t < lo else t + hi - lo

@@ -21,6 +21,7 @@ import pytest
 
 import kernels.avgpool as avgpool
 import kernels.maxpool as maxpool
+from kernels._dd import dd_div
 from kernels._pool import WindowGeometry, finish
 
 DTYPES = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.float64))
@@ -123,6 +124,24 @@ def test_vectorized_pooling_loops_give_the_general_loops_bits(geometry, dtype):
         _same_bits(maxpool.vjp2d(x, g, *args), _general(maxpool, "vjp", x, g, geo))
         _same_bits(avgpool.forward2d(x, *args), _general(avgpool, "forward", x, None, geo))
         _same_bits(avgpool.vjp2d(x, g, *args), _general(avgpool, "vjp", x, g, geo))
+
+
+@pytest.mark.parametrize("count", [3, 6, 9, 25, 49, 4, 1])
+def test_the_quotient_is_the_double_double_quotients_high_part(count):
+    """``avgpool._quotient(s, count, ...)`` is ``dd_div(s, 0, count, 0)[0]``, the general
+    loop's mean of a window whose sum is exact, for the sums of float32 windows: 200,000
+    float64 values of 53 significant bits from 2^-160 to 2^140 (where ``s * (1 / count)``
+    differs from the quotient in its last bit, for odd counts a few percent of them), and
+    0. (Beyond 2^996 ``dd_div``'s products are not exact and its high part can differ.)"""
+    rng = np.random.default_rng(count)
+    sums = rng.uniform(1, 2, 200_000) * 2.0 ** rng.integers(-160, 140, 200_000)
+    sums = np.concatenate([sums, -sums[:1000], [0.0, -0.0]])
+    inverse, power = 1.0 / count, count & (count - 1) == 0
+    quotients = np.array([avgpool._quotient(s, float(count), inverse, power) for s in sums])
+    expected = np.array([dd_div(s, 0.0, float(count), 0.0)[0] for s in sums])
+    _same_bits(quotients, expected)
+    if not power:
+        assert np.any(sums * inverse != expected)  # the product would not do
 
 
 def test_float32_window_sums_that_round_in_float64_take_the_double_double_loop():
