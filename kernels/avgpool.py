@@ -76,6 +76,7 @@ from kernels._pool import (
 from kernels._rownorm import two_sum_select
 from kernels._strict import bfloat16_kernel, is_bfloat16, narrow
 from kernels._threads import thread_safe
+from kernels.cast import widen
 
 __all__ = ["forward", "forward2d", "jacobian", "jacobian2d", "vjp", "vjp2d"]
 
@@ -355,6 +356,47 @@ def _vjp2d(g, kh, kw, sh, sw, ph, pw, strict, dx, bf=False):
                     dx[p, i, j] = dd_div(hi[i, j], lo[i, j], count, 0.0)[0] / scale
 
 
+@njit(cache=True, inline="always", error_model="numpy")
+def _windows_over(i, k, s, p, size):
+    """The windows along one axis that hold pixel ``i``: ``o`` from the first to the last
+    (``o s - p <= i < o s - p + k``, ``0 <= o < size``), as a range's ends."""
+    return max(0, (i + p - k) // s + 1), min(size, (i + p) // s + 1)
+
+
+@thread_safe
+@njit(cache=True, parallel=True, error_model="numpy")
+def _vjp2d_gathered(g, kh, kw, sh, sw, ph, pw, dx, settled):
+    """:func:`_vjp2d` of float32 ``g`` (the scale is 1), any windows: each pixel gathers
+    the ``g`` of its windows in the order the scatter adds them (the windows row-major),
+    by plain float64 additions with Knuth's TwoSum error of each. Where every error is 0
+    the double-double sum is that sum with a zero low part, and its quotient's high part
+    is :func:`_quotient`'s. ``settled[p]`` says whether every pixel of plane ``p`` was
+    such a sum; the caller runs :func:`_vjp2d` itself on the other planes (an inexact
+    sum, or one that is not finite: which NaN ``inf - inf + NaN`` gives depends on the
+    order in which the compiled code holds the operands, so the one loop decides it)."""
+    n, height, width = dx.shape
+    out_h, out_w = g.shape[1], g.shape[2]
+    count = np.float64(kh * kw)
+    inverse = 1.0 / count
+    power = (kh * kw) & (kh * kw - 1) == 0
+    columns = np.empty((width, 2), np.int64)  # each column's windows, found once
+    for j in range(width):
+        columns[j, 0], columns[j, 1] = _windows_over(j, kw, sw, pw, out_w)
+    for p in prange(n):
+        exact = True
+        for i in range(height):
+            oh0, oh1 = _windows_over(i, kh, sh, ph, out_h)
+            for j in range(width):
+                total, error = 0.0, 0.0
+                for oh in range(oh0, oh1):
+                    for ow in range(columns[j, 0], columns[j, 1]):
+                        total, e = _exact_add(total, np.float64(g[p, oh, ow]))
+                        error += e
+                exact &= error == 0.0  # NaN for a sum that is not finite
+                dx[p, i, j] = _quotient(total, count, inverse, power)
+        settled[p] = exact
+
+
 @njit(cache=True, error_model="numpy")
 def _spread_columns(shares, kw, sw, line):
     """Write each window's share to its ``kw`` columns ``line[k sw : k sw + kw]``."""
@@ -513,6 +555,17 @@ def vjp2d(
         dx = _output(x.dtype, (gplanes.shape[0], *x.shape[-2:]))
         scaled = gplanes.dtype == np.float64
         _vjp2d_disjoint(gplanes, *geometry.loop_args, geometry.covers, scaled, dx)
+        return finish(dx, x.dtype, x.shape)
+    if _vectorized(geometry, strict, x.dtype) and x.dtype != np.float64:
+        gplanes = native_planes(checked_window_gradient(g, x, geometry))
+        dx = _output(x.dtype, (gplanes.shape[0], *x.shape[-2:]))
+        settled = np.empty(gplanes.shape[0], np.bool_)
+        _vjp2d_gathered(gplanes, *geometry.loop_args, dx, settled)
+        if not settled.all():
+            rest = widen(gplanes[~settled])
+            exact = np.empty((rest.shape[0], *x.shape[-2:]))
+            _vjp2d(rest, *geometry.loop_args, False, exact)
+            dx[~settled] = exact  # rounded once to dx's dtype, as finish rounds
         return finish(dx, x.dtype, x.shape)
     gplanes = window_gradient(g, x, geometry)
     dx = np.empty((gplanes.shape[0], *x.shape[-2:]))

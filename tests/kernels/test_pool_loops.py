@@ -1,9 +1,11 @@
 """The vectorized windowed-pooling loops give the bits of the general loops.
 
-``maxpool.forward2d`` scans rows of windows side by side, ``maxpool.vjp2d`` and
-``avgpool.vjp2d`` have a loop for windows that share no pixel, and ``avgpool.forward2d`` sums
-rows of windows side by side, for ``kh kw`` a power of two: float32 (and mixed float16)
-input in float64 with an exact check, float64 input in double-double by the operations of
+``maxpool.forward2d`` scans rows of windows side by side (2 x 2 windows at stride 2, and rows
+without NaN, by one pass each), ``maxpool.vjp2d`` and ``avgpool.vjp2d`` have a loop for
+windows that share no pixel, ``avgpool.vjp2d`` gathers each pixel's windows where they
+overlap (float32 and mixed float16), and ``avgpool.forward2d`` sums rows of windows side by
+side: float32 (and mixed float16) input in float64 with an exact check, any ``kh kw``,
+float64 input, for ``kh kw`` a power of two, in double-double by the operations of
 ``kernels._dd.dd_add``. Each must return exactly what the general loops return
 (the per-window scan :func:`kernels.maxpool._argmax`, the double-double scatter
 ``maxpool._vjp2d`` and ``avgpool._forward2d`` / ``avgpool._vjp2d`` on float64 planes, the
@@ -40,6 +42,8 @@ GEOMETRIES = [
     ((3, 2), (2, 2), (1, 1)),
     ((1, 1), (1, 1), (0, 0)),
     ((1, 2), (3, 2), (0, 1)),
+    ((3, 3), (2, 2), (1, 1)),
+    ((2, 3), (1, 1), (1, 1)),
 ]
 #: (6, 70): rows of 35 2x2 windows, long enough for the vectorized body of the 2x2 loops.
 PLANES = [(1, 1), (2, 2), (3, 5), (7, 4), (8, 8), (9, 13), (16, 33), (6, 70)]
