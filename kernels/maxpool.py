@@ -59,7 +59,7 @@ import numpy as np
 from numba import njit, prange
 from numpy.typing import ArrayLike
 
-from kernels._dd import dd_add
+from kernels._dd import dd_add, two_sum
 from kernels._pool import (
     IntPair,
     WindowGeometry,
@@ -77,6 +77,7 @@ from kernels._pool import (
 from kernels._strict import bfloat16_kernel, is_bfloat16, narrow
 from kernels._threads import thread_safe
 from kernels._validate import float_array, pair
+from kernels.cast import widen
 
 __all__ = ["forward", "forward2d", "jacobian", "jacobian2d", "lipschitz2d", "vjp", "vjp2d"]
 
@@ -347,6 +348,63 @@ def _vjp2d_disjoint(planes, g, kh, kw, sh, sw, ph, pw, covers, dx):
 
 
 @njit(cache=True, error_model="numpy")
+def _select_columns(line, kw, sw, first, row, best, where):
+    """:func:`_scan_columns` by selects (``where`` the pixel's index in the plane, ``row``
+    its row's first index, ``first`` the first window's column): the scan's rule for a
+    row without NaN, which LLVM vectorizes; returns False where the row holds a NaN."""
+    bad = False
+    for j in range(kw):
+        for k in range(best.size):
+            v = line[k * sw + j]
+            bad |= v != v
+            where[k] = np.int32(row + first + k * sw + j) if v > best[k] else where[k]
+            best[k] = max(best[k], v)
+    return not bad
+
+
+@thread_safe
+@njit(cache=True, parallel=True, error_model="numpy")
+def _vjp2d_selected(planes, g, kh, kw, sh, sw, ph, pw, dx, settled):
+    """:func:`_vjp2d` (mixed mode) for windows that overlap: each window's argmax by
+    :func:`_select_columns` (the windows that need no clipping) or :func:`_argmax`, its
+    ``g`` added to the pixel's running float64 sum in the scatter's order (the windows
+    row-major) with Knuth's TwoSum error of each addition. Where every error is 0 the
+    double-double sums are those sums with zero low parts. ``settled[p]`` says whether plane
+    ``p`` had no NaN in a window of the vectorized scan and only such sums; the caller runs
+    :func:`_vjp2d` itself on the other planes."""
+    n, height, width = planes.shape
+    out_h, out_w = g.shape[1], g.shape[2]
+    lo, hi = inner_columns(width, kw, sw, pw, out_w)
+    start = lo * sw - pw
+    for p in prange(n):
+        best = np.empty(hi - lo, planes.dtype)
+        where = np.empty(hi - lo, np.int32)
+        total = np.zeros(height * width)
+        exact = True
+        for oh in range(out_h):
+            h0 = oh * sh - ph
+            i0, i1 = max(h0, 0), min(h0 + kh, height)
+            best[:] = -np.inf
+            for k in range(hi - lo):  # the scan's choice in a window of -inf only
+                where[k] = i0 * width + start + k * sw
+            for i in range(i0, i1):
+                row = planes[p, i, start:]
+                exact &= _select_columns(row, kw, sw, start, i * width, best, where)
+            for ow in range(out_w):
+                if lo <= ow < hi:
+                    index = where[ow - lo]
+                else:
+                    index = _argmax(planes[p], h0, ow * sw - pw, kh, kw)[1]
+                t, e = two_sum(total[index], np.float64(g[p, oh, ow]))
+                total[index] = t
+                exact &= e == 0.0 and abs(t) < np.inf
+        for i in range(height):
+            for j in range(width):
+                dx[p, i, j] = total[i * width + j]
+        settled[p] = exact
+
+
+@njit(cache=True, error_model="numpy")
 def _jacobian2d(planes, kh, kw, sh, sw, ph, pw, out_h, out_w, out):
     n, height, width = planes.shape
     for c in range(n):
@@ -422,6 +480,19 @@ def vjp2d(
         gplanes = native_planes(checked_window_gradient(g, x, geometry))
         dx = np.empty(planes.shape, planes.dtype)
         _vjp2d_disjoint(planes, gplanes, *geometry.loop_args, geometry.covers, dx)
+        return finish(dx, x.dtype, x.shape)
+    if not strict and x.dtype != np.float64 and not is_bfloat16(x):
+        planes = native_planes(x)
+        gplanes = native_planes(checked_window_gradient(g, x, geometry))
+        # float16: sums of halves can round in float32, so float64
+        dx = np.empty(planes.shape, np.float32 if x.dtype == np.float32 else np.float64)
+        settled = np.empty(planes.shape[0], np.bool_)
+        _vjp2d_selected(planes, gplanes, *geometry.loop_args, dx, settled)
+        if not settled.all():
+            xs, gs = widen(planes[~settled]), widen(gplanes[~settled])
+            rest = np.empty(xs.shape)
+            _vjp2d(xs, gs, *geometry.loop_args, False, rest)
+            dx[~settled] = rest  # rounded once to dx's dtype, as finish rounds
         return finish(dx, x.dtype, x.shape)
     x, geometry, planes, strict = window_planes(x, kernel_size, stride, padding, strict_fp16)
     gplanes = window_gradient(g, x, geometry)
