@@ -283,7 +283,7 @@ def _route_pairs(top, bottom, shares, dtop, dbottom):
     to the selected pixel as ``s 1 + 0`` and to the others as ``s 0 + 0`` (+0, the value
     that route writes). No select depends on another, and LLVM vectorizes the loop
     (``vjp2d`` of (8, 64, 56, 56) float32 on one core: 7.1 ms by the scan, 1.2 by this;
-    versions that chained the selects ran 3 to 9 times slower on random data than on
+    versions that chained the selects ran 3.5 to 5 times slower on random data than on
     constant data, as mispredicted branches do). Returns False,
     leaving the rows to the scan, where a window holds a NaN or a share is not finite
     (``s 0`` would be NaN)."""
