@@ -135,8 +135,9 @@ def test_the_quotient_is_the_double_double_quotients_high_part(count):
     """``avgpool._quotient(s, count, ...)`` is ``dd_div(s, 0, count, 0)[0]``, the general
     loop's mean of a window whose sum is exact, for the sums of float32 windows: 200,000
     float64 values of 53 significant bits from 2^-160 to 2^140 (where ``s * (1 / count)``
-    differs from the quotient in its last bit, for odd counts a few percent of them), and
-    0. (Beyond 2^996 ``dd_div``'s products are not exact and its high part can differ.)"""
+    differs from the quotient in its last bit: 13% to 51% of them for the counts here that
+    are not powers of two), and 0. (Beyond 2^996 ``dd_div``'s products are not exact and its
+    high part can differ.)"""
     rng = np.random.default_rng(count)
     sums = rng.uniform(1, 2, 200_000) * 2.0 ** rng.integers(-160, 140, 200_000)
     sums = np.concatenate([sums, -sums[:1000], [0.0, -0.0]])
