@@ -2,8 +2,9 @@
 
 ``maxpool.forward2d`` scans rows of windows side by side (2 x 2 windows at stride 2, and rows
 without NaN, by one pass each), ``maxpool.vjp2d`` and ``avgpool.vjp2d`` have a loop for
-windows that share no pixel, ``avgpool.vjp2d`` gathers each pixel's windows where they
-overlap (float32 and mixed float16), and ``avgpool.forward2d`` sums rows of windows side by
+windows that share no pixel and one for windows that overlap (float32 and mixed float16:
+max pooling's argmaxes by selects, average pooling's pixels gathering their windows), and
+``avgpool.forward2d`` sums rows of windows side by
 side: float32 (and mixed float16) input in float64 with an exact check, any ``kh kw``,
 float64 input, for ``kh kw`` a power of two, in double-double by the operations of
 ``kernels._dd.dd_add``. Each must return exactly what the general loops return
