@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 import re
 import textwrap
-from functools import cache
+from collections.abc import Callable
+from functools import cache, partial
 from pathlib import Path
 
 import sympy as sp
@@ -29,8 +30,7 @@ from derive.codegen.emit import (
     scalar_function,
 )
 from derive.codegen.erfc import table_source as erfc_table_source
-from derive.codegen.norms import generated_files as norm_files
-from derive.codegen.norms import generated_names as norm_names
+from derive.codegen.norms import sources as norm_sources
 from derive.codegen.static import StaticBound
 from derive.definitions.activations import ELEMENTWISE, Elementwise, x
 from derive.reference.core import symbolic_limit
@@ -532,21 +532,25 @@ def generate_source(module: Elementwise) -> str:
     return header + "\n" + "\n\n\n".join(sections) + "\n"
 
 
+def _sources() -> dict[Path, Callable[[], str]]:
+    """Every generated file: path -> the function that writes its text (elementwise
+    modules, then normalizations)."""
+    files = {GENERATED_DIR / f"{m.key}.py": partial(generate_source, m) for m in ELEMENTWISE}
+    files |= {GENERATED_DIR / name: write for name, write in norm_sources().items()}
+    files[GENERATED_DIR / "batchnorm.py"] = batchnorm_source
+    files[GENERATED_DIR / "erfc_table.py"] = erfc_table_source
+    return files
+
+
 def generated_paths() -> list[Path]:
     """The paths of :func:`generated_files`, in its order, without generating their text (the
     SymPy work takes seconds)."""
-    names = [f"{m.key}.py" for m in ELEMENTWISE]
-    names += [*norm_names(), "batchnorm.py", "erfc_table.py"]
-    return [GENERATED_DIR / name for name in names]
+    return list(_sources())
 
 
 def generated_files() -> dict[Path, str]:
     """Every generated file: path -> text (elementwise modules, then normalizations)."""
-    files = {GENERATED_DIR / f"{m.key}.py": generate_source(m) for m in ELEMENTWISE}
-    files |= {GENERATED_DIR / name: text for name, text in norm_files().items()}
-    files[GENERATED_DIR / "batchnorm.py"] = batchnorm_source()
-    files[GENERATED_DIR / "erfc_table.py"] = erfc_table_source()
-    return files
+    return {path: write() for path, write in _sources().items()}
 
 
 def write_all() -> list[Path]:

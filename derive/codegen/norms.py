@@ -39,6 +39,9 @@ on the number of threads.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 import sympy as sp
 
 from derive.codegen.emit import Constants
@@ -551,14 +554,14 @@ def weightnorm_source() -> str:
     )
 
 
-def generated_names() -> list[str]:
-    """The names of the generated normalization files, in :func:`generated_files`' order,
-    without generating them."""
-    return [*(f"{m.key}.py" for m in ROW_NORMS), "weightnorm.py"]
+def sources() -> dict[str, Callable[[], str]]:
+    """File name -> the function that writes it, for every generated normalization file
+    (the names without the seconds of generating the texts)."""
+    files = {f"{m.key}.py": partial(row_norm_source, m) for m in ROW_NORMS}
+    files["weightnorm.py"] = weightnorm_source
+    return files
 
 
 def generated_files() -> dict[str, str]:
     """File name -> text of every generated normalization file."""
-    files = {f"{m.key}.py": row_norm_source(m) for m in ROW_NORMS}
-    files["weightnorm.py"] = weightnorm_source()
-    return files
+    return {name: write() for name, write in sources().items()}
