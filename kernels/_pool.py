@@ -156,6 +156,14 @@ def inner_columns(width, kw, sw, pw, out_w):
     return lo, max(lo, min(hi, out_w))
 
 
+@njit(cache=True, inline="always")
+def clipped(t, lo, hi):
+    """The ``t``-th of the windows outside :func:`inner_columns`' ``lo <= ow < hi`` (those
+    before ``lo``, then those from ``hi`` on): loops over the clipped windows run ``t``
+    over ``range(out_w - (hi - lo))``."""
+    return t if t < lo else t + hi - lo
+
+
 def global_rows(x: ArrayLike, strict_fp16: object) -> tuple[np.ndarray, np.ndarray, bool]:
     """Checked ``x`` of shape (..., D), D >= 1, its rows as float64 (N, D) and the checked
     ``strict_fp16``."""

@@ -63,6 +63,7 @@ from kernels._dd import dd_add, dd_div
 from kernels._pool import (
     IntPair,
     checked_window_gradient,
+    clipped,
     finish,
     global_gradient,
     global_rows,
@@ -171,20 +172,21 @@ def _add_columns(line, kw, sw, sums, errors):
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def _quotient(s, count, inverse, power):
-    """``s / count`` (``count = kh kw``, ``inverse = 1 / count``, ``power`` whether it is a
-    power of two), which is the high part of ``kernels._dd.dd_div(s, 0, count, 0)`` for
+def _quotient(s, count):
+    """``s / count`` (``count = kh kw``, an int), which is the high part of
+    ``kernels._dd.dd_div(s, 0, count, 0)`` for
     the sum ``s`` of a float32 window (normal or 0, below 2^996, where ``dd_div``'s
     products are exact): the exact quotient lies at least ``ulp / (2 count)`` from a
     midpoint (``count`` is an odd integer times a power of two, ``s`` a float64), far beyond
     the double-double's error, so the pair rounds to ``fl(s / count)``
     (``tests/kernels/test_pool_loops.py``). A power of two divides exactly: the product
-    with ``inverse``, the faster instruction."""
-    return s * inverse if power else s / count
+    with ``1 / count``, the faster instruction (LLVM hoists the test and the reciprocal out
+    of the callers' loops)."""
+    return s * (1.0 / count) if count & (count - 1) == 0 else s / count
 
 
 @njit(cache=True, error_model="numpy")
-def _mean_pairs(top, bottom, inverse, out):
+def _mean_pairs(top, bottom, out):
     """:func:`_add_columns` over the two rows of 2 x 2 windows at column stride 2 that lie
     in the plane (``top[2k], top[2k + 1], bottom[2k], bottom[2k + 1]``, added in that order
     from 0), each window's mean into ``out`` in the same pass. Returns False where a sum
@@ -197,7 +199,7 @@ def _mean_pairs(top, bottom, inverse, out):
         s, e3 = _exact_add(s, np.float64(bottom[2 * k]))
         s, e4 = _exact_add(s, np.float64(bottom[2 * k + 1]))
         bad |= (e1 + e2 + e3 + e4) != 0.0  # errors are >= 0 (or NaN)
-        out[k] = s * inverse
+        out[k] = _quotient(s, 4)
     return not bad
 
 
@@ -213,9 +215,6 @@ def _forward2d_wide(planes, kh, kw, sh, sw, ph, pw, out):
     window, an inexact sum, a non-finite one)."""
     n, height, width = planes.shape
     out_h, out_w = out.shape[1], out.shape[2]
-    count = np.float64(kh * kw)
-    inverse = 1.0 / count
-    power = (kh * kw) & (kh * kw - 1) == 0
     lo, hi = inner_columns(width, kw, sw, pw, out_w)
     pairs = kh == 2 and kw == 2 and sw == 2
     start = lo * sw - pw
@@ -228,7 +227,7 @@ def _forward2d_wide(planes, kh, kw, sh, sw, ph, pw, out):
             done = pairs and i1 - i0 == 2
             if done:
                 top, bottom = planes[p, i0, start:], planes[p, i1 - 1, start:]
-                done = _mean_pairs(top, bottom, inverse, out[p, oh, lo:hi])
+                done = _mean_pairs(top, bottom, out[p, oh, lo:hi])
             if not done:
                 sums[:] = 0.0
                 errors[:] = 0.0
@@ -236,14 +235,14 @@ def _forward2d_wide(planes, kh, kw, sh, sw, ph, pw, out):
                     _add_columns(planes[p, i, start:], kw, sw, sums, errors)
                 for k in range(hi - lo):
                     if errors[k] == 0.0:
-                        out[p, oh, lo + k] = _quotient(sums[k], count, inverse, power)
+                        out[p, oh, lo + k] = _quotient(sums[k], kh * kw)
                     else:
                         w0 = (lo + k) * sw - pw
                         out[p, oh, lo + k] = _window_mean(
                             planes[p], h0, w0, kh, kw, False, 1.0, False
                         )
             for t in range(out_w - (hi - lo)):  # the clipped windows
-                ow = t if t < lo else t + hi - lo
+                ow = clipped(t, lo, hi)
                 w0 = ow * sw - pw
                 out[p, oh, ow] = _window_mean(planes[p], h0, w0, kh, kw, False, 1.0, False)
 
@@ -376,9 +375,6 @@ def _vjp2d_gathered(g, kh, kw, sh, sw, ph, pw, dx, settled):
     order in which the compiled code holds the operands, so the one loop decides it)."""
     n, height, width = dx.shape
     out_h, out_w = g.shape[1], g.shape[2]
-    count = np.float64(kh * kw)
-    inverse = 1.0 / count
-    power = (kh * kw) & (kh * kw - 1) == 0
     columns = np.empty((width, 2), np.int64)  # each column's windows, found once
     for j in range(width):
         columns[j, 0], columns[j, 1] = _windows_over(j, kw, sw, pw, out_w)
@@ -393,7 +389,7 @@ def _vjp2d_gathered(g, kh, kw, sh, sw, ph, pw, dx, settled):
                         total, e = _exact_add(total, np.float64(g[p, oh, ow]))
                         error += e
                 exact &= error == 0.0  # NaN for a sum that is not finite
-                dx[p, i, j] = _quotient(total, count, inverse, power)
+                dx[p, i, j] = _quotient(total, kh * kw)
         settled[p] = exact
 
 
@@ -423,9 +419,7 @@ def _vjp2d_disjoint(g, kh, kw, sh, sw, ph, pw, covers, scaled, dx):
     ``s`` as there. A pixel of no window (``covers`` False) gets 0, as there."""
     n, height, width = dx.shape
     out_h, out_w = g.shape[1], g.shape[2]
-    count = np.float64(kh * kw)
-    inverse = 1.0 / count
-    power = (kh * kw) & (kh * kw - 1) == 0
+    count = kh * kw
     lo, hi = inner_columns(width, kw, sw, pw, out_w)
     for p in prange(n):
         shares = np.empty(out_w, dx.dtype)  # rounded once, here, to dx's dtype
@@ -436,14 +430,14 @@ def _vjp2d_disjoint(g, kh, kw, sh, sw, ph, pw, covers, scaled, dx):
             h0 = oh * sh - ph
             if scaled:
                 for ow in range(out_w):
-                    shares[ow] = ((0.0 + np.float64(g[p, oh, ow]) * scale) * inverse) / scale
+                    shares[ow] = _quotient(0.0 + np.float64(g[p, oh, ow]) * scale, count) / scale
             else:  # the same values: the product with 1 and the quotient by 1 are exact
                 for ow in range(out_w):
-                    shares[ow] = _quotient(0.0 + np.float64(g[p, oh, ow]), count, inverse, power)
+                    shares[ow] = _quotient(0.0 + np.float64(g[p, oh, ow]), count)
             for i in range(max(h0, 0), min(h0 + kh, height)):
                 _spread_columns(shares[lo:hi], kw, sw, dx[p, i, lo * sw - pw :])
                 for t in range(out_w - (hi - lo)):  # the clipped windows only
-                    ow = t if t < lo else t + hi - lo
+                    ow = clipped(t, lo, hi)
                     w0 = ow * sw - pw
                     for j in range(max(w0, 0), min(w0 + kw, width)):
                         dx[p, i, j] = shares[ow]

@@ -64,6 +64,7 @@ from kernels._pool import (
     IntPair,
     WindowGeometry,
     checked_window_gradient,
+    clipped,
     finish,
     global_gradient,
     global_rows,
@@ -255,7 +256,7 @@ def _forward2d_native(planes, kh, kw, sh, sw, ph, pw, out):
                         _max_columns(planes[p, i, start:], kw, sw, best)
                 out[p, oh, lo:hi] = best
             for t in range(out_w - (hi - lo)):  # the clipped windows
-                ow = t if t < lo else t + hi - lo
+                ow = clipped(t, lo, hi)
                 out[p, oh, ow] = _argmax(planes[p], h0, ow * sw - pw, kh, kw)[0]
 
 
@@ -338,7 +339,7 @@ def _vjp2d_disjoint(planes, g, kh, kw, sh, sw, ph, pw, covers, dx):
                 for i in range(i0, i1):
                     _route_columns(shares[lo:hi], where, kw, sw, i - i0, dx[p, i, start:])
             for t in range(out_w - (hi - lo)):  # the clipped windows
-                ow = t if t < lo else t + hi - lo
+                ow = clipped(t, lo, hi)
                 w0 = ow * sw - pw
                 for i in range(i0, i1):
                     for j in range(max(w0, 0), min(w0 + kw, width)):
