@@ -39,15 +39,12 @@ from numba.extending import overload
 from numpy.typing import ArrayLike
 
 from kernels._dd import two_sum
-from kernels._f16 import (
-    float64_to_half_bits,
-    half_bits_to_float32,
-    half_bits_to_float64,
-)
+from kernels._f16 import float64_to_half_bits, half_bits_to_float64
 from kernels._grain import loop_for
 from kernels._strict import is_bfloat16
 from kernels._strict import narrow as narrow_strict
 from kernels._validate import eps_value, float_array, strict_mode
+from kernels.cast import half_to_float32
 from kernels.cast import widen as widen_array
 
 #: Lanes of the float64 path's compensated row sums (``add_to_lane``): lane k adds the
@@ -193,7 +190,7 @@ def read_row(row, buffer):
     row would otherwise convert each half again."""
     if row.dtype == np.uint16:
         for j in range(row.size):
-            buffer[j] = half_bits_to_float32(int(row[j]))
+            buffer[j] = half_to_float32(row[j])
         return buffer
     return row
 
@@ -211,7 +208,7 @@ def _read_row(row, buffer):
 
         def widened(row, buffer):
             for j in range(row.size):
-                buffer[j] = half_bits_to_float32(row[j])
+                buffer[j] = half_to_float32(row[j])
             return buffer
 
         return widened
