@@ -183,8 +183,10 @@ def widen(x: ArrayLike, dtype: DTypeLike = np.float64, *, threads: bool = True) 
     That is what it returns, except that a float16 ``x`` of at least
     ``kernels._grain.GRAIN`` entries is widened from its bits by a loop: NumPy widens half
     values one at a time in software, at about 2.5-4 ns an entry here against 0.4 for the
-    parallel loop (1.6 million halves: 4.0-6.2 ms against 0.6), and its serial twin is
-    still three times NumPy's speed (4M halves to float64: 2.4 ms against 7.6). The kernels
+    parallel loop (1.6 million halves: 4.0-6.2 ms against 0.6, measured before the float32
+    loop took :func:`half_to_float32`, which halved its time on one thread: 0.44 ms against
+    0.92), and its serial twin is still three times NumPy's speed (4M halves to float64:
+    2.4 ms against 7.6). The kernels
     read float16 input through it. The loop is chosen by ``kernels._grain.loop_for``
     (serial on one Numba thread, as in ``kernels.compose`` between matrix products);
     ``threads=False`` takes the serial twin at every size, for callers whose casts run
