@@ -164,6 +164,19 @@ def clipped(t, lo, hi):
     return t if t < lo else t + hi - lo
 
 
+def rerun_unsettled(dx, settled, loop, planes, loop_args) -> None:
+    """Overwrite the planes of ``dx`` that a vectorized VJP loop left unsettled
+    (``settled[p]`` False) with the general double-double ``loop``'s results, run in mixed
+    mode on those planes of each array of ``planes`` widened to float64, and rounded once
+    to ``dx``'s dtype by the assignment, as :func:`finish` rounds."""
+    if settled.all():
+        return
+    rest = [widen(array[~settled]) for array in planes]
+    exact = np.empty((rest[0].shape[0], *dx.shape[1:]))
+    loop(*rest, *loop_args, False, exact)
+    dx[~settled] = exact
+
+
 def global_rows(x: ArrayLike, strict_fp16: object) -> tuple[np.ndarray, np.ndarray, bool]:
     """Checked ``x`` of shape (..., D), D >= 1, its rows as float64 (N, D) and the checked
     ``strict_fp16``."""

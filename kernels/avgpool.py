@@ -69,6 +69,7 @@ from kernels._pool import (
     global_rows,
     inner_columns,
     native_planes,
+    rerun_unsettled,
     sample_window_planes,
     window_gradient,
     window_input,
@@ -77,7 +78,6 @@ from kernels._pool import (
 from kernels._rownorm import two_sum_select
 from kernels._strict import bfloat16_kernel, is_bfloat16, narrow
 from kernels._threads import thread_safe
-from kernels.cast import widen
 
 __all__ = ["forward", "forward2d", "jacobian", "jacobian2d", "vjp", "vjp2d"]
 
@@ -555,11 +555,7 @@ def vjp2d(
         dx = _output(x.dtype, (gplanes.shape[0], *x.shape[-2:]))
         settled = np.empty(gplanes.shape[0], np.bool_)
         _vjp2d_gathered(gplanes, *geometry.loop_args, dx, settled)
-        if not settled.all():
-            rest = widen(gplanes[~settled])
-            exact = np.empty((rest.shape[0], *x.shape[-2:]))
-            _vjp2d(rest, *geometry.loop_args, False, exact)
-            dx[~settled] = exact  # rounded once to dx's dtype, as finish rounds
+        rerun_unsettled(dx, settled, _vjp2d, (gplanes,), geometry.loop_args)
         return finish(dx, x.dtype, x.shape)
     gplanes = window_gradient(g, x, geometry)
     dx = np.empty((gplanes.shape[0], *x.shape[-2:]))

@@ -70,6 +70,7 @@ from kernels._pool import (
     global_rows,
     inner_columns,
     native_planes,
+    rerun_unsettled,
     sample_window_planes,
     window_gradient,
     window_input,
@@ -78,7 +79,6 @@ from kernels._pool import (
 from kernels._strict import bfloat16_kernel, is_bfloat16, narrow
 from kernels._threads import thread_safe
 from kernels._validate import float_array, pair
-from kernels.cast import widen
 
 __all__ = ["forward", "forward2d", "jacobian", "jacobian2d", "lipschitz2d", "vjp", "vjp2d"]
 
@@ -327,7 +327,7 @@ def _vjp2d_disjoint(planes, g, kh, kw, sh, sw, ph, pw, covers, dx):
             start = lo * sw - pw
             done = pairs and i1 - i0 == 2
             if done:
-                top, bottom = planes[p, i0, start:], planes[p, i0 + 1, start:]
+                top, bottom = planes[p, i0, start:], planes[p, i1 - 1, start:]
                 done = _route_pairs(
                     top, bottom, shares[lo:hi], dx[p, i0, start:], dx[p, i1 - 1, start:]
                 )
@@ -482,18 +482,14 @@ def vjp2d(
         dx = np.empty(planes.shape, planes.dtype)
         _vjp2d_disjoint(planes, gplanes, *geometry.loop_args, geometry.covers, dx)
         return finish(dx, x.dtype, x.shape)
-    if not strict and x.dtype != np.float64 and not is_bfloat16(x):
+    if not strict and x.dtype != np.float64:  # (bfloat16 arrives here in strict mode only)
         planes = native_planes(x)
         gplanes = native_planes(checked_window_gradient(g, x, geometry))
         # float16: sums of halves can round in float32, so float64
         dx = np.empty(planes.shape, np.float32 if x.dtype == np.float32 else np.float64)
         settled = np.empty(planes.shape[0], np.bool_)
         _vjp2d_selected(planes, gplanes, *geometry.loop_args, dx, settled)
-        if not settled.all():
-            xs, gs = widen(planes[~settled]), widen(gplanes[~settled])
-            rest = np.empty(xs.shape)
-            _vjp2d(xs, gs, *geometry.loop_args, False, rest)
-            dx[~settled] = rest  # rounded once to dx's dtype, as finish rounds
+        rerun_unsettled(dx, settled, _vjp2d, (planes, gplanes), geometry.loop_args)
         return finish(dx, x.dtype, x.shape)
     x, geometry, planes, strict = window_planes(x, kernel_size, stride, padding, strict_fp16)
     gplanes = window_gradient(g, x, geometry)

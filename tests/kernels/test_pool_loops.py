@@ -133,7 +133,7 @@ def test_vectorized_pooling_loops_give_the_general_loops_bits(geometry, dtype):
 
 @pytest.mark.parametrize("count", [3, 6, 9, 25, 49, 4, 1])
 def test_the_quotient_is_the_double_double_quotients_high_part(count):
-    """``avgpool._quotient(s, count, ...)`` is ``dd_div(s, 0, count, 0)[0]``, the general
+    """``avgpool._quotient(s, count)`` is ``dd_div(s, 0, count, 0)[0]``, the general
     loop's mean of a window whose sum is exact, for the sums of float32 windows: 200,000
     float64 values of 53 significant bits from 2^-160 to 2^140 (where ``s * (1 / count)``
     differs from the quotient in its last bit: 13% to 51% of them for the counts here that
