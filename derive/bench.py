@@ -243,15 +243,23 @@ BUILDERS: dict[str, Callable[..., Iterator[Problem]]] = {
 }
 
 
-def problems(dtype: Any = np.float32, seed: int = 0) -> list[Problem]:
+def problems(
+    dtype: Any = np.float32, seed: int = 0, modules: tuple[str, ...] = ()
+) -> list[Problem]:
     """Every catalog module's benchmark problems in ``dtype``, in the catalog's order; the
-    elementwise and row families at each of :data:`ROW_SHAPES`."""
+    elementwise and row families at each of :data:`ROW_SHAPES`. ``modules``: only these
+    catalog keys (all if empty); a module's data is the same either way, since every
+    module's arrays are drawn from ``seed`` in the same order."""
+    unknown = sorted(set(modules) - {m.key for m in CATALOG})
+    if unknown:
+        raise ValueError(f"no catalog module {', '.join(unknown)}")
     rng = np.random.default_rng(seed)
     out = []
     for shape in ROW_SHAPES:
         for m in CATALOG:
             if m.bench in ("elementwise", "rows") or shape == ROW_SHAPES[0]:
-                out += BUILDERS[m.bench](m, rng, np.dtype(dtype), shape)
+                built = BUILDERS[m.bench](m, rng, np.dtype(dtype), shape)
+                out += [p for p in built if not modules or m.key in modules]
     return out
 
 
@@ -488,8 +496,10 @@ def main(
     dtypes: tuple[str, ...] = ("float32",),
     passes: int = 7,
     first_use: bool = True,
+    modules: tuple[str, ...] = (),
 ) -> None:
-    """Print the table for each dtype; ``against`` is ``"numpy"`` or ``"torch"``."""
+    """Print the table for each dtype; ``against`` is ``"numpy"`` or ``"torch"``;
+    ``modules``: only these catalog keys (all if empty)."""
     torch = None
     if against == "torch":
         try:
@@ -517,7 +527,7 @@ def main(
             f"{'module':<18}{'shape':<42}{'liptable ms':>12}{against + ' ms':>11}"
             f"{'ratio':>8}{'DRAM':>7}{'dgemm':>7}"
         )
-        for p in problems(dtype):
+        for p in problems(dtype, modules=modules):
             show(f"{dtype} {p.name} {p.shape}")
             p.warm_up()
             outputs = p.run()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from derive.catalog import SECTIONS, envelope_keys, strict_keys
+from derive.catalog import KEYS, SECTIONS, envelope_keys, strict_keys
 
 
 def _positive_int(text: str) -> int:
@@ -99,7 +99,20 @@ def _prove_bounds(args: argparse.Namespace) -> int:
 def _bench(args: argparse.Namespace) -> int:
     from derive import bench
 
-    bench.main(args.against, tuple(args.dtype), args.passes, first_use=not args.no_first_use)
+    unknown = sorted(set(args.modules) - set(KEYS))
+    if unknown:
+        print(
+            f"liptable bench: no module {', '.join(unknown)} (choose from {', '.join(KEYS)})",
+            file=sys.stderr,
+        )
+        return 2
+    bench.main(
+        args.against,
+        tuple(args.dtype),
+        args.passes,
+        first_use=not args.no_first_use,
+        modules=tuple(args.modules),
+    )
     return 0
 
 
@@ -381,6 +394,12 @@ def main(argv: list[str] | None = None) -> int:
         "NumPy or PyTorch (forward + backward()), interleaved and warm; the median of the "
         "passes, the ratio, and for memory-bound modules the share of the measured DRAM "
         "bandwidth.",
+    )
+    bench.add_argument(
+        "modules",
+        nargs="*",
+        metavar="MODULE",
+        help=f"only these modules (default: all): {', '.join(KEYS)}",
     )
     bench.add_argument(
         "--against",

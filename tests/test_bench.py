@@ -6,6 +6,7 @@ import itertools
 import time
 
 import numpy as np
+import pytest
 
 from derive import bench
 from derive.catalog import CATALOG
@@ -29,6 +30,21 @@ def test_gemm_bound_modules_count_flops_and_the_others_do_not():
             gemm_bound = m.bench in GEMM_BOUND or m.key == "weightnorm"
             assert (p.flops > 0) == gemm_bound, p.name
             assert not (p.flops and p.memory_bound), p.name
+
+
+def test_a_module_filter_keeps_those_modules_and_their_data():
+    """``liptable bench relu softmax`` times the same arrays the full table times."""
+    every = bench.problems(np.float32)
+    chosen = bench.problems(np.float32, modules=("relu", "softmax"))
+    assert [(p.name, p.shape) for p in chosen] == [
+        (p.name, p.shape) for p in every if p.name in ("relu", "softmax")
+    ]
+    kept = {(p.name, p.shape): p for p in every}
+    for p in chosen:
+        assert np.array_equal(p.x, kept[p.name, p.shape].x)
+        assert np.array_equal(p.g, kept[p.name, p.shape].g)
+    with pytest.raises(ValueError, match="no catalog module nosuch"):
+        bench.problems(np.float32, modules=("relu", "nosuch"))
 
 
 def test_flop_counts_are_the_products_of_forward_and_vjp():

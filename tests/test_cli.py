@@ -60,6 +60,11 @@ def test_bench_passes_must_be_a_positive_whole_number(capsys, n):
     assert "--passes" in err and "Traceback" not in err
 
 
+def test_bench_unknown_module(capsys):
+    err = _refused(capsys, ["bench", "relu", "nosuch"])
+    assert "nosuch" in err and "layernorm" in err and "Traceback" not in err
+
+
 def test_envelope_unknown_module(capsys):
     err = _refused(capsys, ["envelope", "nosuch"])
     assert "nosuch" in err and "layernorm" in err
