@@ -18,7 +18,7 @@ from pathlib import Path
 
 import sympy as sp
 
-from derive.codegen import static
+from derive.codegen import exact, static
 from derive.codegen.activations import SATURATION, StableForm, module_forms, proves
 from derive.codegen.batchnorm import batchnorm_source
 from derive.codegen.emit import (
@@ -497,6 +497,8 @@ def generate_source(module: Elementwise) -> str:
                 statics.add(form.quantity)
     if fast:  # last, so that a constant the forms share keeps its exact name and comment
         functions += [f for form in module_forms(module) for f in offset_functions(form, constants)]
+    forward, derivative = module_forms(module)
+    on_bits = not fast and exact.exact(forward, derivative, limits)
     used = sorted(set(re.findall(r"\b(dd_[a-z]+)\(", "\n".join(functions))))
     dd_import = "from kernels._dd import " + ", ".join(used) + "\n" if used else ""
     if len(dd_import) > 100:
@@ -507,16 +509,21 @@ def generate_source(module: Elementwise) -> str:
         name=module.name,
         forward=_wrapped(module.forward),
         derivative=_wrapped(module.derivative),
-        bounded_doc=BOUNDED_DOC if fast else "",
+        bounded_doc=BOUNDED_DOC if fast else exact.DOC if on_bits else "",
         f16_names=(
             "decided_half, float64_to_half_bits, half_bits_to_float64, round_to_half"
             if fast
             else "float64_to_half_bits, half_bits_to_float64, round_to_half"
         ),
         bf16_import=_bf16_import(fast),
-        vmath_import=_vmath_import(functions) if fast else "",
+        vmath_import=(
+            _vmath_import(functions)
+            if fast
+            else "from kernels._vmath import BLOCK\n"
+            if on_bits
+            else ""
+        ),
     )
-    forward, derivative = module_forms(module)
     loops = [
         UNARY_LOOPS.format(q="forward", wide=_float64_mode(forward)),
         UNARY_LOOPS.format(q="derivative", wide=_float64_mode(derivative)),
@@ -528,6 +535,9 @@ def generate_source(module: Elementwise) -> str:
             _bounded_loops(loops[1], "derivative", "derivative" in statics),
             _bounded_loops(loops[2], "vjp", "derivative" in statics),
         ]
+    if on_bits:
+        for name, text in exact.loops(forward, derivative).items():
+            loops = [_replace_loop(q, name, text) if f"def {name}(" in q else q for q in loops]
     sections = ["\n".join(constants.lines), *functions, *(loop.strip("\n") for loop in loops)]
     return header + "\n" + "\n\n\n".join(sections) + "\n"
 

@@ -12,6 +12,10 @@ cancel), ``_dd`` (double-double, for float64 arrays where a sum of the form may 
 ``_f16s`` and ``_bf16s`` (strict half and bfloat16: every intermediate rounded to binary16 or
 to bfloat16).
 NaN gives NaN; +-inf gives the limit of the expression.
+
+The mixed float16 and bfloat16 loops select on the bits (``derive/codegen/exact.py``): every
+value of the form is the input or a constant the format holds, so nothing is rounded. NaN
+inputs, and in the VJP a NaN or infinite ``g``, are recomputed with the ``_f64`` function.
 """
 
 import math
@@ -25,6 +29,7 @@ from kernels._bf16 import (
     round_to_bfloat16,
 )
 from kernels._f16 import float64_to_half_bits, half_bits_to_float64, round_to_half
+from kernels._vmath import BLOCK
 
 _F64_0 = np.float64(0.0)  # 0
 _F64_1 = np.float64(np.inf)  # oo
@@ -133,10 +138,25 @@ def forward_f32_loop(x, out):
         out[i] = forward_f64(np.float64(x[i]))
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, error_model="numpy")
+def forward_f16_block(xs, ys):
+    special = 0
+    for i in range(xs.size):
+        b = xs[i]
+        ys[i] = b if (b > 0) & (b <= 0x7C00) else np.uint16(0x0000)
+        special += (b & 0x7FFF) > 0x7C00
+    if special:  # NaN inputs: the float64 path
+        for i in range(xs.size):
+            if (xs[i] & 0x7FFF) > 0x7C00:
+                ys[i] = float64_to_half_bits(forward_f64(half_bits_to_float64(xs[i])))
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
 def forward_f16_loop(bits, out):
-    for i in prange(bits.size):
-        out[i] = float64_to_half_bits(forward_f64(half_bits_to_float64(bits[i])))
+    n = bits.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        lo, hi = b * BLOCK, min(n, (b + 1) * BLOCK)
+        forward_f16_block(bits[lo:hi], out[lo:hi])
 
 
 @njit(cache=True)
@@ -145,10 +165,25 @@ def forward_f16s_loop(bits, out):
         out[i] = float64_to_half_bits(forward_f16s(half_bits_to_float64(bits[i])))
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, error_model="numpy")
+def forward_bf16_block(xs, ys):
+    special = 0
+    for i in range(xs.size):
+        b = xs[i]
+        ys[i] = b if (b > 0) & (b <= 0x7F80) else np.uint16(0x0000)
+        special += (b & 0x7FFF) > 0x7F80
+    if special:  # NaN inputs: the float64 path
+        for i in range(xs.size):
+            if (xs[i] & 0x7FFF) > 0x7F80:
+                ys[i] = float64_to_bfloat16_bits(forward_f64(bfloat16_bits_to_float64(xs[i])))
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
 def forward_bf16_loop(bits, out):
-    for i in prange(bits.size):
-        out[i] = float64_to_bfloat16_bits(forward_f64(bfloat16_bits_to_float64(bits[i])))
+    n = bits.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        lo, hi = b * BLOCK, min(n, (b + 1) * BLOCK)
+        forward_bf16_block(bits[lo:hi], out[lo:hi])
 
 
 @njit(cache=True)
@@ -169,10 +204,25 @@ def derivative_f32_loop(x, out):
         out[i] = derivative_f64(np.float64(x[i]))
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, error_model="numpy")
+def derivative_f16_block(xs, ys):
+    special = 0
+    for i in range(xs.size):
+        b = xs[i]
+        ys[i] = np.uint16(0x3C00) if (b > 0) & (b <= 0x7C00) else np.uint16(0x0000)
+        special += (b & 0x7FFF) > 0x7C00
+    if special:  # NaN inputs: the float64 path
+        for i in range(xs.size):
+            if (xs[i] & 0x7FFF) > 0x7C00:
+                ys[i] = float64_to_half_bits(derivative_f64(half_bits_to_float64(xs[i])))
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
 def derivative_f16_loop(bits, out):
-    for i in prange(bits.size):
-        out[i] = float64_to_half_bits(derivative_f64(half_bits_to_float64(bits[i])))
+    n = bits.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        lo, hi = b * BLOCK, min(n, (b + 1) * BLOCK)
+        derivative_f16_block(bits[lo:hi], out[lo:hi])
 
 
 @njit(cache=True)
@@ -181,10 +231,25 @@ def derivative_f16s_loop(bits, out):
         out[i] = float64_to_half_bits(derivative_f16s(half_bits_to_float64(bits[i])))
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, error_model="numpy")
+def derivative_bf16_block(xs, ys):
+    special = 0
+    for i in range(xs.size):
+        b = xs[i]
+        ys[i] = np.uint16(0x3F80) if (b > 0) & (b <= 0x7F80) else np.uint16(0x0000)
+        special += (b & 0x7FFF) > 0x7F80
+    if special:  # NaN inputs: the float64 path
+        for i in range(xs.size):
+            if (xs[i] & 0x7FFF) > 0x7F80:
+                ys[i] = float64_to_bfloat16_bits(derivative_f64(bfloat16_bits_to_float64(xs[i])))
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
 def derivative_bf16_loop(bits, out):
-    for i in prange(bits.size):
-        out[i] = float64_to_bfloat16_bits(derivative_f64(bfloat16_bits_to_float64(bits[i])))
+    n = bits.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        lo, hi = b * BLOCK, min(n, (b + 1) * BLOCK)
+        derivative_bf16_block(bits[lo:hi], out[lo:hi])
 
 
 @njit(cache=True)
@@ -205,11 +270,27 @@ def vjp_f32_loop(x, g, out):
         out[i] = np.float64(g[i]) * derivative_f64(np.float64(x[i]))
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, error_model="numpy")
+def vjp_f16_block(xs, gs, ys):
+    special = 0
+    for i in range(xs.size):
+        b, gb = xs[i], gs[i]
+        ys[i] = gb if (b > 0) & (b <= 0x7C00) else gb & np.uint16(0x8000)
+        special += ((b & 0x7FFF) > 0x7C00) | ((gb & 0x7FFF) >= 0x7C00)
+    if special:  # a NaN x, or a NaN or infinite g: the float64 path
+        for i in range(xs.size):
+            if ((xs[i] & 0x7FFF) > 0x7C00) | ((gs[i] & 0x7FFF) >= 0x7C00):
+                dy = half_bits_to_float64(gs[i])
+                d = derivative_f64(half_bits_to_float64(xs[i]))
+                ys[i] = float64_to_half_bits(dy * d)
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
 def vjp_f16_loop(bits, g_bits, out):
-    for i in prange(bits.size):
-        dy = half_bits_to_float64(g_bits[i])
-        out[i] = float64_to_half_bits(dy * derivative_f64(half_bits_to_float64(bits[i])))
+    n = bits.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        lo, hi = b * BLOCK, min(n, (b + 1) * BLOCK)
+        vjp_f16_block(bits[lo:hi], g_bits[lo:hi], out[lo:hi])
 
 
 @njit(cache=True)
@@ -220,11 +301,27 @@ def vjp_f16s_loop(bits, g_bits, out):
         out[i] = float64_to_half_bits(dx)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, error_model="numpy")
+def vjp_bf16_block(xs, gs, ys):
+    special = 0
+    for i in range(xs.size):
+        b, gb = xs[i], gs[i]
+        ys[i] = gb if (b > 0) & (b <= 0x7F80) else gb & np.uint16(0x8000)
+        special += ((b & 0x7FFF) > 0x7F80) | ((gb & 0x7FFF) >= 0x7F80)
+    if special:  # a NaN x, or a NaN or infinite g: the float64 path
+        for i in range(xs.size):
+            if ((xs[i] & 0x7FFF) > 0x7F80) | ((gs[i] & 0x7FFF) >= 0x7F80):
+                dy = bfloat16_bits_to_float64(gs[i])
+                d = derivative_f64(bfloat16_bits_to_float64(xs[i]))
+                ys[i] = float64_to_bfloat16_bits(dy * d)
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
 def vjp_bf16_loop(bits, g_bits, out):
-    for i in prange(bits.size):
-        dy = bfloat16_bits_to_float64(g_bits[i])
-        out[i] = float64_to_bfloat16_bits(dy * derivative_f64(bfloat16_bits_to_float64(bits[i])))
+    n = bits.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        lo, hi = b * BLOCK, min(n, (b + 1) * BLOCK)
+        vjp_bf16_block(bits[lo:hi], g_bits[lo:hi], out[lo:hi])
 
 
 @njit(cache=True)
