@@ -13,9 +13,10 @@ cancel), ``_dd`` (double-double, for float64 arrays where a sum of the form may 
 to bfloat16).
 NaN gives NaN; +-inf gives the limit of the expression.
 
-The mixed float16 and bfloat16 loops select on the bits (``derive/codegen/exact.py``): every
-value of the form is the input or a constant the format holds, so nothing is rounded. NaN
-inputs, and in the VJP a NaN or infinite ``g``, are recomputed with the ``_f64`` function.
+The float32 and mixed float16 and bfloat16 loops select in the input's format
+(``derive/codegen/exact.py``; the 16-bit ones on the bits): every value of the form is the
+input or a constant the format holds, so nothing is rounded. NaN inputs, and in the VJP a
+NaN or infinite ``g``, are recomputed with the ``_f64`` function.
 """
 
 import math
@@ -132,31 +133,48 @@ def forward_f64_loop(x, out):
         out[i] = forward_f64(x[i])
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, error_model="numpy")
+def forward_f32_block(xs, ys):
+    special = 0
+    for i in range(xs.size):
+        xi = xs[i]
+        ys[i] = xi if xi > 0 else np.float32(0.0)
+        special += xi != xi
+    if special:  # NaN inputs: the float64 path
+        for i in range(xs.size):
+            xi = xs[i]
+            if xi != xi:
+                ys[i] = forward_f64(np.float64(xi))
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
 def forward_f32_loop(x, out):
-    for i in prange(x.size):
-        out[i] = forward_f64(np.float64(x[i]))
+    n = x.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        lo, hi = b * BLOCK, min(n, (b + 1) * BLOCK)
+        forward_f32_block(x[lo:hi], out[lo:hi])
 
 
 @njit(cache=True, error_model="numpy")
 def forward_f16_block(xs, ys):
     special = 0
     for i in range(xs.size):
-        b = xs[i]
-        ys[i] = b if (b > 0) & (b <= 0x7C00) else np.uint16(0x0000)
-        special += (b & 0x7FFF) > 0x7C00
+        xi = xs[i]
+        ys[i] = xi if (xi > 0) & (xi <= 0x7C00) else np.uint16(0x0000)
+        special += (xi & 0x7FFF) > 0x7C00
     if special:  # NaN inputs: the float64 path
         for i in range(xs.size):
-            if (xs[i] & 0x7FFF) > 0x7C00:
-                ys[i] = float64_to_half_bits(forward_f64(half_bits_to_float64(xs[i])))
+            xi = xs[i]
+            if (xi & 0x7FFF) > 0x7C00:
+                ys[i] = float64_to_half_bits(forward_f64(half_bits_to_float64(xi)))
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def forward_f16_loop(bits, out):
-    n = bits.size
+def forward_f16_loop(x, out):
+    n = x.size
     for b in prange((n + BLOCK - 1) // BLOCK):
         lo, hi = b * BLOCK, min(n, (b + 1) * BLOCK)
-        forward_f16_block(bits[lo:hi], out[lo:hi])
+        forward_f16_block(x[lo:hi], out[lo:hi])
 
 
 @njit(cache=True)
@@ -169,21 +187,22 @@ def forward_f16s_loop(bits, out):
 def forward_bf16_block(xs, ys):
     special = 0
     for i in range(xs.size):
-        b = xs[i]
-        ys[i] = b if (b > 0) & (b <= 0x7F80) else np.uint16(0x0000)
-        special += (b & 0x7FFF) > 0x7F80
+        xi = xs[i]
+        ys[i] = xi if (xi > 0) & (xi <= 0x7F80) else np.uint16(0x0000)
+        special += (xi & 0x7FFF) > 0x7F80
     if special:  # NaN inputs: the float64 path
         for i in range(xs.size):
-            if (xs[i] & 0x7FFF) > 0x7F80:
-                ys[i] = float64_to_bfloat16_bits(forward_f64(bfloat16_bits_to_float64(xs[i])))
+            xi = xs[i]
+            if (xi & 0x7FFF) > 0x7F80:
+                ys[i] = float64_to_bfloat16_bits(forward_f64(bfloat16_bits_to_float64(xi)))
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def forward_bf16_loop(bits, out):
-    n = bits.size
+def forward_bf16_loop(x, out):
+    n = x.size
     for b in prange((n + BLOCK - 1) // BLOCK):
         lo, hi = b * BLOCK, min(n, (b + 1) * BLOCK)
-        forward_bf16_block(bits[lo:hi], out[lo:hi])
+        forward_bf16_block(x[lo:hi], out[lo:hi])
 
 
 @njit(cache=True)
@@ -198,31 +217,48 @@ def derivative_f64_loop(x, out):
         out[i] = derivative_f64(x[i])
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, error_model="numpy")
+def derivative_f32_block(xs, ys):
+    special = 0
+    for i in range(xs.size):
+        xi = xs[i]
+        ys[i] = np.float32(1.0) if xi > 0 else np.float32(0.0)
+        special += xi != xi
+    if special:  # NaN inputs: the float64 path
+        for i in range(xs.size):
+            xi = xs[i]
+            if xi != xi:
+                ys[i] = derivative_f64(np.float64(xi))
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
 def derivative_f32_loop(x, out):
-    for i in prange(x.size):
-        out[i] = derivative_f64(np.float64(x[i]))
+    n = x.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        lo, hi = b * BLOCK, min(n, (b + 1) * BLOCK)
+        derivative_f32_block(x[lo:hi], out[lo:hi])
 
 
 @njit(cache=True, error_model="numpy")
 def derivative_f16_block(xs, ys):
     special = 0
     for i in range(xs.size):
-        b = xs[i]
-        ys[i] = np.uint16(0x3C00) if (b > 0) & (b <= 0x7C00) else np.uint16(0x0000)
-        special += (b & 0x7FFF) > 0x7C00
+        xi = xs[i]
+        ys[i] = np.uint16(0x3C00) if (xi > 0) & (xi <= 0x7C00) else np.uint16(0x0000)
+        special += (xi & 0x7FFF) > 0x7C00
     if special:  # NaN inputs: the float64 path
         for i in range(xs.size):
-            if (xs[i] & 0x7FFF) > 0x7C00:
-                ys[i] = float64_to_half_bits(derivative_f64(half_bits_to_float64(xs[i])))
+            xi = xs[i]
+            if (xi & 0x7FFF) > 0x7C00:
+                ys[i] = float64_to_half_bits(derivative_f64(half_bits_to_float64(xi)))
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def derivative_f16_loop(bits, out):
-    n = bits.size
+def derivative_f16_loop(x, out):
+    n = x.size
     for b in prange((n + BLOCK - 1) // BLOCK):
         lo, hi = b * BLOCK, min(n, (b + 1) * BLOCK)
-        derivative_f16_block(bits[lo:hi], out[lo:hi])
+        derivative_f16_block(x[lo:hi], out[lo:hi])
 
 
 @njit(cache=True)
@@ -235,21 +271,22 @@ def derivative_f16s_loop(bits, out):
 def derivative_bf16_block(xs, ys):
     special = 0
     for i in range(xs.size):
-        b = xs[i]
-        ys[i] = np.uint16(0x3F80) if (b > 0) & (b <= 0x7F80) else np.uint16(0x0000)
-        special += (b & 0x7FFF) > 0x7F80
+        xi = xs[i]
+        ys[i] = np.uint16(0x3F80) if (xi > 0) & (xi <= 0x7F80) else np.uint16(0x0000)
+        special += (xi & 0x7FFF) > 0x7F80
     if special:  # NaN inputs: the float64 path
         for i in range(xs.size):
-            if (xs[i] & 0x7FFF) > 0x7F80:
-                ys[i] = float64_to_bfloat16_bits(derivative_f64(bfloat16_bits_to_float64(xs[i])))
+            xi = xs[i]
+            if (xi & 0x7FFF) > 0x7F80:
+                ys[i] = float64_to_bfloat16_bits(derivative_f64(bfloat16_bits_to_float64(xi)))
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def derivative_bf16_loop(bits, out):
-    n = bits.size
+def derivative_bf16_loop(x, out):
+    n = x.size
     for b in prange((n + BLOCK - 1) // BLOCK):
         lo, hi = b * BLOCK, min(n, (b + 1) * BLOCK)
-        derivative_bf16_block(bits[lo:hi], out[lo:hi])
+        derivative_bf16_block(x[lo:hi], out[lo:hi])
 
 
 @njit(cache=True)
@@ -264,33 +301,52 @@ def vjp_f64_loop(x, g, out):
         out[i] = g[i] * derivative_f64(x[i])
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, error_model="numpy")
+def vjp_f32_block(xs, gs, ys):
+    special = 0
+    for i in range(xs.size):
+        xi, gi = xs[i], gs[i]
+        ys[i] = gi if xi > 0 else gi * np.float32(0.0)
+        special += (xi != xi) | ((gi != gi) | (abs(gi) == np.inf))
+    if special:  # a NaN x, or a NaN or infinite g: the float64 path
+        for i in range(xs.size):
+            xi, gi = xs[i], gs[i]
+            if (xi != xi) | ((gi != gi) | (abs(gi) == np.inf)):
+                dy = np.float64(gi)
+                d = derivative_f64(np.float64(xi))
+                ys[i] = dy * d
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
 def vjp_f32_loop(x, g, out):
-    for i in prange(x.size):
-        out[i] = np.float64(g[i]) * derivative_f64(np.float64(x[i]))
+    n = x.size
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        lo, hi = b * BLOCK, min(n, (b + 1) * BLOCK)
+        vjp_f32_block(x[lo:hi], g[lo:hi], out[lo:hi])
 
 
 @njit(cache=True, error_model="numpy")
 def vjp_f16_block(xs, gs, ys):
     special = 0
     for i in range(xs.size):
-        b, gb = xs[i], gs[i]
-        ys[i] = gb if (b > 0) & (b <= 0x7C00) else gb & np.uint16(0x8000)
-        special += ((b & 0x7FFF) > 0x7C00) | ((gb & 0x7FFF) >= 0x7C00)
+        xi, gi = xs[i], gs[i]
+        ys[i] = gi if (xi > 0) & (xi <= 0x7C00) else gi & np.uint16(0x8000)
+        special += ((xi & 0x7FFF) > 0x7C00) | ((gi & 0x7FFF) >= 0x7C00)
     if special:  # a NaN x, or a NaN or infinite g: the float64 path
         for i in range(xs.size):
-            if ((xs[i] & 0x7FFF) > 0x7C00) | ((gs[i] & 0x7FFF) >= 0x7C00):
-                dy = half_bits_to_float64(gs[i])
-                d = derivative_f64(half_bits_to_float64(xs[i]))
+            xi, gi = xs[i], gs[i]
+            if ((xi & 0x7FFF) > 0x7C00) | ((gi & 0x7FFF) >= 0x7C00):
+                dy = half_bits_to_float64(gi)
+                d = derivative_f64(half_bits_to_float64(xi))
                 ys[i] = float64_to_half_bits(dy * d)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def vjp_f16_loop(bits, g_bits, out):
-    n = bits.size
+def vjp_f16_loop(x, g, out):
+    n = x.size
     for b in prange((n + BLOCK - 1) // BLOCK):
         lo, hi = b * BLOCK, min(n, (b + 1) * BLOCK)
-        vjp_f16_block(bits[lo:hi], g_bits[lo:hi], out[lo:hi])
+        vjp_f16_block(x[lo:hi], g[lo:hi], out[lo:hi])
 
 
 @njit(cache=True)
@@ -305,23 +361,24 @@ def vjp_f16s_loop(bits, g_bits, out):
 def vjp_bf16_block(xs, gs, ys):
     special = 0
     for i in range(xs.size):
-        b, gb = xs[i], gs[i]
-        ys[i] = gb if (b > 0) & (b <= 0x7F80) else gb & np.uint16(0x8000)
-        special += ((b & 0x7FFF) > 0x7F80) | ((gb & 0x7FFF) >= 0x7F80)
+        xi, gi = xs[i], gs[i]
+        ys[i] = gi if (xi > 0) & (xi <= 0x7F80) else gi & np.uint16(0x8000)
+        special += ((xi & 0x7FFF) > 0x7F80) | ((gi & 0x7FFF) >= 0x7F80)
     if special:  # a NaN x, or a NaN or infinite g: the float64 path
         for i in range(xs.size):
-            if ((xs[i] & 0x7FFF) > 0x7F80) | ((gs[i] & 0x7FFF) >= 0x7F80):
-                dy = bfloat16_bits_to_float64(gs[i])
-                d = derivative_f64(bfloat16_bits_to_float64(xs[i]))
+            xi, gi = xs[i], gs[i]
+            if ((xi & 0x7FFF) > 0x7F80) | ((gi & 0x7FFF) >= 0x7F80):
+                dy = bfloat16_bits_to_float64(gi)
+                d = derivative_f64(bfloat16_bits_to_float64(xi))
                 ys[i] = float64_to_bfloat16_bits(dy * d)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def vjp_bf16_loop(bits, g_bits, out):
-    n = bits.size
+def vjp_bf16_loop(x, g, out):
+    n = x.size
     for b in prange((n + BLOCK - 1) // BLOCK):
         lo, hi = b * BLOCK, min(n, (b + 1) * BLOCK)
-        vjp_bf16_block(bits[lo:hi], g_bits[lo:hi], out[lo:hi])
+        vjp_bf16_block(x[lo:hi], g[lo:hi], out[lo:hi])
 
 
 @njit(cache=True)

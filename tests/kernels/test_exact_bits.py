@@ -1,12 +1,14 @@
-"""ReLU's mixed float16 and bfloat16 loops select on the bits (``derive/codegen/exact.py``).
+"""ReLU's float32 and mixed float16 and bfloat16 loops select (``derive/codegen/exact.py``).
 
 Against an independent reference: the input widened exactly by NumPy (float16) or
 ml_dtypes (bfloat16), the definition evaluated in float64 (``x if x > 0 else 0``, its
 derivative ``1 if x > 0 else 0``, the VJP ``g`` times that; NaN gives NaN, and ``inf * 0`` is
 NaN), and the result converted back, exactly, since each value is one the format holds.
-Every one of the 65,536 inputs of each format for the forward and the derivative; for the
-VJP every x against gradients that take each path of the selection (signed zeros,
-subnormals, the largest finite values, infinities and NaNs) and random ones. Where the
+Every one of the 65,536 inputs of each 16-bit format for the forward and the derivative;
+for the VJP every x against gradients that take each path of the selection (signed zeros,
+subnormals, the largest finite values, infinities and NaNs) and random ones. float32: the
+same special values and 2^20 random bit patterns (``liptable certify relu --dtype float32``
+checks the forward at every float32). Where the
 reference is NaN the kernel's result must be a NaN (the payload of ``NaN * NaN`` is not
 fixed by IEEE); everywhere else it must have the reference's bits, signed zeros included.
 """
@@ -25,7 +27,11 @@ from derive.definitions.activations import ELEMENTWISE, x
 from kernels import relu
 from tests.helpers.assertions import assert_same_bits
 
-FORMATS = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16)}
+FORMATS = {
+    "float16": np.dtype(np.float16),
+    "bfloat16": np.dtype(ml_dtypes.bfloat16),
+    "float32": np.dtype(np.float32),
+}
 
 #: Gradient bits that reach each branch of the VJP's selection, per format: +-0, the
 #: smallest subnormals, +-1, the largest finite values, +-inf, quiet and signaling NaNs of
@@ -35,11 +41,25 @@ SPECIAL_GRADIENTS = {
                 0xFC00, 0x7E00, 0xFE00, 0x7C01, 0xFD55),
     "bfloat16": (0x0000, 0x8000, 0x0001, 0x8001, 0x3F80, 0xBF80, 0x7F7F, 0xFF7F, 0x7F80,
                  0xFF80, 0x7FC0, 0xFFC0, 0x7F81, 0xFFAA),
+    "float32": (0x00000000, 0x80000000, 0x00000001, 0x80000001, 0x3F800000, 0xBF800000,
+                0x7F7FFFFF, 0xFF7FFFFF, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00000,
+                0x7F800001, 0xFFAAAAAA),
 }  # fmt: skip
 
 
+def _bits_type(dtype: np.dtype) -> type:
+    return np.uint32 if dtype.itemsize == 4 else np.uint16
+
+
 def _every_value(dtype: np.dtype) -> np.ndarray:
-    return np.arange(1 << 16, dtype=np.uint16).view(dtype)
+    """Every value of a 16-bit format; for float32, the special gradients' values and 2^20
+    random bit patterns."""
+    if dtype.itemsize == 2:
+        return np.arange(1 << 16, dtype=np.uint16).view(dtype)
+    rng = np.random.default_rng(11)
+    special = np.array(SPECIAL_GRADIENTS["float32"], dtype=np.uint32)
+    patterns = rng.integers(0, 1 << 32, 1 << 20, dtype=np.uint64).astype(np.uint32)
+    return np.concatenate([special, patterns]).view(dtype)
 
 
 def _wide(values: np.ndarray) -> np.ndarray:
@@ -85,15 +105,17 @@ def test_every_input_gives_the_float64_definition_exactly(name, quantity):
 def test_vjp_gives_g_times_the_derivative_exactly(name):
     dtype = FORMATS[name]
     xs = _every_value(dtype)
+    bits_type = _bits_type(dtype)
     rng = np.random.default_rng(7)
-    gradients = [*SPECIAL_GRADIENTS[name], *rng.integers(0, 1 << 16, 18, dtype=np.uint16)]
+    top = 1 << (8 * dtype.itemsize)
+    gradients = [*SPECIAL_GRADIENTS[name], *rng.integers(0, top, 18, dtype=np.uint64)]
     for bits in gradients:
-        gs = np.full(xs.shape, bits, dtype=np.uint16).view(dtype)
+        gs = np.full(xs.shape, bits, dtype=bits_type).view(dtype)
         actual = relu.vjp(xs, gs)
         _assert_matches(
             f"relu vjp {name}, g bits {int(bits):#06x}", actual, _reference("vjp", xs, gs), xs
         )
-    pairs = rng.integers(0, 1 << 16, (2, 1 << 20), dtype=np.uint16).view(dtype)
+    pairs = rng.integers(0, top, (2, 1 << 20), dtype=np.uint64).astype(bits_type).view(dtype)
     actual = relu.vjp(pairs[0], pairs[1])
     _assert_matches(f"relu vjp {name}, random pairs", actual, _reference("vjp", *pairs), pairs[0])
 
