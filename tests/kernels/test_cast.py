@@ -11,13 +11,20 @@ import itertools
 from fractions import Fraction
 
 import ml_dtypes
+import numba
 import numpy as np
 import pytest
 
 import kernels.cast as cast_module
-from kernels._f16 import narrow_float32_to_half_array, narrow_to_half_array
+from kernels._f16 import (
+    float32_to_half_bits,
+    narrow_float32_to_half_array,
+    narrow_to_half_array,
+    reinterpret,
+)
 from kernels._grain import GRAIN, one_thread
 from kernels.cast import FORMATS, add, cast, widen
+from tests.helpers.assertions import assert_same_bits
 
 NAMES = tuple(FORMATS)
 
@@ -297,3 +304,58 @@ def test_parallel_narrowing_gives_the_serial_bits():
         assert np.array_equal(out, serial(values))
         assert np.array_equal(cast(values, "float16").view(np.uint16), out)
         assert np.array_equal(cast(values, "float16", threads=False).view(np.uint16), out)
+
+
+def _float32_around_half_midpoints(steps: int = 3) -> np.ndarray:
+    """Every float32 within ``steps`` units in the last place of a half midpoint (the one
+    above 65504, 65520, included), of every half value, and of the subnormal quantum's
+    multiples, with both signs: where rounding to half turns."""
+    points = np.concatenate([_midpoints("float16"), _all("float16")[1]])
+    points = points[np.isfinite(points)].astype(np.float32)
+    bits = np.abs(points).view(np.int32).astype(np.int64)
+    near = (bits[:, None] + np.arange(-steps, steps + 1)[None, :]).ravel()
+    near = np.unique(near[(near >= 0) & (near < 0x7F800000)]).astype(np.uint32)
+    return np.concatenate([near, near | np.uint32(0x80000000)]).view(np.float32)
+
+
+def test_float32_to_half_in_32_bit_lanes_gives_the_bits_of_f16():
+    """``kernels.cast.float32_to_half`` (the parallel narrowing's) against
+    ``_f16.float32_to_half_bits``: every float32 near a half midpoint or value, the
+    specials (signed zeros, infinities, NaN payloads of both kinds, float32 subnormals) and
+    random bit patterns; ``-m slow`` compares all 2^32."""
+    rng = np.random.default_rng(29)
+    special = np.array(
+        [0, 0x80000000, 1, 0x807FFFFF, 0x7F800000, 0xFF800000, 0x7F800001, 0x7FC00000,
+         0xFFC02000, 0x7F801FFF, 0x7FBFE000, 0x477FEFFF, 0x477FF000, 0x477FF001, 0x33000000,
+         0x33000001, 0x337FFFFF, 0x387FFFFF, 0x38800000],
+        dtype=np.uint32,
+    )  # fmt: skip
+    values = np.concatenate(
+        [
+            _float32_around_half_midpoints(),
+            special.view(np.float32),
+            rng.integers(0, 1 << 32, 1 << 20, dtype=np.uint64).astype(np.uint32).view(np.float32),
+        ]
+    )
+    out = np.empty(values.size, np.uint16)
+    cast_module._narrow_float32_to_halves(values, out)
+    assert_same_bits("float32 -> half", out, narrow_float32_to_half_array(values), values)
+
+
+@numba.njit(parallel=True)
+def _mismatches(start, count):
+    """How many of the float32 patterns start, ..., start + count - 1 the two narrowings
+    round differently."""
+    bad = 0
+    for i in numba.prange(count):
+        v = reinterpret(np.uint32(start + i), np.float32)
+        bad += cast_module.float32_to_half(v) != float32_to_half_bits(v)
+    return bad
+
+
+@pytest.mark.slow
+def test_float32_to_half_on_every_float32():
+    """All 2^32 patterns, ``float32_to_half`` against ``_f16.float32_to_half_bits`` (4 s
+    here on two cores)."""
+    chunk = 1 << 28
+    assert sum(_mismatches(start, chunk) for start in range(0, 1 << 32, chunk)) == 0
