@@ -35,6 +35,7 @@ import numpy as np
 import sympy as sp
 
 from derive.codegen.activations import StableForm
+from derive.codegen.loops import PARALLEL_UNARY, PARALLEL_VJP
 from derive.definitions.activations import x
 
 _SIGN, _MAGNITUDE = 0x8000, 0x7FFF
@@ -114,7 +115,8 @@ STORAGES = (
     ),
 )
 
-UNARY = """\
+UNARY = (
+    """\
 @njit(cache=True, error_model="numpy")
 def {q}_{suffix}_block(xs, ys):
     special = 0
@@ -129,15 +131,12 @@ def {q}_{suffix}_block(xs, ys):
                 ys[i] = {fallback}
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
-def {q}_{suffix}_loop(x, out):
-    n = x.size
-    for b in prange((n + BLOCK - 1) // BLOCK):
-        lo, hi = b * BLOCK, min(n, (b + 1) * BLOCK)
-        {q}_{suffix}_block(x[lo:hi], out[lo:hi])
 """
+    + PARALLEL_UNARY
+)
 
-VJP = """\
+VJP = (
+    """\
 @njit(cache=True, error_model="numpy")
 def vjp_{suffix}_block(xs, gs, ys):
     special = 0
@@ -154,13 +153,9 @@ def vjp_{suffix}_block(xs, gs, ys):
                 ys[i] = {product}
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
-def vjp_{suffix}_loop(x, g, out):
-    n = x.size
-    for b in prange((n + BLOCK - 1) // BLOCK):
-        lo, hi = b * BLOCK, min(n, (b + 1) * BLOCK)
-        vjp_{suffix}_block(x[lo:hi], g[lo:hi], out[lo:hi])
 """
+    + PARALLEL_VJP
+)
 
 DOC = """
 
@@ -224,12 +219,15 @@ def loops(forward: StableForm, derivative: StableForm) -> dict[str, str]:
             out[f"{form.quantity}_{s.suffix}_loop"] = UNARY.format(
                 q=form.quantity,
                 suffix=s.suffix,
+                x="x",
                 select=_selection(form, s, s.value),
                 special=s.nan("xi"),
                 fallback=s.store.format(f"{form.quantity}_f64({s.read}(xi))"),
             )
         out[f"vjp_{s.suffix}_loop"] = VJP.format(
             suffix=s.suffix,
+            x="x",
+            g="g",
             select=_selection(derivative, s, s.product),
             special=s.nan("xi"),
             g_special=s.not_finite("gi"),

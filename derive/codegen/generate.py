@@ -30,6 +30,7 @@ from derive.codegen.emit import (
     scalar_function,
 )
 from derive.codegen.erfc import table_source as erfc_table_source
+from derive.codegen.loops import PARALLEL_UNARY, PARALLEL_VJP
 from derive.codegen.norms import sources as norm_sources
 from derive.codegen.static import StaticBound
 from derive.definitions.activations import ELEMENTWISE, Elementwise, x
@@ -79,7 +80,8 @@ that settles a block with an undecided element."""
 #: The bounded loops, one template per quantity for float32 and mixed float16 and bfloat16:
 #: ``{read}`` widens an element to float64, ``{decide}`` is the decision test, ``{settle}``
 #: rounds a float64 from the scalar path to the output's storage. Each is three functions:
-#: ``_loop`` runs the blocks in parallel, ``_block`` evaluates one block vectorized (the
+#: ``_loop`` runs the blocks in parallel (:mod:`derive.codegen.loops`, which the selecting
+#: loops of :mod:`derive.codegen.exact` share), ``_block`` evaluates one block vectorized (the
 #: ``_fe`` form inlined, once), and ``_element`` (not inlined) settles the elements of a block
 #: with an undecided one. The parallel loop itself stays small: Numba's parallel passes and
 #: LLVM then work on a short function, and the first compile takes about half as long.
@@ -87,7 +89,8 @@ that settles a block with an undecided element."""
 #: the running bound ``e``, or the form's proven static bound ``{q}_static(w, v)``
 #: (:mod:`derive.codegen.static`), whose use lets LLVM drop the running bound's arithmetic.
 #: ``_element`` decides with the running bound, which is sound everywhere.
-BOUNDED_UNARY = """\
+BOUNDED_UNARY = (
+    """\
 @njit(cache=True, error_model="numpy")
 def {q}_{suffix}_element(xi):
     v, e = {q}_fe({read}(xi))
@@ -113,15 +116,12 @@ def {q}_{suffix}_block(xs, ys):
             ys[i] = {q}_{suffix}_element(xs[i])
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
-def {q}_{suffix}_loop({x}, out):
-    n = {x}.size
-    for b in prange((n + BLOCK - 1) // BLOCK):
-        lo, hi = b * BLOCK, min(n, (b + 1) * BLOCK)
-        {q}_{suffix}_block({x}[lo:hi], out[lo:hi])
 """
+    + PARALLEL_UNARY
+)
 
-BOUNDED_VJP = """\
+BOUNDED_VJP = (
+    """\
 @njit(cache=True, error_model="numpy")
 def vjp_{suffix}_element(xi, gi):
     d, d_e = derivative_fe({read}(xi))
@@ -151,13 +151,9 @@ def vjp_{suffix}_block(xs, gs, ys):
             ys[i] = vjp_{suffix}_element(xs[i], gs[i])
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
-def vjp_{suffix}_loop({x}, {g}, out):
-    n = {x}.size
-    for b in prange((n + BLOCK - 1) // BLOCK):
-        lo, hi = b * BLOCK, min(n, (b + 1) * BLOCK)
-        vjp_{suffix}_block({x}[lo:hi], {g}[lo:hi], out[lo:hi])
 """
+    + PARALLEL_VJP
+)
 
 #: The fields of the bounded templates per storage: float32 arrays, float16 and bfloat16 as
 #: bits.
