@@ -159,7 +159,9 @@ def float32_to_half(v):
     compares all 2^32 with ``-m slow``, and the patterns around every half midpoint in the
     default run), NaN payloads included (their top 10 bits, or 1 if those are zero). In
     32-bit integers, as :func:`half_to_float32`: 8 lanes to an AVX2 vector where
-    ``_f16``'s 64-bit integers take 4. It belongs in ``_f16`` for the same reason.
+    ``_f16``'s 64-bit integers take 4. Like that one, it belongs in ``_f16`` (in place of
+    ``float32_to_half_bits``) and lives here until the activations' certificates, which hash
+    ``_f16.py``, are next rerun.
 
     A normal half: the magnitude rebiased and shifted right by 13, after adding 0xFFF plus
     the lowest kept bit (round to nearest, ties to even; a carry moves into the exponent,

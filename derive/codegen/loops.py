@@ -4,7 +4,7 @@ A ``_loop`` runs its ``_block`` function over the blocks of ``BLOCK`` elements i
 the block functions (the bounded ones of :mod:`derive.codegen.generate`, the selecting ones
 of :mod:`derive.codegen.exact`) hold the arithmetic. The driver itself stays small: Numba's
 parallel passes and LLVM then work on a short function. ``{x}`` and ``{g}`` name the
-arrays (the generated files call the bits of halves ``bits``).
+arrays (the bounded loops call the bits of halves ``bits``, the selecting ones ``x``).
 """
 
 from __future__ import annotations
