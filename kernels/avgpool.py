@@ -464,11 +464,14 @@ def _vectorized(geometry, strict: bool, dtype: np.dtype) -> bool:
     return not strict and (dtype != np.float64 or count & (count - 1) == 0)
 
 
-def _output(dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+def _output(dtype: np.dtype, shape: tuple[int, ...], exact_in_float32: bool = False) -> np.ndarray:
     """The loops' output array: float32 for float32 (the loop's float64 results are rounded
     once on assignment, as ``astype`` rounds them), float64 for float16 (rounded by
-    :func:`finish`)."""
-    return np.empty(shape, np.float32 if dtype == np.float32 else np.float64)
+    :func:`finish`), or float32 for float16 too where every result is ``exact_in_float32``:
+    then rounding it to half is rounding the exact value once, and ``finish`` does that from
+    float32 (``kernels.cast.float32_to_half``, 8 lanes) with half the buffer to write."""
+    single = dtype == np.float32 or (dtype == np.float16 and exact_in_float32)
+    return np.empty(shape, np.float32 if single else np.float64)
 
 
 def _divisor(count: int, strict: bool, bf: bool = False) -> float:
@@ -546,7 +549,11 @@ def vjp2d(
     x, geometry, strict = window_input(x, kernel_size, stride, padding, strict_fp16)
     if _vectorized(geometry, strict, x.dtype) and geometry.disjoint:
         gplanes = native_planes(checked_window_gradient(g, x, geometry))
-        dx = _output(x.dtype, (gplanes.shape[0], *x.shape[-2:]))
+        # A half g divided by a power of two is a float32 number (|g| >= 2^-24 or 0, and
+        # float32 reaches 2^-149): such a share is exact in float32.
+        count = geometry.kh * geometry.kw
+        exact = x.dtype == np.float16 and count & (count - 1) == 0
+        dx = _output(x.dtype, (gplanes.shape[0], *x.shape[-2:]), exact)
         scaled = gplanes.dtype == np.float64
         _vjp2d_disjoint(gplanes, *geometry.loop_args, geometry.covers, scaled, dx)
         return finish(dx, x.dtype, x.shape)

@@ -179,3 +179,21 @@ def test_float64_sums_whose_quotient_is_a_subnormal_tie_take_the_double_double_l
     y = avgpool.forward2d(x, (2, 4))
     _same_bits(y, _general(avgpool, "forward", x, None, geo))
     assert np.all(y == a / 8 + 2.0**-1074) and a / 8 != y[0, 0, 0]
+
+
+@pytest.mark.parametrize("kernel", [(2, 2), (1, 2), (4, 4)])
+def test_float16_average_pool_shares_of_every_half_round_once(kernel):
+    """Disjoint windows of a power-of-two count hold each half ``g`` divided exactly in
+    float32; ``dx`` must be that quotient rounded once to half, here from float64 by NumPy,
+    for every half value of ``g`` (NaN compared as NaN). The share is the window's sum
+    ``0 + g`` divided, as in the general loop, so ``g = -0`` gives +0."""
+    kh, kw = kernel
+    g = np.arange(1 << 16, dtype=np.uint16).view(np.float16).reshape(4, 128, 128)
+    x = np.zeros((4, 128 * kh, 128 * kw), np.float16)
+    dx = avgpool.vjp2d(x, g, kernel)
+    with np.errstate(invalid="ignore"):
+        share = ((0.0 + g.astype(np.float64)) / (kh * kw)).astype(np.float16)
+    expected = np.repeat(np.repeat(share, kh, axis=1), kw, axis=2)
+    nan = np.isnan(expected)
+    assert np.isnan(dx[nan]).all()
+    assert np.array_equal(dx[~nan].view(np.uint16), expected[~nan].view(np.uint16))
