@@ -313,10 +313,19 @@ def _float64_mode(form: StableForm) -> str:
     return "dd" if form.cancels else "f64"
 
 
+def selects(module: Elementwise) -> bool:
+    """Whether the module's forms only select between the input and constants, so that its
+    loops select in the input's format and round nothing (:mod:`derive.codegen.exact`)."""
+    return exact.exact(*module_forms(module), limits)
+
+
 def bounded(module: Elementwise) -> bool:
-    """Whether the module's float32 loops take the error-bounded fast path: both forms use
-    only operations and functions with proven bounds (``derive.codegen.emit``)."""
-    return module.key != "relu" and all(bounded_supported(f.expr) for f in module_forms(module))
+    """Whether the module's float32 loops take the error-bounded fast path: its forms
+    compute (they do not only select, :func:`selects`) and use only operations and
+    functions with proven bounds (``derive.codegen.emit``)."""
+    if selects(module):
+        return False
+    return all(bounded_supported(f.expr) for f in module_forms(module))
 
 
 #: Below this |x|, ``{q}_offset`` estimates f(x) - m from the Taylor polynomial at 0 of
@@ -494,7 +503,7 @@ def generate_source(module: Elementwise) -> str:
     if fast:  # last, so that a constant the forms share keeps its exact name and comment
         functions += [f for form in module_forms(module) for f in offset_functions(form, constants)]
     forward, derivative = module_forms(module)
-    on_bits = not fast and exact.exact(forward, derivative, limits)
+    selecting = selects(module)
     used = sorted(set(re.findall(r"\b(dd_[a-z]+)\(", "\n".join(functions))))
     dd_import = "from kernels._dd import " + ", ".join(used) + "\n" if used else ""
     if len(dd_import) > 100:
@@ -505,7 +514,7 @@ def generate_source(module: Elementwise) -> str:
         name=module.name,
         forward=_wrapped(module.forward),
         derivative=_wrapped(module.derivative),
-        bounded_doc=BOUNDED_DOC if fast else exact.DOC if on_bits else "",
+        bounded_doc=BOUNDED_DOC if fast else exact.DOC if selecting else "",
         f16_names=(
             "decided_half, float64_to_half_bits, half_bits_to_float64, round_to_half"
             if fast
@@ -516,7 +525,7 @@ def generate_source(module: Elementwise) -> str:
             _vmath_import(functions)
             if fast
             else "from kernels._vmath import BLOCK\n"
-            if on_bits
+            if selecting
             else ""
         ),
     )
@@ -531,7 +540,7 @@ def generate_source(module: Elementwise) -> str:
             _bounded_loops(loops[1], "derivative", "derivative" in statics),
             _bounded_loops(loops[2], "vjp", "derivative" in statics),
         ]
-    if on_bits:
+    if selecting:
         for name, text in exact.loops(forward, derivative).items():
             loops = [_replace_loop(q, name, text) if f"def {name}(" in q else q for q in loops]
     sections = ["\n".join(constants.lines), *functions, *(loop.strip("\n") for loop in loops)]

@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from derive.codegen import exact
-from derive.codegen.activations import StableForm, module_forms, stable_form
+from derive.codegen import exact, generate
+from derive.codegen.activations import StableForm, stable_form
 from derive.codegen.generate import limits
 from derive.definitions.activations import ELEMENTWISE, x
 from kernels import relu
@@ -120,10 +120,14 @@ def test_vjp_gives_g_times_the_derivative_exactly(name):
     _assert_matches(f"relu vjp {name}, random pairs", actual, _reference("vjp", *pairs), pairs[0])
 
 
-def test_only_forms_that_select_get_loops_on_bits():
-    """ReLU qualifies; every form that computes (exp, erfc, a quotient) does not."""
-    chosen = {m.key for m in ELEMENTWISE if exact.exact(*module_forms(m), limits)}
+def test_only_forms_that_select_get_selecting_loops():
+    """ReLU qualifies; every form that computes (exp, erfc, a quotient) does not, and those
+    are the ones that take the error-bounded loops."""
+    chosen = {m.key for m in ELEMENTWISE if generate.selects(m)}
     assert chosen == {"relu"}
+    assert {m.key for m in ELEMENTWISE if generate.bounded(m)} == {
+        m.key for m in ELEMENTWISE
+    } - chosen
 
 
 def test_a_branch_that_is_not_the_limit_at_infinity_is_refused():
