@@ -67,7 +67,9 @@ FLOAT16_ULPS = 1.0
 #: bfloat16 mixed mode, float64 rounded once as for float16: within 1 ULP.
 BFLOAT16_ULPS = 1.0
 
-#: The VJP multiplies the derivative by g and rounds once more: half an ULP on top.
+#: The VJP multiplies the derivative by g and rounds once more: half an ULP on top (of the
+#: derivative's allowance, carried to ULPs of the product by ``carried`` in
+#: tests/kernels/test_activations.py where the float64 derivative is subnormal).
 VJP_PRODUCT_ULPS = 0.5
 
 
