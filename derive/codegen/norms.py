@@ -20,7 +20,10 @@ by the second moment or by a constant). Three arithmetic paths:
           Everything is float64: products of two float32 are exact there, sums vectorize
           (``fastmath`` reassociation, IEEE NaN/inf kept), and the mean is corrected by a
           second pass (the corrected two-pass algorithm), so D = 8192 rows of large or
-          nearly constant values keep their accuracy. Results are rounded once.
+          nearly constant values keep their accuracy. Results are rounded once. The VJP
+          takes its two row sums (of gamma g and gamma g d) in the second pass too, about
+          the first-pass center, and corrects them afterwards
+          (:func:`single_pass_sums_hold`): three passes over the row where four were.
           The loops read every entry through ``kernels._rownorm.widen`` and store every
           result through ``narrow``: for float32 arrays a plain conversion, for float16
           arrays (passed as their ``uint16`` bits) the exact widening of a half and the
@@ -58,6 +61,22 @@ from derive.definitions.norms import ROW_NORMS, WEIGHTNORM, RowNorm
 
 #: Rows per block of the parameter-gradient sums.
 BLOCK_ROWS = 32
+
+#: The summands of the VJP's row means m_a = mean(gamma g) and m_az = mean(gamma g z).
+SUMMAND_A = norms.gamma_i * norms.g_i
+SUMMAND_AZ = norms.gamma_i * norms.g_i * norms.d * norms.r
+
+
+def single_pass_sums_hold() -> bool:
+    """Whether the ``wide`` VJP may take m_az in the pass of the second moment: the summand
+    about the corrected center, ``summand_az(d - c, r)``, must equal ``r (summand_az(d, 1)
+    - c summand_a)`` (true because it is linear in d and in r), so that the sums about the
+    first-pass center give the sum about the corrected one."""
+    c = sp.Symbol("c", real=True)
+    shifted = SUMMAND_AZ.subs(norms.d, norms.d - c)
+    split = norms.r * (SUMMAND_AZ.subs(norms.r, 1) - c * SUMMAND_A)
+    return sp.expand(shifted - split) == 0
+
 
 #: The module constant of the row norms' files (before the body).
 BLOCK_ROWS_DEFINITION = """
@@ -120,6 +139,17 @@ def _moments_wide(row, m):
 
 
 @njit(cache=True, error_model="numpy")
+def _corrected_wide(first, second, size):
+    """(correction, second moment) from the sums of the deviations from the first-pass
+    center and of their squares."""
+    correction = first / size if {centered} else 0.0
+    moment = second / size - correction * correction
+    if moment < 0.0:
+        moment = 0.0
+    return correction, moment
+
+
+@njit(cache=True, error_model="numpy")
 def statistics_wide(row):
     """(center, correction, second moment) of a float32 row, in float64.
 
@@ -130,11 +160,37 @@ def statistics_wide(row):
     size = row.size
     m = 0.0
 {center_wide}    first, second = _moments_wide(row, m)
-    correction = first / size if {centered} else 0.0
-    moment = second / size - correction * correction
-    if moment < 0.0:
-        moment = 0.0
+    correction, moment = _corrected_wide(first, second, size)
     return m, correction, moment
+
+
+@njit(cache=True, error_model="numpy", fastmath={reduce})
+def _moments_and_sums_wide(row, grow, gamma, m):
+    first, second, sum_a, sum_az = 0.0, 0.0, 0.0, 0.0
+    for j in range(row.size):
+        dj = widen(row[j]) - m
+        gamma_j, g_j = widen(gamma[j]), widen(grow[j])
+        first += dj
+        second += dj * dj
+        sum_a += summand_a_f64(gamma_j, g_j)
+        sum_az += summand_az_f64(dj, 1.0, gamma_j, g_j)
+    return first, second, sum_a, sum_az
+
+
+@njit(cache=True, error_model="numpy")
+def vjp_statistics_wide(row, grow, gamma):
+    """:func:`statistics_wide` of a float32 row and the VJP's two row sums, taken in the
+    pass of the second moment: (center, correction, second moment, sum of the summands of
+    m_a, sum of those of m_az at r = 1 about the first-pass center).
+
+    The summands of m_az are linear in the deviation and in r (checked by the generator),
+    so the sum about the corrected center at scale r is ``r (sum_az - correction sum_a)``.
+    """
+    size = row.size
+    m = 0.0
+{center_wide}    first, second, sum_a, sum_az = _moments_and_sums_wide(row, grow, gamma, m)
+    correction, moment = _corrected_wide(first, second, size)
+    return m, correction, moment, sum_a, sum_az
 '''
 
 STRICT_STATISTICS = '''\
@@ -192,8 +248,6 @@ def vjp_{path}(x, g, gamma, epsilon, dx, dgamma_blocks, dbeta_blocks):
         x_buffer, g_buffer = row_buffer(x), row_buffer(g)
         for i in range(b * BLOCK_ROWS, min(rows, (b + 1) * BLOCK_ROWS)):
             xi, gi = read_row(x[i], x_buffer), read_row(g[i], g_buffer)
-            mh, ml, s = statistics_{path}(xi)
-            r = scale_{mode}(s, epsilon, n)
 {means}
             for j in range(size):
                 dj = {dev_ij}
@@ -216,8 +270,15 @@ def jacobian_{path}(x, gamma, epsilon, out):
             out[i, j] = entry_{mode}(di, dj, r, np.float64(gamma[i]), n, kronecker)
 '''
 
+#: The row statistics, the scale r and the means m_a, m_az of the VJP, per path.
+SCALE = """\
+            mh, ml, s = statistics_{path}(xi)
+            r = scale_{mode}(s, epsilon, n)
+"""
+
 MEANS = {
-    "f64": lane_sums(
+    "f64": SCALE.format(path="f64", mode="f64")
+    + lane_sums(
         " " * 12,
         "dj = (x[i, j] - mh) - ml",
         {
@@ -231,10 +292,12 @@ MEANS = {
             ma = (ah + al) / n
             maz = (zh + zl) / n""",
     "wide": """\
-            ma, maz = _vjp_sums_wide(xi, gi, gamma, mh, ml, r)
-            ma /= n
-            maz /= n""",
-    "f16s": """\
+            mh, ml, s, sum_a, sum_az = vjp_statistics_wide(xi, gi, gamma)
+            r = scale_f64(s, epsilon, n)
+            ma = sum_a / n
+            maz = (sum_az - ml * sum_a) * r / n""",
+    "f16s": SCALE.format(path="f16s", mode="f16s")
+    + """\
             ma, maz = 0.0, 0.0
             for j in range(size):
                 dj = round_to_half((x[i, j] - mh) - ml)
@@ -268,18 +331,6 @@ ACCUMULATE = {
 }
 
 ACCUMULATE |= strict_variants(ACCUMULATE["f16s"])
-
-WIDE_VJP_SUMS = """\
-@njit(cache=True, error_model="numpy", fastmath={reduce})
-def _vjp_sums_wide(row, grow, gamma, m, correction, r):
-    sum_a, sum_az = 0.0, 0.0
-    for j in range(row.size):
-        dj = (widen(row[j]) - m) - correction
-        gamma_j, g_j = widen(gamma[j]), widen(grow[j])
-        sum_a += summand_a_f64(gamma_j, g_j)
-        sum_az += summand_az_f64(dj, r, gamma_j, g_j)
-    return sum_a, sum_az
-"""
 
 COMBINE = '''\
 @njit(cache=True, error_model="numpy")
@@ -335,10 +386,10 @@ def _stage_functions(module: RowNorm, constants: Constants) -> list[str]:
             (norms.d, norms.d_j, norms.r, norms.gamma_i, norms.n, norms.delta),
             "J_ij (numerator layout); delta is 1 on the diagonal",
         ),
-        ("summand_a", norms.gamma_i * norms.g_i, (norms.gamma_i, norms.g_i), "a summand of m_a"),
+        ("summand_a", SUMMAND_A, (norms.gamma_i, norms.g_i), "a summand of m_a"),
         (
             "summand_az",
-            norms.gamma_i * norms.g_i * norms.d * norms.r,
+            SUMMAND_AZ,
             (norms.d, norms.r, norms.gamma_i, norms.g_i),
             "a summand of m_az",
         ),
@@ -349,6 +400,8 @@ def _stage_functions(module: RowNorm, constants: Constants) -> list[str]:
 
 def row_norm_source(module: RowNorm) -> str:
     """The full text of ``kernels/_generated/<module.key>.py``."""
+    if not single_pass_sums_hold():
+        raise ValueError("the summand of m_az is not linear in d and r: no single-pass VJP sums")
     constants = Constants()
     functions = _stage_functions(module, constants)
     summary = (
@@ -388,7 +441,6 @@ def row_norm_source(module: RowNorm) -> str:
         *functions,
         statistics.strip("\n"),
         *(text.strip("\n") for text in strict_statistics),
-        WIDE_VJP_SUMS.format(reduce=REDUCE).strip("\n"),
         *(loop.strip("\n") for loop in loops),
         COMBINE.strip("\n"),
         *(strict_variants(STRICT_COMBINE)[name].strip("\n") for name in STRICT),

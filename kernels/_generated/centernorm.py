@@ -277,6 +277,17 @@ def _moments_wide(row, m):
 
 
 @njit(cache=True, error_model="numpy")
+def _corrected_wide(first, second, size):
+    """(correction, second moment) from the sums of the deviations from the first-pass
+    center and of their squares."""
+    correction = first / size if True else 0.0
+    moment = second / size - correction * correction
+    if moment < 0.0:
+        moment = 0.0
+    return correction, moment
+
+
+@njit(cache=True, error_model="numpy")
 def statistics_wide(row):
     """(center, correction, second moment) of a float32 row, in float64.
 
@@ -288,11 +299,38 @@ def statistics_wide(row):
     m = 0.0
     m = _sum_wide(row) / size
     first, second = _moments_wide(row, m)
-    correction = first / size if True else 0.0
-    moment = second / size - correction * correction
-    if moment < 0.0:
-        moment = 0.0
+    correction, moment = _corrected_wide(first, second, size)
     return m, correction, moment
+
+
+@njit(cache=True, error_model="numpy", fastmath={"reassoc", "contract"})
+def _moments_and_sums_wide(row, grow, gamma, m):
+    first, second, sum_a, sum_az = 0.0, 0.0, 0.0, 0.0
+    for j in range(row.size):
+        dj = widen(row[j]) - m
+        gamma_j, g_j = widen(gamma[j]), widen(grow[j])
+        first += dj
+        second += dj * dj
+        sum_a += summand_a_f64(gamma_j, g_j)
+        sum_az += summand_az_f64(dj, 1.0, gamma_j, g_j)
+    return first, second, sum_a, sum_az
+
+
+@njit(cache=True, error_model="numpy")
+def vjp_statistics_wide(row, grow, gamma):
+    """:func:`statistics_wide` of a float32 row and the VJP's two row sums, taken in the
+    pass of the second moment: (center, correction, second moment, sum of the summands of
+    m_a, sum of those of m_az at r = 1 about the first-pass center).
+
+    The summands of m_az are linear in the deviation and in r (checked by the generator),
+    so the sum about the corrected center at scale r is ``r (sum_az - correction sum_a)``.
+    """
+    size = row.size
+    m = 0.0
+    m = _sum_wide(row) / size
+    first, second, sum_a, sum_az = _moments_and_sums_wide(row, grow, gamma, m)
+    correction, moment = _corrected_wide(first, second, size)
+    return m, correction, moment, sum_a, sum_az
 
 
 @njit(cache=True, error_model="numpy")
@@ -325,17 +363,6 @@ def statistics_bf16s(row):
         dj = round_to_bfloat16(row[j] - m)
         acc = round_to_bfloat16(acc + round_to_bfloat16(dj * dj))
     return m, 0.0, round_to_bfloat16(acc / size)
-
-
-@njit(cache=True, error_model="numpy", fastmath={"reassoc", "contract"})
-def _vjp_sums_wide(row, grow, gamma, m, correction, r):
-    sum_a, sum_az = 0.0, 0.0
-    for j in range(row.size):
-        dj = (widen(row[j]) - m) - correction
-        gamma_j, g_j = widen(gamma[j]), widen(grow[j])
-        sum_a += summand_a_f64(gamma_j, g_j)
-        sum_az += summand_az_f64(dj, r, gamma_j, g_j)
-    return sum_a, sum_az
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -432,11 +459,10 @@ def vjp_wide(x, g, gamma, epsilon, dx, dgamma_blocks, dbeta_blocks):
         x_buffer, g_buffer = row_buffer(x), row_buffer(g)
         for i in range(b * BLOCK_ROWS, min(rows, (b + 1) * BLOCK_ROWS)):
             xi, gi = read_row(x[i], x_buffer), read_row(g[i], g_buffer)
-            mh, ml, s = statistics_wide(xi)
+            mh, ml, s, sum_a, sum_az = vjp_statistics_wide(xi, gi, gamma)
             r = scale_f64(s, epsilon, n)
-            ma, maz = _vjp_sums_wide(xi, gi, gamma, mh, ml, r)
-            ma /= n
-            maz /= n
+            ma = sum_a / n
+            maz = (sum_az - ml * sum_a) * r / n
             for j in range(size):
                 dj = (widen(xi[j]) - mh) - ml
                 gj = widen(gi[j])

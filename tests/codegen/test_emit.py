@@ -10,10 +10,13 @@ import re
 import pytest
 import sympy as sp
 
+from derive.codegen import norms as norm_codegen
 from derive.codegen.activations import module_forms
 from derive.codegen.emit import MODES, Constants, EmitError, scalar_function
 from derive.codegen.generate import generate_source
+from derive.definitions import norms
 from derive.definitions.activations import ELEMENTWISE, x
+from derive.definitions.norms import ROW_NORMS
 from proofs.core import is_zero
 
 LIMITS = (sp.S.Zero, sp.S.One)
@@ -261,3 +264,13 @@ def test_round_trip_to_the_stable_forms(module):
         checked += 1
     plain = sum(not mode.pairs for mode in MODES.values())  # f64 and the strict modes
     assert checked == 2 * plain + sum(form.cancels for form in forms.values())
+
+
+def test_the_row_norms_single_pass_sums_need_a_linear_summand(monkeypatch):
+    """The wide VJP's sums about the first-pass center are corrected afterwards: exact for
+    the summand gamma g d r, refused (no source generated) for one that is not linear."""
+    assert norm_codegen.single_pass_sums_hold()
+    monkeypatch.setattr(norm_codegen, "SUMMAND_AZ", norm_codegen.SUMMAND_AZ * norms.d)
+    assert not norm_codegen.single_pass_sums_hold()
+    with pytest.raises(ValueError, match="not linear"):
+        norm_codegen.row_norm_source(ROW_NORMS[0])
