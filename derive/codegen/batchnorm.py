@@ -18,7 +18,11 @@ store), so no widened copy of x or g and no float64 result buffer is made. The
 float32/float16 path's
 feature sums sweep four rows per pass over a block's features, the partial sums in
 registers: each feature's sum still runs over (a, p) in order, so the bits are those of
-one row at a time (tests/kernels/test_batchnorm.py compares them).
+one row at a time (tests/kernels/test_batchnorm.py compares them). Its VJP reads x and g
+three times, not four: the second pass of the statistics also sums g and g d (d about the
+first-pass mean), and every sum the VJP needs is a per-feature factor times one of those
+two (:func:`feature_factor` derives each factor from its summand), the g d sum corrected
+for the mean's correction.
 """
 
 from __future__ import annotations
@@ -113,11 +117,9 @@ def column_statistics_f64(x, c0, c1):
 """,
     "wide": """\
 @njit(cache=True, error_model="numpy", fastmath={contract})
-def column_statistics_wide(x, c0, c1):
-    \"\"\"(mean, correction, biased variance) of features c0..c1 of x (A, L, C), float64,
-    corrected two-pass. Each feature's sums run over the rows (a, p) in order; the loops
-    sweep the features of SWEEP rows at a time, the partial sums in registers.\"\"\"
-    rows = x.reshape((x.shape[0] * x.shape[1], x.shape[2]))
+def _column_means_wide(rows, c0, c1):
+    \"\"\"The means of features c0..c1 of rows (M, C), float64, each feature's sum over the
+    rows in order, SWEEP rows per sweep of the features, the partial sums in registers.\"\"\"
     width, count = c1 - c0, rows.shape[0]
     full = count - count % SWEEP
     first = np.zeros(width)
@@ -132,9 +134,31 @@ def column_statistics_wide(x, c0, c1):
         xs = rows[q, c0:c1]
         for k in range(width):
             first[k] += widen(xs[k])
-    m = first / count
-    first[:] = 0.0
-    second = np.zeros(width)
+    return first / count
+
+
+@njit(cache=True, error_model="numpy")
+def _corrected_wide(first, second, count):
+    \"\"\"(correction, biased variance) per feature from the sums of the deviations from
+    the first-pass mean and of their squares.\"\"\"
+    correction = first / count
+    moment = second / count - correction * correction
+    for k in range(moment.size):
+        if moment[k] < 0.0:
+            moment[k] = 0.0
+    return correction, moment
+
+
+@njit(cache=True, error_model="numpy", fastmath={contract})
+def column_statistics_wide(x, c0, c1):
+    \"\"\"(mean, correction, biased variance) of features c0..c1 of x (A, L, C), float64,
+    corrected two-pass. Each feature's sums run over the rows (a, p) in order; the loops
+    sweep the features of SWEEP rows at a time, the partial sums in registers.\"\"\"
+    rows = x.reshape((x.shape[0] * x.shape[1], x.shape[2]))
+    width, count = c1 - c0, rows.shape[0]
+    full = count - count % SWEEP
+    m = _column_means_wide(rows, c0, c1)
+    first, second = np.zeros(width), np.zeros(width)
     for q in range(0, full, SWEEP):
         x0, x1, x2, x3 = rows[q, c0:c1], rows[q + 1, c0:c1], rows[q + 2, c0:c1], rows[q + 3, c0:c1]
         for k in range(width):
@@ -148,11 +172,7 @@ def column_statistics_wide(x, c0, c1):
             d = widen(xs[k]) - m[k]
             first[k] += d
             second[k] += d * d
-    correction = first / count
-    moment = second / count - correction * correction
-    for k in range(width):
-        if moment[k] < 0.0:
-            moment[k] = 0.0
+    correction, moment = _corrected_wide(first, second, count)
     return m, correction, moment
 """,
     "f16s": """\
@@ -211,7 +231,12 @@ COLUMN_SUMS = {
             sum_a[k], sum_ad[k] = sums[0, k] + sums[1, k], sums[2, k] + sums[3, k]
             sum_gz[k], sum_g[k] = sums[4, k] + sums[5, k], sums[6, k] + sums[7, k]""",
     "wide": """\
-        sum_a, sum_ad, sum_gz, sum_g = _column_sums_wide(x, g, c0, c1, gammas, mh, ml, r)""",
+        sum_a, sum_ad, sum_gz = np.empty(width), np.empty(width), np.empty(width)
+        for k in range(width):
+            sum_gd = sum_gd_first[k] - ml[k] * sum_g[k]
+            sum_a[k] = {factor_a} * sum_g[k]
+            sum_ad[k] = {factor_ad} * sum_gd
+            sum_gz[k] = {factor_gz} * sum_gd""",
     "f16s": """\
         sum_a, sum_ad = np.zeros(width), np.zeros(width)
         sum_gz, sum_g = np.zeros(width), np.zeros(width)
@@ -229,52 +254,55 @@ COLUMN_SUMS = {
 
 COLUMN_SUMS |= strict_variants(COLUMN_SUMS["f16s"])
 
+#: The VJP's statistics of a block of features: the wide path takes its sums in the same
+#: pass (:data:`WIDE_COLUMN_SUMS`), the others after it.
+STATISTICS_CALL = {
+    False: "        mh, ml, s = column_statistics_{path}(x, c0, c1)",
+    True: "        mh, ml, s, sum_g, sum_gd_first = column_moments_and_sums_wide(x, g, c0, c1)",
+}
+
 WIDE_COLUMN_SUMS = """\
 #: Rows per sweep of the float32 loops over a block of features (see column_statistics_wide).
 SWEEP = 4
 
 
 @njit(cache=True, error_model="numpy", fastmath={contract})
-def _sums_step(sums, x_k, g_k, m, correction, gamma_k, r):
-    \"\"\"The four sums of the VJP after one more batch value (x_k, g_k) of a feature.\"\"\"
-    sum_a, sum_ad, sum_gz, sum_g = sums
-    dk = (widen(x_k) - m) - correction
-    gk = widen(g_k)
-    sum_a += summand_a_f64(gamma_k, gk)
-    sum_ad += summand_ad_f64(dk, gamma_k, gk)
-    sum_gz += summand_gz_f64(dk, r, gk)
-    return sum_a, sum_ad, sum_gz, sum_g + gk
-
-
-@njit(cache=True, error_model="numpy", fastmath={contract})
-def _column_sums_wide(x, g, c0, c1, gammas, m, correction, r):
-    \"\"\"The four per-feature sums of the VJP, in float64, each over the rows (a, p) in
-    order (SWEEP rows per sweep of the features).\"\"\"
+def column_moments_and_sums_wide(x, g, c0, c1):
+    \"\"\":func:`column_statistics_wide` of features c0..c1 and, in its second pass, the two
+    sums every VJP sum is a multiple of: (mean, correction, biased variance, sum of g, sum
+    of g (x - mean)), float64, each over the rows (a, p) in order, SWEEP rows per sweep of
+    the features. The deviations are from the first-pass mean: the sum of g times the
+    deviation from the corrected mean is the last minus the correction times the sum of g.\"\"\"
     rows = x.reshape((x.shape[0] * x.shape[1], x.shape[2]))
     grows = g.reshape(rows.shape)
     width, count = c1 - c0, rows.shape[0]
     full = count - count % SWEEP
-    sum_a, sum_ad = np.zeros(width), np.zeros(width)
-    sum_gz, sum_g = np.zeros(width), np.zeros(width)
+    m = _column_means_wide(rows, c0, c1)
+    first = np.zeros(width)
+    second, sum_g, sum_gd = np.zeros(width), np.zeros(width), np.zeros(width)
     for q in range(0, full, SWEEP):
         x0, x1, x2, x3 = rows[q, c0:c1], rows[q + 1, c0:c1], rows[q + 2, c0:c1], rows[q + 3, c0:c1]
         g0, g1 = grows[q, c0:c1], grows[q + 1, c0:c1]
         g2, g3 = grows[q + 2, c0:c1], grows[q + 3, c0:c1]
         for k in range(width):
-            mk, ck, gamma_k, rk = m[k], correction[k], gammas[k], r[k]
-            s = (sum_a[k], sum_ad[k], sum_gz[k], sum_g[k])
-            s = _sums_step(s, x0[k], g0[k], mk, ck, gamma_k, rk)
-            s = _sums_step(s, x1[k], g1[k], mk, ck, gamma_k, rk)
-            s = _sums_step(s, x2[k], g2[k], mk, ck, gamma_k, rk)
-            s = _sums_step(s, x3[k], g3[k], mk, ck, gamma_k, rk)
-            sum_a[k], sum_ad[k], sum_gz[k], sum_g[k] = s
+            d0, d1 = widen(x0[k]) - m[k], widen(x1[k]) - m[k]
+            d2, d3 = widen(x2[k]) - m[k], widen(x3[k]) - m[k]
+            e0, e1, e2, e3 = widen(g0[k]), widen(g1[k]), widen(g2[k]), widen(g3[k])
+            first[k] = (((first[k] + d0) + d1) + d2) + d3
+            second[k] = (((second[k] + d0 * d0) + d1 * d1) + d2 * d2) + d3 * d3
+            sum_g[k] = (((sum_g[k] + e0) + e1) + e2) + e3
+            sum_gd[k] = (((sum_gd[k] + e0 * d0) + e1 * d1) + e2 * d2) + e3 * d3
     for q in range(full, count):
         xs, gs = rows[q, c0:c1], grows[q, c0:c1]
         for k in range(width):
-            s = (sum_a[k], sum_ad[k], sum_gz[k], sum_g[k])
-            s = _sums_step(s, xs[k], gs[k], m[k], correction[k], gammas[k], r[k])
-            sum_a[k], sum_ad[k], sum_gz[k], sum_g[k] = s
-    return sum_a, sum_ad, sum_gz, sum_g
+            d = widen(xs[k]) - m[k]
+            e = widen(gs[k])
+            first[k] += d
+            second[k] += d * d
+            sum_g[k] += e
+            sum_gd[k] += e * d
+    correction, moment = _corrected_wide(first, second, count)
+    return m, correction, moment, sum_g, sum_gd
 """
 
 
@@ -313,7 +341,7 @@ def vjp_{path}(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta):
     for b in {range}((C + block - 1) // block):
         c0, c1 = b * block, min(C, (b + 1) * block)
         width = c1 - c0
-        mh, ml, s = column_statistics_{path}(x, c0, c1)
+{statistics}
         r, w, gammas = np.empty(width), np.empty(width), np.empty(width)
         for k in range(width):
             r[k] = scale_{mode}(s[k], epsilon, std)
@@ -382,6 +410,42 @@ def vjp_inference_{path}(x, g, gamma, mean, var, epsilon, std, block, dx, dgamma
 '''
 
 
+#: The per-element stages' summands of the VJP's feature sums, and what the wide path sums
+#: instead: g for m_a, g d for m_ad and dgamma (each summand a per-feature factor times it).
+SUMMAND_A = norms.gamma_i * norms.g_i
+SUMMAND_AD = norms.gamma_i * norms.g_i * norms.d
+SUMMED = {"a": norms.g_i, "ad": norms.g_i * norms.d, "gz": norms.g_i * norms.d}
+
+#: The per-feature values a factor may be, as the wide VJP's loop names them.
+FEATURE_VALUES = {sp.S.One: "1.0", norms.gamma_i: "gammas[k]", norms.r: "r[k]"}
+
+
+def feature_factor(summand: sp.Expr, summed: sp.Expr) -> str:
+    """The code of ``summand / summed`` if that is one per-feature value (gamma, r or 1),
+    so that the sum of ``summand`` over a feature's batch values is that value times the
+    sum of ``summed``; a ValueError otherwise."""
+    factor = sp.simplify(summand / summed)
+    if factor not in FEATURE_VALUES:
+        raise ValueError(
+            f"{summand} is not a per-feature value times {summed} (the quotient is {factor}):"
+            " the wide VJP cannot take its sum from the moments pass"
+        )
+    return FEATURE_VALUES[factor]
+
+
+def wide_sums() -> str:
+    """The wide VJP's three sums from the two of :func:`column_moments_and_sums_wide`, each
+    factor derived from its summand (both denominators' dgamma summand must agree)."""
+    dgamma = {bn.form(denom).dgamma_term for denom in SUFFIX}
+    if len(dgamma) != 1:
+        raise ValueError(f"the denominators' dgamma summands differ: {dgamma}")
+    return COLUMN_SUMS["wide"].format(
+        factor_a=feature_factor(SUMMAND_A, SUMMED["a"]),
+        factor_ad=feature_factor(SUMMAND_AD, SUMMED["ad"]),
+        factor_gz=feature_factor(dgamma.pop(), SUMMED["gz"]),
+    )
+
+
 def _stages(constants: Constants) -> list[str]:
     shared = [
         ("output", bn.SQRT_VAR_EPS.output, (norms.d, norms.r, norms.gamma_i, norms.beta_i), "y"),
@@ -397,10 +461,10 @@ def _stages(constants: Constants) -> list[str]:
             (norms.d, norms.d_j, norms.r, norms.gamma_i, bn.m, bn.w, norms.delta),
             "J_kl (one feature; delta is 1 on the diagonal)",
         ),
-        ("summand_a", norms.gamma_i * norms.g_i, (norms.gamma_i, norms.g_i), "a summand of m_a"),
+        ("summand_a", SUMMAND_A, (norms.gamma_i, norms.g_i), "a summand of m_a"),
         (
             "summand_ad",
-            norms.gamma_i * norms.g_i * norms.d,
+            SUMMAND_AD,
             (norms.d, norms.gamma_i, norms.g_i),
             "a summand of m_ad",
         ),
@@ -454,7 +518,8 @@ def batchnorm_source() -> str:
                 count=path.rounded("np.float64(A * L)"),
                 dev_all=path.rounded("(widen(xs[k]) - mh_all[k]) - ml_all[k]"),
                 dev_infer=path.rounded("widen(x[a, p, c]) - np.float64(mean[c])"),
-                sums=COLUMN_SUMS[path.name],
+                statistics=STATISTICS_CALL[path.name == "wide"].format(path=path.name),
+                sums=wide_sums() if path.name == "wide" else COLUMN_SUMS[path.name],
                 mean_a=path.rounded("sum_a[k] / n"),
                 mean_ad=path.rounded("sum_ad[k] / n"),
                 acc_gz=acc_gz,

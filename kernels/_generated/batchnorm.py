@@ -406,46 +406,42 @@ SWEEP = 4
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
-def _sums_step(sums, x_k, g_k, m, correction, gamma_k, r):
-    """The four sums of the VJP after one more batch value (x_k, g_k) of a feature."""
-    sum_a, sum_ad, sum_gz, sum_g = sums
-    dk = (widen(x_k) - m) - correction
-    gk = widen(g_k)
-    sum_a += summand_a_f64(gamma_k, gk)
-    sum_ad += summand_ad_f64(dk, gamma_k, gk)
-    sum_gz += summand_gz_f64(dk, r, gk)
-    return sum_a, sum_ad, sum_gz, sum_g + gk
-
-
-@njit(cache=True, error_model="numpy", fastmath={"contract"})
-def _column_sums_wide(x, g, c0, c1, gammas, m, correction, r):
-    """The four per-feature sums of the VJP, in float64, each over the rows (a, p) in
-    order (SWEEP rows per sweep of the features)."""
+def column_moments_and_sums_wide(x, g, c0, c1):
+    """:func:`column_statistics_wide` of features c0..c1 and, in its second pass, the two
+    sums every VJP sum is a multiple of: (mean, correction, biased variance, sum of g, sum
+    of g (x - mean)), float64, each over the rows (a, p) in order, SWEEP rows per sweep of
+    the features. The deviations are from the first-pass mean: the sum of g times the
+    deviation from the corrected mean is the last minus the correction times the sum of g."""
     rows = x.reshape((x.shape[0] * x.shape[1], x.shape[2]))
     grows = g.reshape(rows.shape)
     width, count = c1 - c0, rows.shape[0]
     full = count - count % SWEEP
-    sum_a, sum_ad = np.zeros(width), np.zeros(width)
-    sum_gz, sum_g = np.zeros(width), np.zeros(width)
+    m = _column_means_wide(rows, c0, c1)
+    first = np.zeros(width)
+    second, sum_g, sum_gd = np.zeros(width), np.zeros(width), np.zeros(width)
     for q in range(0, full, SWEEP):
         x0, x1, x2, x3 = rows[q, c0:c1], rows[q + 1, c0:c1], rows[q + 2, c0:c1], rows[q + 3, c0:c1]
         g0, g1 = grows[q, c0:c1], grows[q + 1, c0:c1]
         g2, g3 = grows[q + 2, c0:c1], grows[q + 3, c0:c1]
         for k in range(width):
-            mk, ck, gamma_k, rk = m[k], correction[k], gammas[k], r[k]
-            s = (sum_a[k], sum_ad[k], sum_gz[k], sum_g[k])
-            s = _sums_step(s, x0[k], g0[k], mk, ck, gamma_k, rk)
-            s = _sums_step(s, x1[k], g1[k], mk, ck, gamma_k, rk)
-            s = _sums_step(s, x2[k], g2[k], mk, ck, gamma_k, rk)
-            s = _sums_step(s, x3[k], g3[k], mk, ck, gamma_k, rk)
-            sum_a[k], sum_ad[k], sum_gz[k], sum_g[k] = s
+            d0, d1 = widen(x0[k]) - m[k], widen(x1[k]) - m[k]
+            d2, d3 = widen(x2[k]) - m[k], widen(x3[k]) - m[k]
+            e0, e1, e2, e3 = widen(g0[k]), widen(g1[k]), widen(g2[k]), widen(g3[k])
+            first[k] = (((first[k] + d0) + d1) + d2) + d3
+            second[k] = (((second[k] + d0 * d0) + d1 * d1) + d2 * d2) + d3 * d3
+            sum_g[k] = (((sum_g[k] + e0) + e1) + e2) + e3
+            sum_gd[k] = (((sum_gd[k] + e0 * d0) + e1 * d1) + e2 * d2) + e3 * d3
     for q in range(full, count):
         xs, gs = rows[q, c0:c1], grows[q, c0:c1]
         for k in range(width):
-            s = (sum_a[k], sum_ad[k], sum_gz[k], sum_g[k])
-            s = _sums_step(s, xs[k], gs[k], m[k], correction[k], gammas[k], r[k])
-            sum_a[k], sum_ad[k], sum_gz[k], sum_g[k] = s
-    return sum_a, sum_ad, sum_gz, sum_g
+            d = widen(xs[k]) - m[k]
+            e = widen(gs[k])
+            first[k] += d
+            second[k] += d * d
+            sum_g[k] += e
+            sum_gd[k] += e * d
+    correction, moment = _corrected_wide(first, second, count)
+    return m, correction, moment, sum_g, sum_gd
 
 
 @njit(cache=True, error_model="numpy")
@@ -619,11 +615,9 @@ def jacobian_f64(x, gamma_i, epsilon, std, out):
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
-def column_statistics_wide(x, c0, c1):
-    """(mean, correction, biased variance) of features c0..c1 of x (A, L, C), float64,
-    corrected two-pass. Each feature's sums run over the rows (a, p) in order; the loops
-    sweep the features of SWEEP rows at a time, the partial sums in registers."""
-    rows = x.reshape((x.shape[0] * x.shape[1], x.shape[2]))
+def _column_means_wide(rows, c0, c1):
+    """The means of features c0..c1 of rows (M, C), float64, each feature's sum over the
+    rows in order, SWEEP rows per sweep of the features, the partial sums in registers."""
     width, count = c1 - c0, rows.shape[0]
     full = count - count % SWEEP
     first = np.zeros(width)
@@ -638,9 +632,31 @@ def column_statistics_wide(x, c0, c1):
         xs = rows[q, c0:c1]
         for k in range(width):
             first[k] += widen(xs[k])
-    m = first / count
-    first[:] = 0.0
-    second = np.zeros(width)
+    return first / count
+
+
+@njit(cache=True, error_model="numpy")
+def _corrected_wide(first, second, count):
+    """(correction, biased variance) per feature from the sums of the deviations from
+    the first-pass mean and of their squares."""
+    correction = first / count
+    moment = second / count - correction * correction
+    for k in range(moment.size):
+        if moment[k] < 0.0:
+            moment[k] = 0.0
+    return correction, moment
+
+
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
+def column_statistics_wide(x, c0, c1):
+    """(mean, correction, biased variance) of features c0..c1 of x (A, L, C), float64,
+    corrected two-pass. Each feature's sums run over the rows (a, p) in order; the loops
+    sweep the features of SWEEP rows at a time, the partial sums in registers."""
+    rows = x.reshape((x.shape[0] * x.shape[1], x.shape[2]))
+    width, count = c1 - c0, rows.shape[0]
+    full = count - count % SWEEP
+    m = _column_means_wide(rows, c0, c1)
+    first, second = np.zeros(width), np.zeros(width)
     for q in range(0, full, SWEEP):
         x0, x1, x2, x3 = rows[q, c0:c1], rows[q + 1, c0:c1], rows[q + 2, c0:c1], rows[q + 3, c0:c1]
         for k in range(width):
@@ -654,11 +670,7 @@ def column_statistics_wide(x, c0, c1):
             d = widen(xs[k]) - m[k]
             first[k] += d
             second[k] += d * d
-    correction = first / count
-    moment = second / count - correction * correction
-    for k in range(width):
-        if moment[k] < 0.0:
-            moment[k] = 0.0
+    correction, moment = _corrected_wide(first, second, count)
     return m, correction, moment
 
 
@@ -696,7 +708,7 @@ def vjp_wide(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta):
     for b in prange((C + block - 1) // block):
         c0, c1 = b * block, min(C, (b + 1) * block)
         width = c1 - c0
-        mh, ml, s = column_statistics_wide(x, c0, c1)
+        mh, ml, s, sum_g, sum_gd_first = column_moments_and_sums_wide(x, g, c0, c1)
         r, w, gammas = np.empty(width), np.empty(width), np.empty(width)
         for k in range(width):
             r[k] = scale_f64(s[k], epsilon, std)
@@ -704,7 +716,12 @@ def vjp_wide(x, g, gamma, epsilon, std, block, dx, dgamma, dbeta):
             # NaN when r is inf there (eps = 0: 0/0).
             w[k] = weight_f64(s[k], epsilon, r[k], std) if s[k] > 0.0 else 0.0 * r[k] * r[k]
             gammas[k] = np.float64(gamma[c0 + k])
-        sum_a, sum_ad, sum_gz, sum_g = _column_sums_wide(x, g, c0, c1, gammas, mh, ml, r)
+        sum_a, sum_ad, sum_gz = np.empty(width), np.empty(width), np.empty(width)
+        for k in range(width):
+            sum_gd = sum_gd_first[k] - ml[k] * sum_g[k]
+            sum_a[k] = gammas[k] * sum_g[k]
+            sum_ad[k] = gammas[k] * sum_gd
+            sum_gz[k] = r[k] * sum_gd
         for k in range(width):
             mh_all[c0 + k], ml_all[c0 + k] = mh[k], ml[k]
             r_all[c0 + k], w_all[c0 + k], gamma_all[c0 + k] = r[k], w[k], gammas[k]

@@ -10,6 +10,7 @@ import re
 import pytest
 import sympy as sp
 
+from derive.codegen import batchnorm as bn_codegen
 from derive.codegen import norms as norm_codegen
 from derive.codegen.activations import module_forms
 from derive.codegen.emit import MODES, Constants, EmitError, scalar_function
@@ -274,3 +275,18 @@ def test_the_row_norms_single_pass_sums_need_a_linear_summand(monkeypatch):
     assert not norm_codegen.single_pass_sums_hold()
     with pytest.raises(ValueError, match="not linear"):
         norm_codegen.row_norm_source(ROW_NORMS[0])
+
+
+def test_batchnorm_wide_sums_are_per_feature_multiples_of_two_sums():
+    """The wide VJP sums g and g d once and scales them per feature: the factors are derived
+    from the summands (gamma, gamma, r), and a summand that is not such a multiple is
+    refused."""
+    code = bn_codegen.wide_sums()
+    assert "sum_a[k] = gammas[k] * sum_g[k]" in code
+    assert "sum_ad[k] = gammas[k] * sum_gd" in code
+    assert "sum_gz[k] = r[k] * sum_gd" in code
+    g, d = norms.g_i, norms.d
+    with pytest.raises(ValueError, match="not a per-feature value"):
+        bn_codegen.feature_factor(norms.gamma_i * g * d**2, g * d)
+    with pytest.raises(ValueError, match="not a per-feature value"):
+        bn_codegen.feature_factor(norms.gamma_i * norms.r * g * d, g * d)

@@ -1600,25 +1600,35 @@ def _statistics_row_by_row(x, c0, c1):  # pragma: no cover - compiled
 
 
 @numba.njit(error_model="numpy", fastmath={"reassoc", "contract"})
-def _sums_row_by_row(x, g, c0, c1, gammas, m, correction, r):  # pragma: no cover - compiled
-    """``_column_sums_wide`` before the sweeps of several rows, to compare bits with."""
-    summand_a_f64 = generated_batchnorm.summand_a_f64
-    summand_ad_f64 = generated_batchnorm.summand_ad_f64
-    summand_gz_f64 = generated_batchnorm.summand_gz_f64
-    width = c1 - c0
-    sum_a, sum_ad = np.zeros(width), np.zeros(width)
-    sum_gz, sum_g = np.zeros(width), np.zeros(width)
+def _moments_and_sums_row_by_row(x, g, c0, c1):  # pragma: no cover - compiled
+    """``column_moments_and_sums_wide`` one row at a time, to compare bits with: the
+    statistics of :func:`_statistics_row_by_row`, and in their second pass the sums of g
+    and of g times the deviation from the first-pass mean."""
+    width, count = c1 - c0, x.shape[0] * x.shape[1]
+    first = np.zeros(width)
+    for a in range(x.shape[0]):
+        for p in range(x.shape[1]):
+            for c in range(c0, c1):
+                first[c - c0] += np.float64(x[a, p, c])
+    m = first / count
+    first[:] = 0.0
+    second, sum_g, sum_gd = np.zeros(width), np.zeros(width), np.zeros(width)
     for a in range(x.shape[0]):
         for p in range(x.shape[1]):
             for c in range(c0, c1):
                 k = c - c0
-                dk = (np.float64(x[a, p, c]) - m[k]) - correction[k]
+                d = np.float64(x[a, p, c]) - m[k]
                 gk = np.float64(g[a, p, c])
-                sum_a[k] += summand_a_f64(gammas[k], gk)
-                sum_ad[k] += summand_ad_f64(dk, gammas[k], gk)
-                sum_gz[k] += summand_gz_f64(dk, r[k], gk)
+                first[k] += d
+                second[k] += d * d
                 sum_g[k] += gk
-    return sum_a, sum_ad, sum_gz, sum_g
+                sum_gd[k] += gk * d
+    correction = first / count
+    moment = second / count - correction * correction
+    for k in range(width):
+        if moment[k] < 0.0:
+            moment[k] = 0.0
+    return m, correction, moment, sum_g, sum_gd
 
 
 #: (A, L, C) layouts: (N, D) inputs as (N, 1, D), (N, C, H, W) as (N, H*W, C); row counts
@@ -1656,13 +1666,10 @@ def test_float32_loops_sweeping_four_rows_give_the_bits_of_one_row_at_a_time(lay
         g = rng.standard_normal(layout).astype(dtype).astype(np.float32)
         features = layout[2]
         for c0, c1 in {(0, features), (features // 3, features), (0, (features + 1) // 2)}:
-            width = c1 - c0
             stats = generated.column_statistics_wide(x, c0, c1)
             assert_same_bits("statistics", stats, _statistics_row_by_row(x, c0, c1))
-            gammas, r = rng.standard_normal(width), rng.random(width) + 0.5
-            sums = generated._column_sums_wide(x, g, c0, c1, gammas, stats[0], stats[1], r)
-            expected = _sums_row_by_row(x, g, c0, c1, gammas, stats[0], stats[1], r)
-            assert_same_bits("VJP sums", sums, expected)
+            sums = generated.column_moments_and_sums_wide(x, g, c0, c1)
+            assert_same_bits("VJP sums", sums, _moments_and_sums_row_by_row(x, g, c0, c1))
 
 
 @pytest.mark.parametrize("features", [1, 3, 513, 1100])
