@@ -1,8 +1,11 @@
-"""``liptable bench``'s GEMM column: the float64 GEMM rate and the flops it is divided into."""
+"""``liptable bench``'s GEMM column (the float64 GEMM rate and the flops it is divided into),
+its module filter and its interleaving, and the memory it keeps for the timed calls."""
 
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -103,3 +106,37 @@ def test_each_timing_follows_untimed_calls_of_the_same_function():
     first_theirs = names.index("theirs")
     assert first_theirs >= 2  # ours ran untimed first, then its timed call
     assert calls[first_theirs - 1][1] - calls[0][1] >= 0.02
+
+
+FAULTS = """
+import resource, sys
+import numpy as np
+from derive import bench
+
+kept = bench.keep_freed_memory() if sys.argv[1] == "keep" else None
+size = 6 << 20  # 24 MB of float32: above glibc's default mmap threshold, below KEEP_BELOW
+a = np.ones(size, np.float32)
+del a
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+b = np.ones(size, np.float32)
+print(kept, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="glibc's mallopt and minor page faults")
+def test_kept_memory_is_reused_without_page_faults():
+    """With freed memory kept, a second 24 MB array takes the pages the first one freed;
+    with the allocator's defaults it faults in new ones (at least 12, one per 2 MB huge
+    page; hundreds with 4 KB pages)."""
+
+    def faults(mode: str) -> tuple[str, int]:
+        done = subprocess.run(
+            [sys.executable, "-c", FAULTS, mode], capture_output=True, text=True, check=True
+        )
+        kept, count = done.stdout.split()
+        return kept, int(count)
+
+    kept, with_kept = faults("keep")
+    assert kept == "True"
+    assert with_kept <= 2, with_kept
+    assert faults("default")[1] >= 12
