@@ -270,12 +270,14 @@ def jacobian_{path}(x, gamma, epsilon, out):
             out[i, j] = entry_{mode}(di, dj, r, np.float64(gamma[i]), n, kronecker)
 '''
 
-#: The row statistics, the scale r and the means m_a, m_az of the VJP, per path.
+#: The row statistics and the scale r, as the f64 and strict VJPs take them (the wide one
+#: takes its row sums in the statistics' second pass).
 SCALE = """\
             mh, ml, s = statistics_{path}(xi)
             r = scale_{mode}(s, epsilon, n)
 """
 
+#: The VJP's statistics, scale r and row means m_a, m_az, per path.
 MEANS = {
     "f64": SCALE.format(path="f64", mode="f64")
     + lane_sums(
