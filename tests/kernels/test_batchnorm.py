@@ -1572,38 +1572,19 @@ def test_inference_jacobian_rounds_past_float32_max_without_a_warning():
 # --- the float32 loops sweep four rows at a time: same bits as one row at a time ----------
 
 
-@numba.njit(error_model="numpy", fastmath={"reassoc", "contract"})
-def _statistics_row_by_row(x, c0, c1):  # pragma: no cover - compiled
+def _statistics_row_by_row(x, c0, c1):
     """``column_statistics_wide`` as it was before the loops swept several rows at once
-    (one row per sweep of the features), kept here to compare bits with."""
-    width, count = c1 - c0, x.shape[0] * x.shape[1]
-    first = np.zeros(width)
-    for a in range(x.shape[0]):
-        for p in range(x.shape[1]):
-            for c in range(c0, c1):
-                first[c - c0] += np.float64(x[a, p, c])
-    m = first / count
-    first[:] = 0.0
-    second = np.zeros(width)
-    for a in range(x.shape[0]):
-        for p in range(x.shape[1]):
-            for c in range(c0, c1):
-                d = np.float64(x[a, p, c]) - m[c - c0]
-                first[c - c0] += d
-                second[c - c0] += d * d
-    correction = first / count
-    moment = second / count - correction * correction
-    for k in range(width):
-        if moment[k] < 0.0:
-            moment[k] = 0.0
+    (one row per sweep of the features), kept here to compare bits with: the statistics of
+    :func:`_moments_and_sums_row_by_row`, whose sums do not touch them."""
+    m, correction, moment, _, _ = _moments_and_sums_row_by_row(x, x, c0, c1)
     return m, correction, moment
 
 
 @numba.njit(error_model="numpy", fastmath={"reassoc", "contract"})
 def _moments_and_sums_row_by_row(x, g, c0, c1):  # pragma: no cover - compiled
     """``column_moments_and_sums_wide`` one row at a time, to compare bits with: the
-    statistics of :func:`_statistics_row_by_row`, and in their second pass the sums of g
-    and of g times the deviation from the first-pass mean."""
+    corrected two-pass statistics, and in their second pass the sums of g and of g times
+    the deviation from the first-pass mean."""
     width, count = c1 - c0, x.shape[0] * x.shape[1]
     first = np.zeros(width)
     for a in range(x.shape[0]):
