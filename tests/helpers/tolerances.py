@@ -37,7 +37,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import mpmath
 import numpy as np
+
+from derive.reference.core import ulp
 
 
 @dataclass(frozen=True)
@@ -67,10 +70,28 @@ FLOAT16_ULPS = 1.0
 #: bfloat16 mixed mode, float64 rounded once as for float16: within 1 ULP.
 BFLOAT16_ULPS = 1.0
 
-#: The VJP multiplies the derivative by g and rounds once more: half an ULP on top (of the
-#: derivative's allowance, carried to ULPs of the product by ``carried`` in
-#: tests/kernels/test_activations.py where the float64 derivative is subnormal).
+#: The VJP multiplies the derivative by g and rounds once more: half an ULP on top.
 VJP_PRODUCT_ULPS = 0.5
+
+
+def vjp_allowance(dtype, kappa: float, slope, g: float, product) -> float:
+    """ULPs of the VJP ``g f'`` allowed: the derivative's allowance, carried into ULPs of
+    the product, plus :data:`VJP_PRODUCT_ULPS`.
+
+    Where ``f'`` is a normal float64, ULPs are relative and the product keeps the
+    derivative's relative error: its allowance carries over as it is. A subnormal float64
+    ``f'`` (Swish's below x = -708, the GeLUs' further right) errs in absolute units of
+    2^-1074, which the product scales by ``|g|`` while the result may be a normal number
+    with a far finer relative spacing: one ULP of ``f'`` is then ``|g| 2^-1074 / ulp(g f')``
+    ULPs of the product (Swish at x = -716, g = 9: 1457 ULPs of the product from about 324
+    of the derivative).
+    """
+    allowance = TOLERANCE[np.dtype(dtype)].allowance(kappa)
+    if np.dtype(dtype) == np.float64 and abs(slope) < 2.0**-1022:
+        with mpmath.workdps(30):
+            carried = float(abs(g) * ulp(slope, dtype) / ulp(product, dtype))
+        allowance *= max(1.0, carried)
+    return allowance + VJP_PRODUCT_ULPS
 
 
 # --- normalizations (LayerNorm, RMSNorm, CenterNorm, WeightNorm) ------------------------

@@ -21,13 +21,12 @@ from derive.reference.core import (
     float16_table,
     reference_values,
     round_to_dtype,
-    ulp,
     ulp_error,
 )
 from derive.report.float16 import float16_facts, smallest_half_at_least
 from kernels import _elementwise, relu
 from tests.helpers.generated import generated
-from tests.helpers.tolerances import FLOAT16_ULPS, TOLERANCE, VJP_PRODUCT_ULPS
+from tests.helpers.tolerances import FLOAT16_ULPS, TOLERANCE, vjp_allowance
 
 KEYS = [m.key for m in ELEMENTWISE]
 QUANTITIES = ("forward", "derivative")
@@ -157,22 +156,6 @@ def test_dense_grid_against_reference(key, quantity, dtype):
         )
 
 
-def carried(slope, g: float, product, dtype) -> float:
-    """How many ULPs of ``g f'`` one ULP of the derivative ``f'`` becomes in the VJP.
-
-    1 where ``f'`` is a normal float64: ULPs are then relative, and the product keeps the
-    derivative's relative error. A subnormal float64 ``f'`` (Swish's below x = -708, the
-    GeLUs' further right) carries an absolute error in units of 2^-1074, which the product
-    scales by ``|g|`` while the result may be a normal number with a far finer relative
-    spacing: the derivative's allowance then counts ``|g| 2^-1074 / ulp(g f')`` ULPs of the
-    result.
-    """
-    if dtype != np.float64 or abs(slope) >= 2.0**-1022:
-        return 1.0
-    with mpmath.workdps(30):
-        return max(1.0, float(abs(g) * ulp(slope, dtype) / ulp(product, dtype)))
-
-
 @pytest.mark.parametrize("key", KEYS)
 @example(pairs=[(-716.0, 9.0), (-730.0, 2.0**60), (-745.0, 1.0)])
 @given(
@@ -189,7 +172,6 @@ def test_vjp_is_g_times_derivative(key, pairs):
         xs = np.array([p[0] for p in pairs], dtype=dtype)
         gs = np.array([p[1] for p in pairs], dtype=dtype)
         got = _elementwise.vjp(generated(key), xs, gs, False)
-        tolerance = TOLERANCE[np.dtype(dtype)]
         derivative = elementwise(key).derivative
         for i, (xi, gi, yi) in enumerate(zip(xs.tolist(), gs.tolist(), got.tolist(), strict=True)):
             slope = evaluate(derivative, xi)
@@ -197,8 +179,7 @@ def test_vjp_is_g_times_derivative(key, pairs):
                 exact = mpmath.mpf(gi) * slope
             kappa = float(condition_number(derivative, xi))
             error = ulp_error(dtype(yi), exact, dtype)
-            allowed = tolerance.allowance(kappa) * carried(slope, gi, exact, dtype)
-            allowed += VJP_PRODUCT_ULPS
+            allowed = vjp_allowance(dtype, kappa, slope, gi, exact)
             assert error <= allowed, (
                 f"{key}.vjp {np.dtype(dtype)}: index {i}, x = {xi!r}, g = {gi!r}: got {yi!r}, "
                 f"expected {mpmath.nstr(exact, 20)} ({error:.3g} ULP > {allowed:.3g})"
