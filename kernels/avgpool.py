@@ -456,12 +456,18 @@ def _jacobian2d(height, width, kh, kw, sh, sw, ph, pw, channels, out_h, out_w, w
                         out[row, (c * height + i) * width + j] = weight
 
 
+def _power_of_two_count(geometry) -> bool:
+    """Whether a window holds a power of two of entries (``kh kw``): dividing by it is then
+    exact, short of underflow."""
+    count = geometry.kh * geometry.kw
+    return count & (count - 1) == 0
+
+
 def _vectorized(geometry, strict: bool, dtype: np.dtype) -> bool:
     """Whether the vectorized loops apply: mixed mode (float16 input is widened exactly to
     float32), and for float64 input ``kh kw`` a power of two (dividing by it is exact; a
     float32 window's quotient, normal in float64, is :func:`_quotient`'s for any count)."""
-    count = geometry.kh * geometry.kw
-    return not strict and (dtype != np.float64 or count & (count - 1) == 0)
+    return not strict and (dtype != np.float64 or _power_of_two_count(geometry))
 
 
 def _output(dtype: np.dtype, shape: tuple[int, ...], exact_in_float32: bool = False) -> np.ndarray:
@@ -551,8 +557,7 @@ def vjp2d(
         gplanes = native_planes(checked_window_gradient(g, x, geometry))
         # A half g divided by a power of two is a float32 number (|g| >= 2^-24 or 0, and
         # float32 reaches 2^-149): such a share is exact in float32.
-        count = geometry.kh * geometry.kw
-        exact = x.dtype == np.float16 and count & (count - 1) == 0
+        exact = x.dtype == np.float16 and _power_of_two_count(geometry)
         dx = _output(x.dtype, (gplanes.shape[0], *x.shape[-2:]), exact)
         scaled = gplanes.dtype == np.float64
         _vjp2d_disjoint(gplanes, *geometry.loop_args, geometry.covers, scaled, dx)
