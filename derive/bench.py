@@ -89,14 +89,11 @@ def keep_freed_memory() -> bool:
     """
     name = ctypes.util.find_library("c")
     try:
-        mallopt = ctypes.CDLL(name).mallopt if name else None
-    except (OSError, AttributeError):
+        mallopt = ctypes.CDLL(name).mallopt
+    except (OSError, AttributeError, TypeError):  # no C library found, or not glibc's
         return False
-    if mallopt is None:
-        return False
-    return bool(mallopt(_M_MMAP_THRESHOLD, KEEP_BELOW)) and bool(
-        mallopt(_M_TRIM_THRESHOLD, 2**31 - 1)
-    )
+    kept = mallopt(_M_MMAP_THRESHOLD, KEEP_BELOW) and mallopt(_M_TRIM_THRESHOLD, 2**31 - 1)
+    return bool(kept)
 
 
 @dataclass(frozen=True)

@@ -256,10 +256,10 @@ COLUMN_SUMS |= strict_variants(COLUMN_SUMS["f16s"])
 
 #: The VJP's statistics of a block of features: the wide path takes its sums in the same
 #: pass (:data:`WIDE_COLUMN_SUMS`), the others after it.
-STATISTICS_CALL = {
-    False: "        mh, ml, s = column_statistics_{path}(x, c0, c1)",
-    True: "        mh, ml, s, sum_g, sum_gd_first = column_moments_and_sums_wide(x, g, c0, c1)",
-}
+STATISTICS_CALL = "        mh, ml, s = column_statistics_{path}(x, c0, c1)"
+WIDE_STATISTICS_CALL = (
+    "        mh, ml, s, sum_g, sum_gd_first = column_moments_and_sums_wide(x, g, c0, c1)"
+)
 
 WIDE_COLUMN_SUMS = """\
 #: Rows per sweep of the float32 loops over a block of features (see column_statistics_wide).
@@ -417,11 +417,11 @@ SUMMAND_AD = norms.gamma_i * norms.g_i * norms.d
 SUMMED = {"a": norms.g_i, "ad": norms.g_i * norms.d, "gz": norms.g_i * norms.d}
 
 #: The per-feature values a factor may be, as the wide VJP's loop names them.
-FEATURE_VALUES = {sp.S.One: "1.0", norms.gamma_i: "gammas[k]", norms.r: "r[k]"}
+FEATURE_VALUES = {norms.gamma_i: "gammas[k]", norms.r: "r[k]"}
 
 
 def feature_factor(summand: sp.Expr, summed: sp.Expr) -> str:
-    """The code of ``summand / summed`` if that is one per-feature value (gamma, r or 1),
+    """The code of ``summand / summed`` if that is one per-feature value (gamma or r),
     so that the sum of ``summand`` over a feature's batch values is that value times the
     sum of ``summed``; a ValueError otherwise."""
     factor = sp.simplify(summand / summed)
@@ -518,7 +518,11 @@ def batchnorm_source() -> str:
                 count=path.rounded("np.float64(A * L)"),
                 dev_all=path.rounded("(widen(xs[k]) - mh_all[k]) - ml_all[k]"),
                 dev_infer=path.rounded("widen(x[a, p, c]) - np.float64(mean[c])"),
-                statistics=STATISTICS_CALL[path.name == "wide"].format(path=path.name),
+                statistics=(
+                    WIDE_STATISTICS_CALL
+                    if path.name == "wide"
+                    else STATISTICS_CALL.format(path=path.name)
+                ),
                 sums=wide_sums() if path.name == "wide" else COLUMN_SUMS[path.name],
                 mean_a=path.rounded("sum_a[k] / n"),
                 mean_ad=path.rounded("sum_ad[k] / n"),
