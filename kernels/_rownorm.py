@@ -12,9 +12,10 @@ the loop for the dtype and float16 mode, and restores the shape. The loops live 
   their bit patterns (``uint16``): :func:`widen` takes each entry exactly to float64 as it
   is read, and :func:`narrow` rounds each result once, from float64 to half, as it is
   stored (no widened copies of x and g, no float64 result buffers); a half result is inf
-  only when the exact result rounds to inf. The Jacobian widens to float32 and rounds its
-  float64 result once. The ``wide`` loops get gamma and beta (D values each) widened
-  exactly to float64 in advance, so no row converts them again;
+  only when the exact result rounds to inf. The widening takes the processor's half
+  instructions where it has them (``kernels.cast.half_to_float64``). The Jacobian widens
+  to float32 and rounds its float64 result once. The ``wide`` loops get gamma and beta (D
+  values each) widened exactly to float64 in advance, so no row converts them again;
 - float16 with ``strict_fp16=True`` run the ``_f16s`` loops, every operation rounded to
   half (eps too, before use), serially; bfloat16 with ``strict_fp16=True`` the ``_bf16s``
   loops, the same operations rounded to bfloat16, on the values widened exactly to float64
@@ -44,7 +45,7 @@ from kernels._grain import loop_for
 from kernels._strict import is_bfloat16
 from kernels._strict import narrow as narrow_strict
 from kernels._validate import eps_value, float_array, strict_mode
-from kernels.cast import half_to_float32
+from kernels.cast import half_to_float32, half_to_float64
 from kernels.cast import widen as widen_array
 
 #: Lanes of the float64 path's compensated row sums (``add_to_lane``): lane k adds the
@@ -163,7 +164,7 @@ def _widen(value):
     if isinstance(value, types.Float):
         return lambda value: np.float64(value)
     if value == types.uint16:
-        return lambda value: half_bits_to_float64(value)
+        return lambda value: half_to_float64(value)
     return None
 
 

@@ -68,8 +68,8 @@ from numba import njit
 from numpy.typing import ArrayLike
 
 from kernels._bf16 import BFLOAT16, to_bfloat16
-from kernels._f16 import narrow_to_half_array, widen_half_array
 from kernels._validate import flag, float_array, real, same_shape_and_dtype, whole
+from kernels.cast import cast, widen
 
 __all__ = ["adam", "adam_scalars", "adamw", "power", "sgd"]
 
@@ -154,20 +154,20 @@ def _arrays(param: ArrayLike, **others: ArrayLike) -> tuple[np.ndarray, ...]:
 def _run(loop, arrays: tuple[np.ndarray, ...], scalars: tuple, outputs: int):
     """Run ``loop`` over the flattened ``arrays`` into ``outputs`` new arrays of their shape
     and dtype. float16 and bfloat16 input is widened exactly to float64 first and each
-    output rounded once to the input's format (``kernels._f16``, ``kernels._bf16``): three
+    output rounded once to the input's format (``kernels.cast``, ``kernels._bf16``): three
     vectorized passes (a single loop over the half bits did not vectorize)."""
     shape, dtype = arrays[0].shape, arrays[0].dtype
     half, brain = dtype == np.float16, dtype == BFLOAT16
     flat = [a.reshape(-1) for a in arrays]
     if half:
-        flat = [widen_half_array(a.view(np.uint16)) for a in flat]
+        flat = [widen(a) for a in flat]
     elif brain:
         flat = [a.astype(np.float64) for a in flat]  # exact
     wide = half or brain
     out = [np.empty(flat[0].size, np.float64 if wide else dtype) for _ in range(outputs)]
     loop(*flat, np.array(scalars, np.float64), *out)
     if half:
-        out = [narrow_to_half_array(o).view(np.float16) for o in out]
+        out = [cast(o, "float16") for o in out]
     elif brain:
         out = [to_bfloat16(o) for o in out]
     return tuple(o.reshape(shape) for o in out)

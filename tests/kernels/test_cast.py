@@ -7,6 +7,7 @@ pair of FP8 values for the add."""
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 from fractions import Fraction
 
@@ -18,6 +19,7 @@ import pytest
 import kernels.cast as cast_module
 from kernels._f16 import (
     float32_to_half_bits,
+    half_bits_to_float64,
     narrow_float32_to_half_array,
     narrow_to_half_array,
     reinterpret,
@@ -359,3 +361,104 @@ def test_float32_to_half_on_every_float32():
     here on two cores)."""
     chunk = 1 << 28
     assert sum(_mismatches(start, chunk) for start in range(0, 1 << 32, chunk)) == 0
+
+
+# --- the processor's half conversions ----------------------------------------------------
+#
+# Each conversion has two implementations, the half instructions (F16C) and 32-bit or 64-bit
+# integers; kernels.cast picks one by the target. Both are compared here with ``_f16``'s
+# integer functions (and NumPy), the hardware ones only where the processor has them.
+
+HARDWARE = (
+    pytest.param(True, marks=pytest.mark.skipif(
+        not cast_module.HARDWARE_HALVES, reason="no half conversion instructions here"
+    )),
+    False,
+)  # fmt: skip
+
+_IMPLEMENTATIONS = {
+    True: (
+        cast_module._half_to_float32_f16c,
+        cast_module._half_to_float64_f16c,
+        cast_module._float32_to_half_f16c,
+    ),
+    False: (
+        cast_module.half_to_float32_integers,
+        half_bits_to_float64,
+        cast_module.float32_to_half_integers,
+    ),
+}
+
+
+@functools.cache
+def _elementwise(function):
+    """A Numba loop applying ``function`` to every entry (as the kernels' loops do)."""
+
+    @numba.njit
+    def run(values, out):
+        for i in range(values.size):
+            out[i] = function(values[i])
+        return out
+
+    return run
+
+
+def test_the_hardware_conversions_are_used_exactly_where_the_target_has_them():
+    from llvmlite import binding
+    from numba.core import config
+    from numba.core.codegen import get_host_cpu_features
+
+    features = config.CPU_FEATURES or get_host_cpu_features()
+    expected = binding.get_process_triple().startswith("x86_64") and "+f16c" in features
+    assert cast_module.HARDWARE_HALVES == expected
+    chosen = (cast_module.half_to_float32, cast_module.half_to_float64)
+    chosen += (cast_module.float32_to_half,)
+    assert chosen == _IMPLEMENTATIONS[expected]
+
+
+@pytest.mark.parametrize("hardware", HARDWARE)
+def test_every_half_widens_exactly_signaling_nans_kept(hardware):
+    """All 65,536 patterns, into float32 and float64, bit for bit as NumPy's casts (which
+    keep a signaling NaN signaling: the instruction alone would set its quiet bit)."""
+    to_float32, to_float64, _ = _IMPLEMENTATIONS[hardware]
+    bits = np.arange(1 << 16, dtype=np.uint16)
+    for function, dtype in ((to_float32, np.float32), (to_float64, np.float64)):
+        got = _elementwise(function)(bits, np.empty(bits.size, dtype))
+        assert_same_bits(f"{function.__name__}", got, bits.view(np.float16).astype(dtype), bits)
+
+
+def _float64_specials(rng) -> np.ndarray:
+    """Zeros, infinities, NaNs of every kind (quiet and signaling, payloads in the top, the
+    middle and only the low bits), the float32 subnormal range and below, overflow, and
+    random patterns of every exponent."""
+    nan_patterns = np.array(
+        [0x7FF8000000000000, 0x7FF0000000000001, 0x7FF0000004000000, 0x7FF0040000000000,
+         0x7FF4000000000000, 0xFFF0000000000001, 0xFFFFFFFFFFFFFFFF, 0x7FF7FFFFFFFFFFFF],
+        dtype=np.uint64,
+    ).view(np.float64)  # fmt: skip
+    values = [0.0, -0.0, np.inf, -np.inf, 2.0**-149, 2.0**-150, 2.0**-1074, 1e-300, 1e300]
+    values += [3.4028234663852886e38, 3.5e38, 65504.0, 65519.99, 65520.0, 2.0**-25, 2.0**-24]
+    values = np.array(values)
+    random_bits = rng.integers(0, (1 << 63) - 1, 1 << 20, dtype=np.int64, endpoint=True)
+    signs = rng.integers(0, 2, random_bits.size).astype(np.int64) << 63
+    random_bits = (random_bits | signs).view(np.float64)
+    magnitudes = np.ldexp(rng.uniform(1, 2, 1 << 20), rng.integers(-160, 20, 1 << 20))
+    return np.concatenate([nan_patterns, values, -values, random_bits, magnitudes, -magnitudes])
+
+
+@pytest.mark.parametrize("hardware", HARDWARE)
+def test_narrowing_from_float32_rounds_once(hardware):
+    _, _, to_half = _IMPLEMENTATIONS[hardware]
+    rng = np.random.default_rng(37)
+    with np.errstate(over="ignore", invalid="ignore"):  # inf, and signaling NaNs quieted
+        specials = _float64_specials(rng).astype(np.float32)
+    values = np.concatenate(
+        [
+            _float32_around_half_midpoints(),
+            specials,
+            np.array([0x7F800001, 0xFF800001, 0x7FBFFFFF, 0x7F802000], np.uint32).view(np.float32),
+            rng.integers(0, 1 << 32, 1 << 20, dtype=np.uint64).astype(np.uint32).view(np.float32),
+        ]
+    )
+    got = _elementwise(to_half)(values, np.empty(values.size, np.uint16))
+    assert_same_bits("float32 -> half", got, narrow_float32_to_half_array(values), values)
