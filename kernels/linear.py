@@ -145,12 +145,15 @@ class _Prepared:
             y += self.b
             return y
 
-    def finish(self, values: np.ndarray) -> np.ndarray:
-        """Round once to x's dtype; an overflow to inf is a result, not a warning."""
+    def finish(self, values: np.ndarray, fresh: bool = True) -> np.ndarray:
+        """Round once to x's dtype; an overflow to inf is a result, not a warning. A
+        ``fresh`` array (the call's own result) of that dtype already is returned as it
+        is; any other is copied, so that no result shares memory with an input (float64
+        forward + VJP at (4096, 1024) -> 1024 copied 40 MB for nothing)."""
         if self.x.dtype == np.float16:
             return cast(values, "float16")
         with np.errstate(over="ignore"):
-            return values.astype(self.x.dtype)
+            return values.astype(self.x.dtype, copy=not fresh)
 
 
 @bfloat16_kernel
@@ -210,4 +213,4 @@ def jacobian(
     p = _Prepared(x, W, b, strict_fp16)
     if p.x.ndim != 1:
         raise ValueError(f"x: expected one sample of shape (D,), got shape {p.x.shape}")
-    return p.finish(p.W)
+    return p.finish(p.W, fresh=False)  # W itself for float64

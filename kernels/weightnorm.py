@@ -112,11 +112,13 @@ class _Prepared:
             return a @ b.T
 
     def finish(self, values: np.ndarray) -> np.ndarray:
-        """Round once to x's dtype; an overflow to inf is a result, not a warning."""
+        """Round once to x's dtype; an overflow to inf is a result, not a warning. Every
+        caller passes an array of its own, returned as it is when it has that dtype
+        already (float64)."""
         if self.x.dtype == np.float16:
             return cast(values, "float16")
         with np.errstate(over="ignore"):
-            return values.astype(self.x.dtype)
+            return values.astype(self.x.dtype, copy=False)
 
 
 @bfloat16_kernel

@@ -8,7 +8,8 @@ module of the catalog (``derive/catalog.py``), one test per rule:
 - outputs have the input's dtype (float16, float32, float64): forward, every array the vjp
   returns (parameter gradients included) and the Jacobian;
 - no kernel writes into its inputs (every array argument and the branch's parameters,
-  compared bit for bit after forward, vjp and jacobian);
+  compared bit for bit after forward, vjp and jacobian), and no result shares memory with
+  one;
 - a NaN input entry gives a NaN in the forward output (every module here reads every input
   entry into some output: elementwise, row, window, batch, attention and residual maps);
 - ``strict_fp16`` is a bool: ``"no"``, 1 and None are a TypeError naming it, in every
@@ -265,6 +266,21 @@ def test_inputs_are_not_written(key, index, dtype):
     use.call_jacobian(module)
     for i, (a, b) in enumerate(zip(arrays, before, strict=True)):
         assert a.tobytes() == b.tobytes(), f"{key}: input {i} was written"
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=FLOAT_IDS)
+@pytest.mark.parametrize(("key", "index"), USES)
+def test_no_output_shares_memory_with_an_input(key, index, dtype):
+    """Every result is an array of its own: writing into a Jacobian or a gradient cannot
+    change an argument (Linear's Jacobian is W's values, returned as a copy)."""
+    module, use = kernel(key), use_of(key, index, dtype)
+    g = use.gradient(module)
+    arrays = [*use.arrays(), g]
+    results = [use.call_forward(module), *flat_outputs(use.call_vjp(module, g))]
+    results.append(use.call_jacobian(module))
+    for i, out in enumerate(results):
+        for j, a in enumerate(arrays):
+            assert not np.shares_memory(out, a), f"{key}: result {i} shares input {j}'s memory"
 
 
 @pytest.mark.parametrize("dtype", FLOATS, ids=FLOAT_IDS)
