@@ -158,6 +158,14 @@ _HALF_QUANTUM_SHIFT_BITS = np.int32(_HALF_QUANTUM_SHIFT.view(np.int32))
 _ROUND_HALF_DOWN = (1 << (_SHIFT - 1)) - 1  # 0xFFF: ties go to even by the kept bit
 
 
+@njit(cache=True, inline="always")
+def _half_nan(magnitude):
+    """The half NaN (sign clear, an int32) of the float32 NaN whose magnitude bits are
+    ``magnitude``: the top 10 bits of its payload, or 1 if those are zero (0 would be
+    inf)."""
+    return np.int32(HALF_INF_BITS | max(np.int32((magnitude >> _SHIFT) & HALF_FRACTION_MASK), 1))
+
+
 @njit(cache=True)
 def float32_to_half_integers(v):
     """The half bits (a uint16) of the float32 ``v`` rounded to nearest, ties to even: the
@@ -179,7 +187,7 @@ def float32_to_half_integers(v):
     subnormal = np.int32(
         reinterpret(np.float32(abs(v) + _HALF_QUANTUM_SHIFT), np.int32) - _HALF_QUANTUM_SHIFT_BITS
     )
-    nan = np.int32(HALF_INF_BITS | max(np.int32((magnitude >> _SHIFT) & HALF_FRACTION_MASK), 1))
+    nan = _half_nan(magnitude)
     half = subnormal if magnitude < _F32_HALF_NORMAL else normal
     half = np.int32(HALF_INF_BITS) if magnitude >= _F32_HALF_OVERFLOW else half
     half = nan if magnitude > _F32_INFINITY else half
@@ -285,8 +293,7 @@ def _float32_to_half_f16c(v):
     """:func:`float32_to_half_integers` by VCVTPS2PH, NaN by the integer rule."""
     bits = reinterpret(v, np.int32)
     magnitude = np.int32(bits & FLOAT32_MAGNITUDE_MASK)
-    fraction = np.int32((magnitude >> _SHIFT) & HALF_FRACTION_MASK)
-    nan = np.int32(HALF_INF_BITS | max(fraction, 1) | ((bits >> 16) & HALF_SIGN_MASK))
+    nan = np.int32(_half_nan(magnitude) | ((bits >> 16) & HALF_SIGN_MASK))
     return np.uint16(nan) if magnitude > _F32_INFINITY else _fptrunc_half(v)
 
 
