@@ -8,7 +8,7 @@ row sums of the norms and Softmax), which runs up to twice as many lanes per
 instruction in 512-bit registers: on this project's Cascade Lake machine, forward + VJP of
 float32 Sigmoid at (4096, 1024) took 15.4-17.3 ms against 22.6-23.0 with 256-bit vectors,
 Softmax 22.5-24.8 against 33.6, GeLU (exact) 118-129 against 191-195 (two ``liptable bench``
-runs each way, taking turns; README, "Speed").
+runs each way, taking turns; ``kernels/SPEED.md``, "Vector width").
 
 :func:`prefer_wide_vectors` therefore gives Numba, before it builds its code generator, the
 host's own features (Numba's default) with ``-prefer-256-bit`` added. It runs when
