@@ -419,6 +419,23 @@ def test_the_hardware_conversions_are_used_exactly_where_the_target_has_them():
     assert chosen == _IMPLEMENTATIONS[expected]
 
 
+@pytest.mark.skipif(not cast_module.HARDWARE_HALVES, reason="no half conversion instructions")
+def test_the_hardware_conversions_compile_to_the_instructions():
+    """The loops the kernels run convert by VCVTPH2PS and VCVTPS2PH themselves, not by a
+    call to a software routine (which LLVM emits for ``half`` without ``f16c``)."""
+    cases = (
+        (cast_module.half_to_float32, np.uint16, np.float32, "vcvtph2ps"),
+        (cast_module.half_to_float64, np.uint16, np.float64, "vcvtph2ps"),
+        (cast_module.float32_to_half, np.float32, np.uint16, "vcvtps2ph"),
+    )
+    for function, source, target, instruction in cases:
+        loop = _elementwise(function)
+        loop(np.zeros(8, source), np.empty(8, target))
+        (assembly,) = loop.inspect_asm().values()
+        assert instruction in assembly, f"{function.__name__}: no {instruction}"
+        assert "__extendhfsf2" not in assembly and "__truncsfhf2" not in assembly
+
+
 @pytest.mark.parametrize("hardware", HARDWARE)
 def test_every_half_widens_exactly_signaling_nans_kept(hardware):
     """All 65,536 patterns, into float32 and float64, bit for bit as NumPy's casts (which
